@@ -1,0 +1,13 @@
+#!/usr/bin/env node
+// Version gate first: this file must parse and run on any Node still in use,
+// so it uses nothing newer than ES2017 and imports nothing until the check passes.
+const required = [22, 13];
+const [major, minor] = process.versions.node.split('.').map(Number);
+if (major < required[0] || (major === required[0] && minor < required[1])) {
+  process.stderr.write(
+    `agentctl requires Node.js ${required.join('.')} or newer; this is Node.js ${process.versions.node}.\n`,
+  );
+  process.exit(1);
+}
+
+import('../dist/cli/main.js').then((cli) => cli.main(process.argv));

@@ -1,0 +1,64 @@
+import { isAddress } from 'viem';
+import { z } from 'zod';
+
+/**
+ * Plain-language messages for the failures every schema shares, so both the sandbox's
+ * 400s and the CLI's exit-2 messages read the same: "name: is required".
+ */
+z.config({
+  customError: (issue) => {
+    if (issue.code !== 'invalid_type') return undefined;
+    if (issue.input === undefined) return 'is required';
+    const article = /^[aeiou]/.test(issue.expected) ? 'an' : 'a';
+    return issue.expected === 'object'
+      ? 'must be a JSON object'
+      : `must be ${article} ${issue.expected}`;
+  },
+});
+
+/** The protocol's network. The sandbox runs the same chain id locally. */
+export const CHAIN_ID = 84532;
+export const CHAIN_NAME = 'Base Sepolia';
+
+/**
+ * A 20-byte address written as 0x plus 40 hex digits. All-lowercase and
+ * all-uppercase forms are accepted; a mixed-case form must carry a valid
+ * EIP-55 checksum, which catches most typing mistakes.
+ */
+export const Address = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{40}$/, { error: 'must be 0x followed by 40 hex digits', abort: true })
+  .refine((value) => isAddress(value), { error: 'has an invalid EIP-55 checksum' });
+
+/** Agent tiers, lowest first. The order is the permission order. */
+export const TIERS = [
+  'unverified',
+  'observer',
+  'registered',
+  'established',
+  'core_contributor',
+] as const;
+export const Tier = z.enum(TIERS);
+export type Tier = z.infer<typeof Tier>;
+
+/** True when `tier` is at least `minimum` in the tier order. */
+export function tierAtLeast(tier: Tier, minimum: Tier): boolean {
+  return TIERS.indexOf(tier) >= TIERS.indexOf(minimum);
+}
+
+/** Every non-2xx body. Extra fields (the faucet's cooldown fields, say) are kept. */
+export const ErrorBody = z.looseObject({ error: z.string() });
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
+/**
+ * One readable line from a zod failure: `field: problem; other: problem`.
+ * `part` names what was validated (body, querystring) when the whole value is wrong.
+ */
+export function describeZodError(error: z.ZodError, part = 'input'): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.length > 0 ? issue.path.join('.') : part;
+      return `${path}: ${issue.message}`;
+    })
+    .join('; ');
+}

@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { Address, Tier } from './common.ts';
+
+/** The sandbox admin API (header X-Admin-Token). Not part of the live service. */
+
+/** Ten years: far enough for any cooldown, small enough to keep dates sane. */
+export const MAX_CLOCK_ADVANCE_SECONDS = 10 * 365 * 24 * 3600;
+
+export const ClockState = z.object({
+  now: z.number().int(),
+  offset_seconds: z.number().int(),
+});
+export type ClockState = z.infer<typeof ClockState>;
+
+export const AdvanceClockRequest = z.object({
+  seconds: z
+    .number({ error: 'must be an integer' })
+    .int({ error: 'must be an integer' })
+    .min(1, { error: `must be 1 to ${MAX_CLOCK_ADVANCE_SECONDS}` })
+    .max(MAX_CLOCK_ADVANCE_SECONDS, { error: `must be 1 to ${MAX_CLOCK_ADVANCE_SECONDS}` }),
+});
+
+export const SetTierRequest = z.object({ wallet_address: Address, tier: Tier });
+export const SetTierResponse = z.object({ wallet_address: z.string(), tier: z.string() });
+
+export const SandboxInfo = z.object({
+  version: z.string(),
+  chain_id: z.number().int(),
+  clock: ClockState,
+  state_dir: z.string(),
+  persistent: z.boolean(),
+  rate_limit: z.boolean(),
+});
+export type SandboxInfo = z.infer<typeof SandboxInfo>;

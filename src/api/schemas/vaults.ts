@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { Address } from './common.ts';
+
+/** The six vault identifiers that deposit accepts. */
+export const VAULT_IDS = [
+  'conservative',
+  'moderate',
+  'aggressive',
+  'inverse',
+  'hedged',
+  'configurable',
+] as const;
+export const VaultId = z.enum(VAULT_IDS, {
+  error: `must be one of ${VAULT_IDS.join(', ')}`,
+});
+
+/** USDC has 6 decimals; an amount with more cannot be represented onchain. */
+export const UsdcAmount = z
+  .number({ error: 'must be a number' })
+  .positive({ error: 'must be greater than 0' })
+  .refine((value) => /^\d+(\.\d{1,6})?$/.test(String(value)), {
+    error: 'must have at most 6 decimal places',
+  });
+
+export const DepositRequest = z.object({
+  vault_id: VaultId,
+  amount_usdc: UsdcAmount,
+});
+export type DepositRequest = z.infer<typeof DepositRequest>;
+
+export const DepositResult = z.object({
+  success: z.boolean(),
+  agent_address: z.string(),
+  vault: z.string(),
+  vault_address: z.string(),
+  amount_usdc: z.number(),
+  approve_tx: z.string(),
+  deposit_tx: z.string(),
+  status: z.string(),
+  shares_balance: z.string(),
+});
+
+export const Vault = z.object({
+  address: z.string(),
+  name: z.string(),
+  asset: z.string(),
+  total_assets: z.string(),
+  apy: z.number(),
+  status: z.string(),
+});
+export const VaultList = z.object({ vaults: z.array(Vault), total: z.number().int() });
+
+export const Position = z.object({
+  vault_address: z.string(),
+  vault_name: z.string(),
+  shares: z.string(),
+  value_usdc: z.string(),
+});
+export const Positions = z.object({ positions: z.array(Position) });
+
+/** Body of the public POST /api/v1/nfts and POST /api/v1/positions. */
+export const WalletAddressBody = z.object({ wallet_address: Address });

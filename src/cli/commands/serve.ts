@@ -1,0 +1,90 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { LOG_LEVELS, type LogLevel } from '../../sandbox/options.ts';
+import { CliError, EXIT } from '../exit-codes.ts';
+
+interface ServeFlags {
+  host: string;
+  port: number;
+  state?: string;
+  adminToken?: string;
+  rateLimit: 'on' | 'off';
+  trustProxy: boolean;
+  logLevel: LogLevel;
+}
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port > 65535) {
+    throw new InvalidArgumentError('must be an integer from 0 to 65535 (0 picks a free port)');
+  }
+  return port;
+}
+
+export function serveCommand(): Command {
+  return new Command('serve')
+    .summary('run the local sandbox of the service')
+    .description(
+      'Run the local sandbox of the agent service: the same API on one machine, with an admin API under /sandbox.',
+    )
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option('--port <port>', 'port to listen on; 0 picks a free port', parsePort, 8787)
+    .option(
+      '--state <dir>',
+      'keep all state in DIR across restarts (default: a temporary directory removed at exit)',
+    )
+    .addOption(
+      new Option(
+        '--admin-token <token>',
+        'token for the /sandbox admin API (default: generated and printed)',
+      ).env('AGENTCTL_ADMIN_TOKEN'),
+    )
+    .addOption(
+      new Option('--rate-limit <mode>', "apply the service's rate limits")
+        .choices(['on', 'off'])
+        .default('on'),
+    )
+    .option(
+      '--trust-proxy',
+      'take the client address from X-Forwarded-For (only behind a proxy you control)',
+      false,
+    )
+    .addOption(
+      new Option('--log-level <level>', 'level of the JSON request log on stderr')
+        .choices(LOG_LEVELS)
+        .default('info'),
+    )
+    .action(async (flags: ServeFlags) => {
+      const { serveUntilSignalled } = await import('../../sandbox/server.ts');
+      const { StateDirError } = await import('../../sandbox/state-dir.ts');
+      try {
+        await serveUntilSignalled(
+          {
+            host: flags.host,
+            port: flags.port,
+            state: flags.state,
+            adminToken: flags.adminToken,
+            rateLimit: flags.rateLimit === 'on',
+            trustProxy: flags.trustProxy,
+            logLevel: flags.logLevel,
+          },
+          (line) => process.stdout.write(`${line}\n`),
+        );
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'EADDRINUSE') {
+          throw new CliError(
+            `port ${flags.port} on ${flags.host} is already in use: choose another with --port, or --port 0 for a free one`,
+            EXIT.failure,
+          );
+        }
+        if (code === 'EADDRNOTAVAIL' || code === 'EACCES') {
+          throw new CliError(
+            `cannot listen on ${flags.host}:${flags.port} (${code})`,
+            EXIT.failure,
+          );
+        }
+        if (error instanceof StateDirError) throw new CliError(error.message, EXIT.failure);
+        throw error;
+      }
+    });
+}

@@ -1,0 +1,32 @@
+/** Exit codes: documented in the README and in `agentctl --help`. */
+export const EXIT = {
+  ok: 0,
+  failure: 1,
+  usage: 2,
+  auth: 4,
+  rateLimited: 5,
+  unreachable: 6,
+  cancelled: 130,
+} as const;
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+export const EXIT_CODE_HELP = `
+Exit codes:
+  0    ok
+  1    service error or unexpected response
+  2    usage or invalid input, including HTTP 400/404/409
+  4    authentication or permission: 401, 403, 503 with no keys, or no key configured
+  5    rate limited or cooling down: 429 or faucet cooldown
+  6    service unreachable or timed out
+  130  cancelled`;
+
+/** An error the CLI reports as one line on stderr and maps to `exitCode`. */
+export class CliError extends Error {
+  readonly exitCode: ExitCode;
+
+  constructor(message: string, exitCode: ExitCode) {
+    super(message);
+    this.name = 'CliError';
+    this.exitCode = exitCode;
+  }
+}

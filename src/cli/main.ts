@@ -1,0 +1,45 @@
+import { Command, CommanderError } from 'commander';
+import { VERSION } from '../version.ts';
+import { serveCommand } from './commands/serve.ts';
+import { CliError, EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
+
+/** The command tree. Command modules import only commander up front; work loads lazily. */
+export function buildProgram(): Command {
+  return new Command('agentctl')
+    .description(
+      'Operate software agents on the agent-vault protocol (Base Sepolia, chain id 84532), ' +
+        'against the live service or the local sandbox (agentctl serve).',
+    )
+    .version(VERSION, '-V, --version')
+    .addHelpText('after', EXIT_CODE_HELP)
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .addCommand(serveCommand());
+}
+
+/** Maps any error to one line on stderr and an exit code, in one place. */
+export function exitCodeFor(error: unknown, writeError: (line: string) => void): number {
+  if (error instanceof CommanderError) {
+    // Commander has already printed its message (or the help/version text).
+    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version')
+      return EXIT.ok;
+    if (error.code === 'commander.help') return EXIT.ok;
+    return EXIT.usage;
+  }
+  if (error instanceof CliError) {
+    writeError(`agentctl: ${error.message}`);
+    return error.exitCode;
+  }
+  writeError(
+    `agentctl: unexpected error: ${error instanceof Error ? error.message : String(error)}`,
+  );
+  return EXIT.failure;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (error) {
+    process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`));
+  }
+}

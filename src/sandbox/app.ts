@@ -1,0 +1,53 @@
+import Fastify, { type FastifyServerOptions } from 'fastify';
+import type { SandboxClock } from './clock.ts';
+import { createAuthGuards } from './plugins/auth.ts';
+import { registerErrorHandling } from './plugins/errors.ts';
+import { registerRateLimits } from './plugins/rate-limit.ts';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
+import { registerAgentRoutes } from './routes/agents.ts';
+import { registerAuthRoutes } from './routes/auth.ts';
+import { registerHealthRoutes } from './routes/health.ts';
+import { registerOnchainPendingRoutes } from './routes/onchain-pending.ts';
+import { type AdminDeps, registerSandboxAdminRoutes } from './routes/sandbox-admin.ts';
+import type { App } from './routes/types.ts';
+import type { Store } from './store/index.ts';
+
+/** Request bodies above this are refused with 413. */
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+export interface AppOptions extends AdminDeps {
+  store: Store;
+  clock: SandboxClock;
+  trustProxy: boolean;
+  logger: FastifyServerOptions['logger'];
+}
+
+/**
+ * Builds the sandbox service as a Fastify instance, without listening and without
+ * owning its resources (store, clock): server.ts does both. Tests call this directly.
+ */
+export async function buildApp(options: AppOptions): Promise<App> {
+  const app = Fastify({
+    logger: options.logger,
+    trustProxy: options.trustProxy,
+    bodyLimit: BODY_LIMIT_BYTES,
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.decorateRequest('agent', null);
+  registerErrorHandling(app);
+
+  const deps = {
+    store: options.store,
+    clock: options.clock,
+    limits: await registerRateLimits(app, options.rateLimit),
+    auth: createAuthGuards(options.store),
+  };
+  registerHealthRoutes(app, deps);
+  registerAuthRoutes(app, deps);
+  registerAgentRoutes(app, deps);
+  registerOnchainPendingRoutes(app, deps);
+  registerSandboxAdminRoutes(app, deps, options);
+  return app;
+}

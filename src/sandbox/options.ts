@@ -1,0 +1,18 @@
+/**
+ * The sandbox's start-up options. Kept free of imports so `agentctl serve --help`
+ * can read them without loading Fastify or SQLite.
+ */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface SandboxOptions {
+  host: string;
+  port: number;
+  /** Persistent state directory; a temporary one when undefined. */
+  state: string | undefined;
+  /** Admin API token; generated when undefined. */
+  adminToken: string | undefined;
+  rateLimit: boolean;
+  trustProxy: boolean;
+  logLevel: LogLevel;
+}

@@ -1,0 +1,72 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import { type Tier, tierAtLeast } from '../../api/schemas/index.ts';
+import { HttpError } from '../errors.ts';
+import { hashApiKey } from '../registration.ts';
+import type { AgentRow } from '../store/agents.ts';
+import type { Store } from '../store/index.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller, set by `authenticate` on routes that need an API key. */
+    agent: AgentRow | null;
+  }
+}
+
+/** The authenticated caller; only valid on routes guarded by `authenticate`. */
+export function callerOf(request: FastifyRequest): AgentRow {
+  if (!request.agent) throw new Error('route is missing the authenticate guard');
+  return request.agent;
+}
+
+/**
+ * X-API-Key authentication. Order matters and follows the spec: no keys on the server
+ * at all is 503; a missing or unknown key is 401.
+ */
+export function createAuthGuards(store: Store) {
+  const authenticate: onRequestAsyncHookHandler = async (request) => {
+    if (!store.agents.hasAnyApiKey()) {
+      throw new HttpError(
+        503,
+        'no API keys are configured on this server yet: register an agent first',
+      );
+    }
+    const key = request.headers['x-api-key'];
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new HttpError(401, 'missing API key: send it in the X-API-Key header');
+    }
+    const agent = store.agents.findByKeyHash(hashApiKey(key));
+    if (!agent) throw new HttpError(401, 'invalid API key');
+    request.agent = agent;
+  };
+
+  /** 403 unless the authenticated caller's tier is at least `minimum`. Runs after `authenticate`. */
+  const requireTier =
+    (minimum: Tier): onRequestAsyncHookHandler =>
+    async (request) => {
+      const agent = callerOf(request);
+      if (!tierAtLeast(agent.tier, minimum)) {
+        throw new HttpError(
+          403,
+          `this action needs tier ${minimum} or higher; this agent is ${agent.tier}`,
+        );
+      }
+    };
+
+  return { authenticate, requireTier };
+}
+export type AuthGuards = ReturnType<typeof createAuthGuards>;
+
+/** Guard for the sandbox admin API: header X-Admin-Token, compared in constant time. */
+export function createAdminGuard(adminToken: string): onRequestAsyncHookHandler {
+  const expected = createHash('sha256').update(adminToken).digest();
+  return async (request) => {
+    const given = request.headers['x-admin-token'];
+    if (typeof given !== 'string' || given.length === 0) {
+      throw new HttpError(401, 'missing admin token: send it in the X-Admin-Token header');
+    }
+    if (!timingSafeEqual(createHash('sha256').update(given).digest(), expected)) {
+      throw new HttpError(401, 'invalid admin token');
+    }
+  };
+}

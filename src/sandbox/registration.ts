@@ -1,0 +1,152 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { getAddress, type Hex, parseSignature, recoverMessageAddress } from 'viem';
+import type { z } from 'zod';
+import { CHAIN_ID, NONCE_TTL_SECONDS, type RegisterRequest } from '../api/schemas/index.ts';
+import type { SandboxClock } from './clock.ts';
+import { HttpError } from './errors.ts';
+import type { Store } from './store/index.ts';
+import type { NonceRow } from './store/nonces.ts';
+
+/** Half the secp256k1 group order: canonical (EIP-2) signatures have s at or below it. */
+const SECP256K1_HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e73_57a4501ddfe92f46681b20a0n;
+
+const API_KEY_PREFIX = 'agk_';
+const SHOWN_PREFIX_LENGTH = API_KEY_PREFIX.length + 8;
+
+/**
+ * The text an agent signs to register, in the spirit of EIP-4361 (Sign-In with Ethereum).
+ * It is rebuilt from the stored nonce row at verification, so a client cannot alter it.
+ */
+export function registrationMessage(
+  row: Pick<NonceRow, 'domain' | 'wallet' | 'nonce' | 'issued_at'>,
+) {
+  return [
+    `${row.domain} wants you to sign in with your Ethereum account:`,
+    getAddress(row.wallet),
+    '',
+    'Register this wallet as an agent of the agent-vault protocol. This signature costs no gas.',
+    '',
+    'Version: 1',
+    `Chain ID: ${CHAIN_ID}`,
+    `Nonce: ${row.nonce}`,
+    `Issued At: ${row.issued_at}`,
+    `Expiration Time: ${row.issued_at + NONCE_TTL_SECONDS}`,
+  ].join('\n');
+}
+
+/** Issues a 256-bit nonce bound to `wallet` and returns the message to sign. */
+export function issueNonce(store: Store, clock: SandboxClock, wallet: string, domain: string) {
+  const issuedAt = clock.nowSeconds();
+  const row = {
+    nonce: randomBytes(32).toString('hex'),
+    wallet: wallet.toLowerCase(),
+    domain,
+    issued_at: issuedAt,
+    expires_at: issuedAt + NONCE_TTL_SECONDS,
+  };
+  store.nonces.issue(row);
+  return {
+    nonce: row.nonce,
+    message: registrationMessage(row),
+    expires_in_seconds: NONCE_TTL_SECONDS,
+  };
+}
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+function newApiKey() {
+  const key = API_KEY_PREFIX + randomBytes(32).toString('hex');
+  return { key, hash: hashApiKey(key), prefix: key.slice(0, SHOWN_PREFIX_LENGTH) };
+}
+
+/** Rejects malleable (high-s) twins, then recovers the EIP-191 signer of `message`. */
+async function signerOf(message: string, signature: Hex): Promise<string | undefined> {
+  let parsed: ReturnType<typeof parseSignature>;
+  try {
+    parsed = parseSignature(signature);
+  } catch {
+    return undefined;
+  }
+  if (BigInt(parsed.s) > SECP256K1_HALF_N) return undefined;
+  try {
+    return await recoverMessageAddress({ message, signature });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Why a nonce row cannot be used now, or undefined when it can. */
+function nonceProblem(row: NonceRow | undefined, wallet: string, now: number): string | undefined {
+  if (!row) return 'unknown nonce: request one from GET /api/v1/agent/auth/nonce';
+  if (row.wallet !== wallet) return 'nonce was issued for a different wallet';
+  if (row.consumed_at !== null) return 'nonce has already been used; request a new one';
+  if (row.expires_at <= now) return 'nonce has expired; request a new one';
+  return undefined;
+}
+
+/**
+ * Verifies the signed nonce and creates the agent. The nonce is consumed in the same
+ * transaction that inserts the agent, so one nonce registers at most one agent.
+ */
+export async function registerAgent(
+  store: Store,
+  clock: SandboxClock,
+  request: z.output<typeof RegisterRequest>,
+) {
+  const wallet = request.wallet_address.toLowerCase();
+  if (store.agents.findByWallet(wallet)) {
+    throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);
+  }
+  const row = store.nonces.find(request.nonce.toLowerCase());
+  const problem = nonceProblem(row, wallet, clock.nowSeconds());
+  if (problem || !row) throw new HttpError(401, problem ?? 'unknown nonce');
+
+  const signer = await signerOf(registrationMessage(row), request.signature as Hex);
+  if (signer?.toLowerCase() !== wallet) {
+    throw new HttpError(
+      401,
+      'signature does not match wallet_address: sign the full message from the nonce endpoint with EIP-191 personal_sign',
+    );
+  }
+
+  const apiKey = newApiKey();
+  const now = clock.nowMs();
+  const agent = {
+    agent_id: randomUUID(),
+    wallet_address: getAddress(wallet),
+    wallet_key: wallet,
+    agent_name: request.agent_name,
+    agent_type: request.agent_type,
+    description: request.description ?? null,
+    operator_address: getAddress(request.operator_address),
+    operator_email: request.operator_email ?? null,
+    operator_name: request.operator_name ?? null,
+    framework: request.framework ?? null,
+    repo_url: request.repo_url ?? null,
+    tier: 'unverified' as const,
+    created_at: now,
+  };
+  store.transaction(() => {
+    // Re-checked inside the write lock: another request may have won the race since the reads above.
+    if (!store.nonces.consume(row.nonce, Math.floor(now / 1000))) {
+      const current = nonceProblem(store.nonces.find(row.nonce), wallet, Math.floor(now / 1000));
+      throw new HttpError(401, current ?? 'nonce can no longer be used');
+    }
+    if (store.agents.findByWallet(wallet)) {
+      throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);
+    }
+    store.agents.insert(agent, apiKey);
+  });
+
+  return {
+    success: true,
+    agent_id: agent.agent_id,
+    agent_name: agent.agent_name,
+    api_key: apiKey.key,
+    api_key_prefix: apiKey.prefix,
+    tier: agent.tier,
+    message: 'Agent registered. Store the API key now: it is shown only once.',
+  };
+}

@@ -1,0 +1,52 @@
+import {
+  LookupQuery,
+  LookupResponse,
+  NonceQuery,
+  NonceResponse,
+  RegisterRequest,
+  RegisterResponse,
+} from '../../api/schemas/index.ts';
+import { issueNonce, registerAgent } from '../registration.ts';
+import type { App, RouteDeps } from './types.ts';
+
+export function registerAuthRoutes(app: App, { store, clock, limits }: RouteDeps): void {
+  app.get(
+    '/api/v1/agent/auth/nonce',
+    {
+      schema: { querystring: NonceQuery, response: { 200: NonceResponse } },
+      onRequest: limits.public,
+    },
+    async (request) => issueNonce(store, clock, request.query.wallet, request.host),
+  );
+
+  app.post(
+    '/api/v1/agent/auth/register',
+    {
+      schema: { body: RegisterRequest, response: { 200: RegisterResponse } },
+      onRequest: limits.public,
+    },
+    async (request) => registerAgent(store, clock, request.body),
+  );
+
+  app.get(
+    '/api/v1/agent/auth/lookup',
+    {
+      schema: { querystring: LookupQuery, response: { 200: LookupResponse } },
+      onRequest: limits.public,
+    },
+    async (request) => {
+      const agent = store.agents.findByWallet(request.query.wallet);
+      if (!agent) return { registered: false as const };
+      return {
+        registered: true as const,
+        agent_name: agent.agent_name,
+        tier: agent.tier,
+        status: agent.status,
+        strategies_submitted: agent.strategies_submitted,
+        performance_score: agent.performance_score,
+        api_key_prefix: agent.api_key_prefix,
+        created_at: new Date(agent.created_at).toISOString(),
+      };
+    },
+  );
+}

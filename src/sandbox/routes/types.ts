@@ -1,0 +1,29 @@
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
+import type { SandboxClock } from '../clock.ts';
+import type { AuthGuards } from '../plugins/auth.ts';
+import type { RateLimitHooks } from '../plugins/rate-limit.ts';
+import type { ZodTypeProvider } from '../plugins/zod.ts';
+import type { Store } from '../store/index.ts';
+
+/** The Fastify instance routes are declared on: schemas are the shared zod schemas. */
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  ZodTypeProvider
+>;
+
+/** What route modules may use. Handlers stay thin and call into these. */
+export interface RouteDeps {
+  store: Store;
+  clock: SandboxClock;
+  limits: RateLimitHooks;
+  auth: AuthGuards;
+}

@@ -1,0 +1,91 @@
+import { randomBytes } from 'node:crypto';
+import { buildApp } from './app.ts';
+import { createSandboxClock } from './clock.ts';
+import type { SandboxOptions } from './options.ts';
+import type { App } from './routes/types.ts';
+import { openStateDir } from './state-dir.ts';
+import { openStore } from './store/index.ts';
+
+export interface RunningSandbox {
+  url: string;
+  adminToken: string;
+  adminTokenGenerated: boolean;
+  stateDir: string;
+  persistent: boolean;
+  app: App;
+  close(): Promise<void>;
+}
+
+/** Opens the state, builds the app and listens. The caller owns shutdown via close(). */
+export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
+  const stateDir = openStateDir(options.state);
+  let store: ReturnType<typeof openStore> | undefined;
+  try {
+    store = openStore(stateDir.databasePath);
+    const adminToken = options.adminToken ?? randomBytes(24).toString('base64url');
+    const app = await buildApp({
+      store,
+      clock: createSandboxClock(store.meta),
+      adminToken,
+      stateDir: stateDir.path,
+      persistent: stateDir.persistent,
+      rateLimit: options.rateLimit,
+      trustProxy: options.trustProxy,
+      logger: { level: options.logLevel, stream: process.stderr },
+    });
+    const openedStore = store;
+    app.addHook('onClose', async () => {
+      openedStore.close();
+      stateDir.release();
+    });
+    await app.listen({ host: options.host, port: options.port });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : options.port;
+    const host = options.host.includes(':') ? `[${options.host}]` : options.host;
+    return {
+      url: `http://${host}:${port}`,
+      adminToken,
+      adminTokenGenerated: options.adminToken === undefined,
+      stateDir: stateDir.path,
+      persistent: stateDir.persistent,
+      app,
+      close: () => app.close(),
+    };
+  } catch (error) {
+    store?.close();
+    stateDir.release();
+    throw error;
+  }
+}
+
+/**
+ * `agentctl serve`: start, print the ready line, and shut down gracefully on SIGINT or
+ * SIGTERM (in-flight requests finish, the database closes, a temporary state dir is removed).
+ * A second signal exits at once.
+ */
+export async function serveUntilSignalled(
+  options: SandboxOptions,
+  print: (line: string) => void,
+): Promise<void> {
+  const sandbox = await startSandbox(options);
+  if (sandbox.adminTokenGenerated) print(`admin token: ${sandbox.adminToken}`);
+  print(
+    `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
+  );
+  print(`agentctl sandbox listening on ${sandbox.url}`);
+
+  await new Promise<void>((resolveStopped) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) process.exit(130);
+      stopping = true;
+      print(`${signal} received, shutting down`);
+      sandbox.close().then(resolveStopped, (error: unknown) => {
+        sandbox.app.log.error({ err: error }, 'shutdown failed');
+        resolveStopped();
+      });
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

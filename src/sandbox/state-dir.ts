@@ -1,0 +1,105 @@
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+/**
+ * Bumped whenever the on-disk layout changes in a way migrations cannot carry forward.
+ * A state dir written with another format is refused rather than misread.
+ */
+export const STATE_FORMAT = 1;
+const FORMAT_FILE = 'agentctl-state.json';
+const PID_FILE = 'serve.pid';
+
+export class StateDirError extends Error {}
+
+export interface StateDir {
+  path: string;
+  persistent: boolean;
+  databasePath: string;
+  /** Gives the directory up: drops the pid lock; a temporary directory is deleted. */
+  release(): void;
+}
+
+/**
+ * Opens `--state DIR` (creating it, or checking its format version), or makes a
+ * temporary directory when no DIR is given. Takes a pid lock so two `serve`
+ * processes never share one state; a lock left by a killed process is taken over.
+ */
+export function openStateDir(dir: string | undefined): StateDir {
+  const persistent = dir !== undefined;
+  const path = persistent ? resolve(dir) : mkdtempSync(join(tmpdir(), 'agentctl-sandbox-'));
+  if (persistent) prepareFormat(path);
+  lock(path);
+  return {
+    path,
+    persistent,
+    databasePath: join(path, 'sandbox.db'),
+    release() {
+      rmSync(join(path, PID_FILE), { force: true });
+      if (!persistent) rmSync(path, { recursive: true, force: true });
+    },
+  };
+}
+
+function prepareFormat(path: string): void {
+  mkdirSync(path, { recursive: true, mode: 0o700 });
+  const formatPath = join(path, FORMAT_FILE);
+  if (existsSync(formatPath)) {
+    let format: unknown;
+    try {
+      format = JSON.parse(readFileSync(formatPath, 'utf8')).format;
+    } catch {
+      throw new StateDirError(
+        `${formatPath} is unreadable; is ${path} an agentctl state directory?`,
+      );
+    }
+    if (format !== STATE_FORMAT) {
+      throw new StateDirError(
+        `state directory ${path} has format version ${String(format)}, but this agentctl uses format ${STATE_FORMAT}; ` +
+          'use a matching agentctl or start with a new --state directory',
+      );
+    }
+    return;
+  }
+  if (readdirSync(path).length > 0) {
+    throw new StateDirError(
+      `${path} is not empty and is not an agentctl state directory; give --state an empty or new directory`,
+    );
+  }
+  writeAtomically(formatPath, `${JSON.stringify({ format: STATE_FORMAT })}\n`);
+}
+
+function lock(path: string): void {
+  const pidPath = join(path, PID_FILE);
+  if (existsSync(pidPath)) {
+    const pid = Number(readFileSync(pidPath, 'utf8').trim());
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) {
+      throw new StateDirError(`another agentctl serve (pid ${pid}) is using ${path}`);
+    }
+  }
+  writeAtomically(pidPath, `${process.pid}\n`);
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function writeAtomically(path: string, content: string): void {
+  const temp = `${path}.${process.pid}.tmp`;
+  writeFileSync(temp, content, { mode: 0o600 });
+  renameSync(temp, path);
+}

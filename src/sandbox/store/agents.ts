@@ -1,0 +1,90 @@
+import type { Tier } from '../../api/schemas/index.ts';
+import type { Database } from './db.ts';
+
+export interface AgentRow {
+  agent_id: string;
+  wallet_address: string;
+  wallet_key: string;
+  agent_name: string;
+  agent_type: string;
+  description: string | null;
+  operator_address: string;
+  operator_email: string | null;
+  operator_name: string | null;
+  framework: string | null;
+  repo_url: string | null;
+  tier: Tier;
+  status: string;
+  strategies_submitted: number;
+  performance_score: number;
+  created_at: number;
+}
+
+export type NewAgent = Omit<AgentRow, 'status' | 'strategies_submitted' | 'performance_score'>;
+
+export interface AgentWithKeyPrefix extends AgentRow {
+  api_key_prefix: string;
+}
+
+/** Registered agents and their API keys (stored as SHA-256 hashes only). */
+export function createAgentStore(db: Database) {
+  const insertAgent = db.prepare(`
+    INSERT INTO agents (agent_id, wallet_address, wallet_key, agent_name, agent_type, description,
+      operator_address, operator_email, operator_name, framework, repo_url, tier, created_at)
+    VALUES (:agent_id, :wallet_address, :wallet_key, :agent_name, :agent_type, :description,
+      :operator_address, :operator_email, :operator_name, :framework, :repo_url, :tier, :created_at)`);
+  const insertKey = db.prepare(
+    'INSERT INTO api_keys (key_hash, key_prefix, agent_id, created_at) VALUES (?, ?, ?, ?)',
+  );
+  const byWallet = db.prepare(`
+    SELECT agents.*, (SELECT key_prefix FROM api_keys WHERE api_keys.agent_id = agents.agent_id
+                      ORDER BY created_at DESC LIMIT 1) AS api_key_prefix
+    FROM agents WHERE wallet_key = ?`);
+  const byKeyHash = db.prepare(
+    'SELECT agents.* FROM api_keys JOIN agents USING (agent_id) WHERE api_keys.key_hash = ?',
+  );
+  const anyKey = db.prepare('SELECT EXISTS (SELECT 1 FROM api_keys) AS present');
+  const ranking = db.prepare(`
+    SELECT agent_name, tier, performance_score, strategies_submitted FROM agents
+    ORDER BY performance_score DESC, created_at ASC LIMIT ?`);
+  const totals = db.prepare(`
+    SELECT count(*) AS total_agents,
+           count(*) FILTER (WHERE status = 'active') AS active_agents,
+           coalesce(sum(strategies_submitted), 0) AS strategies_submitted
+    FROM agents`);
+  const updateTier = db.prepare('UPDATE agents SET tier = ? WHERE wallet_key = ?');
+
+  return {
+    /** Inserts the agent and its key. Call inside a transaction with the nonce consumption. */
+    insert(agent: NewAgent, key: { hash: string; prefix: string }): void {
+      insertAgent.run({ ...agent });
+      insertKey.run(key.hash, key.prefix, agent.agent_id, agent.created_at);
+    },
+    findByWallet(wallet: string): AgentWithKeyPrefix | undefined {
+      return byWallet.get(wallet.toLowerCase()) as AgentWithKeyPrefix | undefined;
+    },
+    findByKeyHash(hash: string): AgentRow | undefined {
+      return byKeyHash.get(hash) as AgentRow | undefined;
+    },
+    hasAnyApiKey(): boolean {
+      return (anyKey.get() as { present: number }).present === 1;
+    },
+    leaderboard(limit: number) {
+      return ranking.all(limit) as Array<
+        Pick<AgentRow, 'agent_name' | 'tier' | 'performance_score' | 'strategies_submitted'>
+      >;
+    },
+    totals() {
+      return totals.get() as {
+        total_agents: number;
+        active_agents: number;
+        strategies_submitted: number;
+      };
+    },
+    /** Returns false when no agent has that wallet. */
+    setTier(wallet: string, tier: Tier): boolean {
+      return updateTier.run(tier, wallet.toLowerCase()).changes === 1;
+    },
+  };
+}
+export type AgentStore = ReturnType<typeof createAgentStore>;

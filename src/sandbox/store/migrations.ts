@@ -1,0 +1,50 @@
+/**
+ * Versioned schema migrations. Entry N takes the schema from version N to N+1
+ * (PRAGMA user_version). Never edit a released entry; append a new one.
+ */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  ) STRICT;
+
+  CREATE TABLE nonces (
+    nonce       TEXT PRIMARY KEY,
+    wallet      TEXT NOT NULL,     -- lowercase
+    domain      TEXT NOT NULL,     -- host named in the message
+    issued_at   INTEGER NOT NULL,  -- sandbox Unix seconds
+    expires_at  INTEGER NOT NULL,
+    consumed_at INTEGER
+  ) STRICT;
+  CREATE INDEX nonces_expiry ON nonces (expires_at);
+
+  CREATE TABLE agents (
+    agent_id             TEXT PRIMARY KEY,
+    wallet_address       TEXT NOT NULL,
+    wallet_key           TEXT NOT NULL UNIQUE,  -- lowercase, for case-insensitive identity
+    agent_name           TEXT NOT NULL,
+    agent_type           TEXT NOT NULL,
+    description          TEXT,
+    operator_address     TEXT NOT NULL,
+    operator_email       TEXT,
+    operator_name        TEXT,
+    framework            TEXT,
+    repo_url             TEXT,
+    tier                 TEXT NOT NULL,
+    status               TEXT NOT NULL DEFAULT 'active',
+    strategies_submitted INTEGER NOT NULL DEFAULT 0,
+    performance_score    REAL NOT NULL DEFAULT 0,
+    created_at           INTEGER NOT NULL       -- sandbox Unix milliseconds
+  ) STRICT;
+  CREATE INDEX agents_ranking ON agents (performance_score DESC, created_at);
+
+  CREATE TABLE api_keys (
+    key_hash   TEXT PRIMARY KEY,               -- SHA-256 of the key, hex; the key itself is never stored
+    key_prefix TEXT NOT NULL,
+    agent_id   TEXT NOT NULL REFERENCES agents (agent_id),
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX api_keys_agent ON api_keys (agent_id);
+  `,
+];
