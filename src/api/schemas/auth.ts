@@ -36,11 +36,9 @@ const upTo = (max: number) => z.string().max(max, { error: `must be at most ${ma
 
 export const RegisterRequest = z.object({
   wallet_address: Address,
-  signature: z
-    .string()
-    .regex(/^0x[0-9a-fA-F]{130}$/, {
-      error: 'must be a 65-byte hex signature (0x + 130 hex digits)',
-    }),
+  signature: z.string().regex(/^0x[0-9a-fA-F]{130}$/, {
+    error: 'must be a 65-byte hex signature (0x + 130 hex digits)',
+  }),
   nonce: z
     .string()
     .regex(/^[0-9a-fA-F]{16,128}$/, { error: 'must be the hex nonce from the nonce endpoint' }),
