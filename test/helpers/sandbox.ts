@@ -1,0 +1,116 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { LightMyRequestResponse } from 'fastify';
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
+import type { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
+import { buildApp } from '../../src/sandbox/app.ts';
+import { createSandboxClock } from '../../src/sandbox/clock.ts';
+import type { App } from '../../src/sandbox/routes/types.ts';
+import { openStore, type Store } from '../../src/sandbox/store/index.ts';
+
+export const ADMIN_TOKEN = 'test-admin-token';
+
+export interface TestSandbox {
+  app: App;
+  store: Store;
+  dir: string;
+  close(): Promise<void>;
+}
+
+/** The real app on a real SQLite file in a fresh directory. Rate limits are off unless asked for. */
+export async function createTestSandbox(
+  options: {
+    rateLimit?: boolean;
+    trustProxy?: boolean;
+    logger?: unknown;
+    /** Runs before ready(), e.g. to add a route that injects a fault. */
+    beforeReady?: (app: App) => void;
+  } = {},
+): Promise<TestSandbox> {
+  const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
+  const store = openStore(join(dir, 'sandbox.db'));
+  const app = await buildApp({
+    store,
+    clock: createSandboxClock(store.meta),
+    adminToken: ADMIN_TOKEN,
+    stateDir: dir,
+    persistent: false,
+    rateLimit: options.rateLimit ?? false,
+    trustProxy: options.trustProxy ?? false,
+    logger: (options.logger ?? false) as false,
+  });
+  options.beforeReady?.(app);
+  await app.ready();
+  return {
+    app,
+    store,
+    dir,
+    async close() {
+      await app.close();
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function newAccount(): PrivateKeyAccount {
+  return privateKeyToAccount(generatePrivateKey());
+}
+
+export const AGENT_FIELDS = {
+  agent_name: 'Test Agent',
+  operator_address: '0x000000000000000000000000000000000000dEaD',
+};
+
+export async function getNonce(app: App, wallet: string): Promise<NonceResponse> {
+  const response = await app.inject({
+    method: 'GET',
+    url: `/api/v1/agent/auth/nonce?wallet=${wallet}`,
+  });
+  if (response.statusCode !== 200) throw new Error(`nonce failed: ${response.body}`);
+  return response.json();
+}
+
+export function postRegister(app: App, body: unknown): Promise<LightMyRequestResponse> {
+  return app.inject({
+    method: 'POST',
+    url: '/api/v1/agent/auth/register',
+    payload: body as object,
+  });
+}
+
+/** Nonce, sign, register: the whole flow, returning the raw response. */
+export async function register(
+  app: App,
+  account: PrivateKeyAccount = newAccount(),
+  fields: Record<string, unknown> = {},
+): Promise<LightMyRequestResponse> {
+  const { nonce, message } = await getNonce(app, account.address);
+  const signature = await account.signMessage({ message });
+  return postRegister(app, {
+    wallet_address: account.address,
+    signature,
+    nonce,
+    ...AGENT_FIELDS,
+    ...fields,
+  });
+}
+
+/** Registers a new agent and returns its API key; fails the test if registration fails. */
+export async function registeredAgent(app: App, fields: Record<string, unknown> = {}) {
+  const account = newAccount();
+  const response = await register(app, account, fields);
+  if (response.statusCode !== 200) throw new Error(`register failed: ${response.body}`);
+  const body: RegisterResponse = response.json();
+  return { account, apiKey: body.api_key, body };
+}
+
+export function admin(app: App, method: 'GET' | 'POST', url: string, payload?: object) {
+  return app.inject({
+    method,
+    url,
+    headers: { 'x-admin-token': ADMIN_TOKEN },
+    ...(payload ? { payload } : {}),
+  });
+}

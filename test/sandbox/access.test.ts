@@ -1,0 +1,197 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  admin,
+  createTestSandbox,
+  newAccount,
+  registeredAgent,
+  type TestSandbox,
+} from '../helpers/sandbox.ts';
+
+let sandbox: TestSandbox;
+beforeEach(async () => {
+  sandbox = await createTestSandbox();
+});
+afterEach(async () => {
+  await sandbox.close();
+});
+
+const vote = (apiKey?: string, payload: object = { proposal_id: 1, support: 1 }) =>
+  sandbox.app.inject({
+    method: 'POST',
+    url: '/api/v1/agent/governance/vote',
+    headers: apiKey ? { 'x-api-key': apiKey } : {},
+    payload,
+  });
+
+describe('API key authentication', () => {
+  it('answers 503 on authenticated endpoints while no API key exists at all', async () => {
+    const response = await sandbox.app.inject({
+      url: '/api/v1/agent/wallet',
+      headers: { 'x-api-key': 'agk_whatever' },
+    });
+    expect(response.statusCode).toBe(503);
+    expect(response.json().error).toContain('no API keys');
+  });
+
+  it('answers 401 to a missing key and to an unknown key once keys exist', async () => {
+    await registeredAgent(sandbox.app);
+    const missing = await sandbox.app.inject({ url: '/api/v1/agent/wallet' });
+    expect(missing.statusCode).toBe(401);
+    expect(missing.json().error).toContain('X-API-Key');
+    const unknown = await sandbox.app.inject({
+      url: '/api/v1/agent/wallet',
+      headers: { 'x-api-key': `agk_${'0'.repeat(64)}` },
+    });
+    expect(unknown.statusCode).toBe(401);
+    expect(unknown.json()).toEqual({ error: 'invalid API key' });
+  });
+
+  it('authenticates before validating, so a bad body without a key is still 401', async () => {
+    await registeredAgent(sandbox.app);
+    const response = await sandbox.app.inject({
+      method: 'POST',
+      url: '/api/v1/agent/vault/deposit',
+      payload: { vault_id: 'nope' },
+    });
+    expect(response.statusCode).toBe(401);
+  });
+
+  it('validates bodies of authenticated writes with the shared schemas', async () => {
+    const { apiKey } = await registeredAgent(sandbox.app);
+    const deposit = (payload: object) =>
+      sandbox.app.inject({
+        method: 'POST',
+        url: '/api/v1/agent/vault/deposit',
+        headers: { 'x-api-key': apiKey },
+        payload,
+      });
+    const unknownVault = await deposit({ vault_id: 'nope', amount_usdc: 1 });
+    expect(unknownVault.statusCode).toBe(400);
+    expect(unknownVault.json().error).toContain('conservative, moderate, aggressive');
+    const tooPrecise = await deposit({ vault_id: 'moderate', amount_usdc: 1.0000001 });
+    expect(tooPrecise.statusCode).toBe(400);
+    expect(tooPrecise.json().error).toContain('6 decimal places');
+  });
+
+  it('says plainly that onchain endpoints need the sandbox chain, and records nothing', async () => {
+    const { apiKey } = await registeredAgent(sandbox.app);
+    const response = await sandbox.app.inject({
+      method: 'POST',
+      url: '/api/v1/agent/vault/deposit',
+      headers: { 'x-api-key': apiKey },
+      payload: { vault_id: 'moderate', amount_usdc: 100 },
+    });
+    expect(response.statusCode).toBe(501);
+    expect(response.json().error).toContain('needs the sandbox chain');
+    const stats = await sandbox.app.inject({ url: '/api/v1/agents/stats' });
+    expect(stats.json().total_deposits_usdc).toBe(0);
+  });
+});
+
+describe('tiers', () => {
+  it('starts agents at unverified and answers 403 to a vote below established', async () => {
+    const { apiKey, body } = await registeredAgent(sandbox.app);
+    expect(body.tier).toBe('unverified');
+    const response = await vote(apiKey);
+    expect(response.statusCode).toBe(403);
+    expect(response.json().error).toBe(
+      'this action needs tier established or higher; this agent is unverified',
+    );
+  });
+
+  it.each([
+    ['observer', 403],
+    ['registered', 403],
+    ['established', 501],
+    ['core_contributor', 501],
+  ])('lets a %s agent past the vote guard: %i', async (tier, status) => {
+    const { apiKey, account } = await registeredAgent(sandbox.app);
+    const set = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
+      wallet_address: account.address,
+      tier,
+    });
+    expect(set.statusCode).toBe(200);
+    expect(set.json()).toEqual({ wallet_address: account.address, tier });
+    // 501: past auth, tier and validation, at the placeholder that votes on nothing.
+    expect((await vote(apiKey)).statusCode).toBe(status);
+  });
+
+  it('validates the vote body for an established agent', async () => {
+    const { apiKey, account } = await registeredAgent(sandbox.app);
+    await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
+      wallet_address: account.address,
+      tier: 'established',
+    });
+    const response = await vote(apiKey, { proposal_id: 1.5, support: 3 });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().error).toContain('proposal_id: must be an integer');
+    expect(response.json().error).toContain('support: must be 0 (against), 1 (for) or 2 (abstain)');
+  });
+});
+
+describe('sandbox admin API', () => {
+  it.each([
+    ['GET', '/sandbox/info'],
+    ['POST', '/sandbox/clock/advance'],
+    ['POST', '/sandbox/agents/tier'],
+  ] as const)('answers 401 to %s %s without or with a wrong token', async (method, url) => {
+    const none = await sandbox.app.inject({ method, url, payload: {} });
+    expect(none.statusCode).toBe(401);
+    expect(none.json().error).toContain('X-Admin-Token');
+    const wrong = await sandbox.app.inject({
+      method,
+      url,
+      headers: { 'x-admin-token': 'wrong' },
+      payload: {},
+    });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json()).toEqual({ error: 'invalid admin token' });
+  });
+
+  it('reports version, chain id, clock and state dir', async () => {
+    const response = await admin(sandbox.app, 'GET', '/sandbox/info');
+    expect(response.statusCode).toBe(200);
+    const info = response.json();
+    expect(info).toMatchObject({
+      chain_id: 84532,
+      state_dir: sandbox.dir,
+      persistent: false,
+      clock: { offset_seconds: 0 },
+    });
+    expect(info.version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(Math.abs(info.clock.now - Date.now() / 1000)).toBeLessThan(60);
+  });
+
+  it('moves the clock forward and keeps the offset', async () => {
+    const before = (await admin(sandbox.app, 'GET', '/sandbox/info')).json().clock.now;
+    const advanced = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 3600 });
+    expect(advanced.statusCode).toBe(200);
+    expect(advanced.json().offset_seconds).toBe(3600);
+    expect(advanced.json().now - before).toBeGreaterThanOrEqual(3600);
+    await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 1 });
+    expect(sandbox.store.meta.get('clock_offset_seconds')).toBe('3601');
+  });
+
+  it.each([[{ seconds: 0 }], [{ seconds: -5 }], [{ seconds: 1.5 }], [{ seconds: '60' }], [{}]])(
+    'refuses clock advance %j with 400',
+    async (payload) => {
+      const response = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', payload);
+      expect(response.statusCode).toBe(400);
+      expect(response.json().error).toMatch(/^seconds: /);
+    },
+  );
+
+  it('answers 404 when setting the tier of an unknown wallet, 400 for an unknown tier', async () => {
+    const unknown = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
+      wallet_address: newAccount().address,
+      tier: 'observer',
+    });
+    expect(unknown.statusCode).toBe(404);
+    const badTier = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
+      wallet_address: newAccount().address,
+      tier: 'king',
+    });
+    expect(badTier.statusCode).toBe(400);
+    expect(badTier.json().error).toContain('tier');
+  });
+});

@@ -1,0 +1,158 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ADMIN_TOKEN,
+  AGENT_FIELDS,
+  createTestSandbox,
+  getNonce,
+  newAccount,
+  postRegister,
+  type TestSandbox,
+} from '../helpers/sandbox.ts';
+
+let sandbox: TestSandbox;
+beforeAll(async () => {
+  sandbox = await createTestSandbox();
+});
+afterAll(async () => {
+  await sandbox.close();
+});
+
+const REGISTER_FIELDS = [
+  'wallet_address',
+  'signature',
+  'nonce',
+  'agent_name',
+  'agent_type',
+  'description',
+  'operator_address',
+  'operator_email',
+  'operator_name',
+  'framework',
+  'repo_url',
+];
+
+/** Values that stress parsers: wrong types, near-valid hex, huge and odd strings. */
+const nastyValue = fc.oneof(
+  fc.jsonValue(),
+  fc.string({ unit: 'binary', maxLength: 300 }),
+  fc.constantFrom(
+    '0x',
+    `0x${'f'.repeat(40)}`,
+    `0x${'F'.repeat(130)}`,
+    '__proto__',
+    'constructor',
+    '\u0000',
+    'a'.repeat(5000),
+  ),
+  fc
+    .string({ unit: fc.constantFrom(...'0123456789abcdefABCDEF'), maxLength: 140 })
+    .map((hex) => `0x${hex}`),
+);
+
+const registerLikeBody = fc.dictionary(
+  fc.oneof(fc.constantFrom(...REGISTER_FIELDS), fc.string()),
+  nastyValue,
+);
+
+/** Where these bodies go: every implemented route that takes a body. */
+const POST_ROUTES = [
+  { url: '/api/v1/agent/auth/register', headers: {} },
+  { url: '/sandbox/clock/advance', headers: { 'x-admin-token': ADMIN_TOKEN } },
+  { url: '/sandbox/agents/tier', headers: { 'x-admin-token': ADMIN_TOKEN } },
+];
+
+function expectClientError(response: { statusCode: number; body: string }) {
+  expect(response.statusCode).toBeLessThan(500);
+  if (response.statusCode >= 400) {
+    expect(typeof JSON.parse(response.body).error).toBe('string');
+  }
+}
+
+describe('fuzzed requests never produce a 5xx', () => {
+  it('JSON bodies', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...POST_ROUTES),
+        fc.oneof(registerLikeBody, fc.jsonValue()),
+        async (route, body) => {
+          const response = await sandbox.app.inject({
+            method: 'POST',
+            url: route.url,
+            headers: { ...route.headers, 'content-type': 'application/json' },
+            payload: JSON.stringify(body),
+          });
+          expectClientError(response);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('well-formed registrations with arbitrary 65-byte signatures are refused with 401', async () => {
+    const account = newAccount();
+    const { nonce } = await getNonce(sandbox.app, account.address);
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ minLength: 65, maxLength: 65 }), async (bytes) => {
+        const response = await postRegister(sandbox.app, {
+          ...AGENT_FIELDS,
+          wallet_address: account.address,
+          nonce,
+          signature: `0x${Buffer.from(bytes).toString('hex')}`,
+        });
+        expect(response.statusCode).toBe(401);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('raw bytes under arbitrary content types', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...POST_ROUTES),
+        fc.constantFrom(
+          'application/json',
+          'application/json; charset=utf-16',
+          'text/plain',
+          'multipart/form-data',
+          '',
+          'application/octet-stream',
+        ),
+        fc.uint8Array({ maxLength: 500 }),
+        async (route, contentType, bytes) => {
+          const response = await sandbox.app.inject({
+            method: 'POST',
+            url: route.url,
+            headers: { ...route.headers, ...(contentType ? { 'content-type': contentType } : {}) },
+            payload: Buffer.from(bytes),
+          });
+          expectClientError(response);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('query strings', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(
+          '/api/v1/agent/auth/nonce',
+          '/api/v1/agent/auth/lookup',
+          '/api/v1/agents',
+          '/api/v1/agents/stats',
+          '/health',
+        ),
+        fc.dictionary(
+          fc.constantFrom('wallet', 'limit', 'x'),
+          fc.oneof(fc.string(), fc.array(fc.string())),
+        ),
+        async (url, query) => {
+          const response = await sandbox.app.inject({ method: 'GET', url, query });
+          expectClientError(response);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
