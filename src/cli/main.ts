@@ -5,7 +5,7 @@ import { CliError, EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
 
 /** The command tree. Command modules import only commander up front; work loads lazily. */
 export function buildProgram(): Command {
-  return new Command('agentctl')
+  const program = new Command('agentctl')
     .description(
       'Operate software agents on the agent-vault protocol (Base Sepolia, chain id 84532), ' +
         'against the live service or the local sandbox (agentctl serve).',
@@ -13,8 +13,15 @@ export function buildProgram(): Command {
     .version(VERSION, '-V, --version')
     .addHelpText('after', EXIT_CODE_HELP)
     .showHelpAfterError('(run with --help for usage)')
-    .exitOverride()
     .addCommand(serveCommand());
+  forEachCommand(program, (command) => command.exitOverride());
+  return program;
+}
+
+/** Settings such as exitOverride are not inherited by commands added with addCommand(). */
+function forEachCommand(command: Command, apply: (command: Command) => void): void {
+  apply(command);
+  for (const sub of command.commands) forEachCommand(sub, apply);
 }
 
 /** Maps any error to one line on stderr and an exit code, in one place. */

@@ -68,13 +68,8 @@ export async function serveUntilSignalled(
   print: (line: string) => void,
 ): Promise<void> {
   const sandbox = await startSandbox(options);
-  if (sandbox.adminTokenGenerated) print(`admin token: ${sandbox.adminToken}`);
-  print(
-    `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
-  );
-  print(`agentctl sandbox listening on ${sandbox.url}`);
-
-  await new Promise<void>((resolveStopped) => {
+  // Handlers go in before the ready line, so a signal sent on seeing it is always graceful.
+  const stopped = new Promise<void>((resolveStopped) => {
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) process.exit(130);
@@ -82,10 +77,17 @@ export async function serveUntilSignalled(
       print(`${signal} received, shutting down`);
       sandbox.close().then(resolveStopped, (error: unknown) => {
         sandbox.app.log.error({ err: error }, 'shutdown failed');
+        process.exitCode = 1;
         resolveStopped();
       });
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
+  if (sandbox.adminTokenGenerated) print(`admin token: ${sandbox.adminToken}`);
+  print(
+    `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
+  );
+  print(`agentctl sandbox listening on ${sandbox.url}`);
+  await stopped;
 }

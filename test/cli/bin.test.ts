@@ -1,0 +1,50 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { BIN } from '../helpers/serve.ts';
+
+const run = (args: string[], nodeArgs: string[] = []) =>
+  spawnSync(process.execPath, [...nodeArgs, BIN, ...args], { encoding: 'utf8' });
+
+describe('bin/agentctl.js', () => {
+  it('refuses an old Node with one line naming the required version', () => {
+    const result = run(
+      ['--version'],
+      [
+        '--import',
+        'data:text/javascript,Object.defineProperty(process.versions,"node",{value:"20.1.0"})',
+      ],
+    );
+    expect(result.status).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toBe(
+      'agentctl requires Node.js 22.13 or newer; this is Node.js 20.1.0.\n',
+    );
+  });
+
+  it('matches the engines field of package.json', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    expect(pkg.engines.node).toBe('>=22.13.0');
+    expect(readFileSync(BIN, 'utf8')).toContain('const required = [22, 13];');
+  });
+
+  it('prints the version', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    const result = run(['--version']);
+    expect(result.status).toBe(0);
+    expect(result.stdout.trim()).toBe(pkg.version);
+  });
+
+  it('prints help with the commands and the exit codes', () => {
+    const result = run(['--help']);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('serve [options]');
+    expect(result.stdout).toMatch(/Exit codes:[\s\S]*6 {4}service unreachable/);
+  });
+
+  it('exits 2 on an unknown command', () => {
+    const result = run(['frobnicate']);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain("unknown command 'frobnicate'");
+  });
+});

@@ -1,0 +1,199 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
+
+let dir: string;
+const running: ServeProcess[] = [];
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-test-'));
+});
+afterEach(async () => {
+  for (const serve of running.splice(0)) {
+    serve.child.kill('SIGKILL');
+    await serve.exited;
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function serve(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const started = await startServe(args, env);
+  running.push(started);
+  return started;
+}
+
+async function registerOver(url: string) {
+  const account = privateKeyToAccount(generatePrivateKey());
+  const nonce = await (
+    await fetch(`${url}/api/v1/agent/auth/nonce?wallet=${account.address}`)
+  ).json();
+  const response = await fetch(`${url}/api/v1/agent/auth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      wallet_address: account.address,
+      signature: await account.signMessage({ message: nonce.message }),
+      nonce: nonce.nonce,
+      agent_name: 'Durable Agent',
+      operator_address: account.address,
+    }),
+  });
+  expect(response.status).toBe(200);
+  return { account, apiKey: (await response.json()).api_key as string };
+}
+
+/** 501 means the key authenticated and the request reached the (chain-less) route; 401 means it did not. */
+async function keyIsAccepted(url: string, apiKey: string) {
+  const response = await fetch(`${url}/api/v1/agent/wallet`, { headers: { 'x-api-key': apiKey } });
+  return response.status !== 401 && response.status !== 503;
+}
+
+describe('agentctl serve', () => {
+  it('prints the listening line and a generated admin token that works', async () => {
+    const sandbox = await serve(['--log-level', 'silent']);
+    expect(sandbox.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const token = /admin token: (\S+)/.exec(sandbox.stdout())?.[1];
+    expect(token).toBeDefined();
+    const info = await fetch(`${sandbox.url}/sandbox/info`, {
+      headers: { 'x-admin-token': token as string },
+    });
+    expect(info.status).toBe(200);
+    expect((await info.json()).chain_id).toBe(84532);
+  });
+
+  it('takes the admin token from AGENTCTL_ADMIN_TOKEN and does not print it', async () => {
+    const sandbox = await serve([], { AGENTCTL_ADMIN_TOKEN: 'from-the-environment' });
+    expect(sandbox.stdout()).not.toContain('from-the-environment');
+    const info = await fetch(`${sandbox.url}/sandbox/info`, {
+      headers: { 'x-admin-token': 'from-the-environment' },
+    });
+    expect(info.status).toBe(200);
+  });
+
+  it('shuts down gracefully on SIGTERM and SIGINT, removing a temporary state dir', async () => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const sandbox = await serve([]);
+      const stateDir = /state: (\S+)/.exec(sandbox.stdout())?.[1] as string;
+      expect(existsSync(stateDir)).toBe(true);
+      sandbox.child.kill(signal);
+      expect(await sandbox.exited).toBe(0);
+      expect(existsSync(stateDir)).toBe(false);
+    }
+  });
+
+  it('keeps everything across a restart with the same --state', async () => {
+    const state = join(dir, 'state');
+    const first = await serve(['--state', state, '--admin-token', 't']);
+    const { account, apiKey } = await registerOver(first.url);
+    await fetch(`${first.url}/sandbox/clock/advance`, {
+      method: 'POST',
+      headers: { 'x-admin-token': 't', 'content-type': 'application/json' },
+      body: JSON.stringify({ seconds: 7200 }),
+    });
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    expect(existsSync(state)).toBe(true);
+
+    const second = await serve(['--state', state, '--admin-token', 't']);
+    const lookup = await (
+      await fetch(`${second.url}/api/v1/agent/auth/lookup?wallet=${account.address}`)
+    ).json();
+    expect(lookup).toMatchObject({ registered: true, agent_name: 'Durable Agent' });
+    expect(await keyIsAccepted(second.url, apiKey)).toBe(true);
+    const info = await (
+      await fetch(`${second.url}/sandbox/info`, { headers: { 'x-admin-token': 't' } })
+    ).json();
+    expect(info.clock.offset_seconds).toBe(7200);
+    expect(info.persistent).toBe(true);
+  });
+
+  it('keeps an acknowledged API key through kill -9', async () => {
+    const state = join(dir, 'state');
+    const first = await serve(['--state', state]);
+    const { apiKey } = await registerOver(first.url);
+    first.child.kill('SIGKILL');
+    expect(await first.exited).toBe('SIGKILL');
+
+    const second = await serve(['--state', state]);
+    expect(await keyIsAccepted(second.url, apiKey)).toBe(true);
+    expect(await keyIsAccepted(second.url, `${apiKey.slice(0, -1)}0`)).toBe(false);
+  });
+
+  it('refuses a state dir with another format version', async () => {
+    const state = join(dir, 'state');
+    mkdirSync(state);
+    writeFileSync(join(state, 'agentctl-state.json'), '{"format": 99}\n');
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('format version 99');
+    expect(result.stderr).toContain('format 1');
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('refuses a non-empty directory that is not a state dir', async () => {
+    writeFileSync(join(dir, 'notes.txt'), 'mine');
+    const result = await serveFailure(['--port', '0', '--state', dir]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('is not an agentctl state directory');
+  });
+
+  it('refuses a second serve on a state dir in use', async () => {
+    const state = join(dir, 'state');
+    await serve(['--state', state]);
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/another agentctl serve \(pid \d+\) is using/);
+  });
+
+  it('reports a busy port in one line', async () => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    try {
+      const result = await serveFailure(['--port', String(port)]);
+      expect(result.code).toBe(1);
+      expect(result.stderr.trim()).toBe(
+        `agentctl: port ${port} on 127.0.0.1 is already in use: choose another with --port, or --port 0 for a free one`,
+      );
+    } finally {
+      blocker.close();
+    }
+  });
+
+  it.each([
+    [['--port', 'http'], "option '--port <port>' argument 'http' is invalid"],
+    [['--rate-limit', 'maybe'], "argument 'maybe' is invalid"],
+  ])('exits 2 on bad options %j', async (args, message) => {
+    const result = await serveFailure(args);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(message);
+  });
+
+  it('never writes an API key or the admin token to its log, even at trace level', async () => {
+    const sandbox = await serve(['--log-level', 'trace', '--admin-token', 'very-secret-admin']);
+    const { apiKey } = await registerOver(sandbox.url);
+    await keyIsAccepted(sandbox.url, apiKey);
+    await fetch(`${sandbox.url}/sandbox/info`, {
+      headers: { 'x-admin-token': 'very-secret-admin' },
+    });
+    sandbox.child.kill('SIGTERM');
+    await sandbox.exited;
+    expect(sandbox.stderr()).toContain('incoming request');
+    expect(sandbox.stderr()).not.toContain(apiKey);
+    expect(sandbox.stderr()).not.toContain(apiKey.slice(4));
+    expect(sandbox.stderr()).not.toContain('very-secret-admin');
+  });
+
+  it('applies the rate limits unless --rate-limit off', async () => {
+    const limited = await serve([]);
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await fetch(`${limited.url}/health`)).status);
+    expect(statuses.at(-1)).toBe(429);
+
+    const unlimited = await serve(['--rate-limit', 'off']);
+    for (let i = 0; i < 70; i++) expect((await fetch(`${unlimited.url}/health`)).status).toBe(200);
+  });
+});
