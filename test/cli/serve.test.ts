@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NonceResponse, RegisterResponse, SandboxInfo } from '../../src/api/schemas/index.ts';
 import { type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
 
 let dir: string;
@@ -42,7 +43,7 @@ async function registerOver(url: string) {
     }),
   });
   expect(response.status).toBe(200);
-  return { account, apiKey: (await response.json()).api_key as string };
+  return { account, apiKey: RegisterResponse.parse(await response.json()).api_key };
 }
 
 /** 501 means the key authenticated and the request reached the (chain-less) route; 401 means it did not. */
@@ -61,7 +62,7 @@ describe('agentctl serve', () => {
       headers: { 'x-admin-token': token as string },
     });
     expect(info.status).toBe(200);
-    expect((await info.json()).chain_id).toBe(84532);
+    expect(SandboxInfo.parse(await info.json()).chain_id).toBe(84532);
   });
 
   it('takes the admin token from AGENTCTL_ADMIN_TOKEN and does not print it', async () => {
@@ -103,9 +104,11 @@ describe('agentctl serve', () => {
     ).json();
     expect(lookup).toMatchObject({ registered: true, agent_name: 'Durable Agent' });
     expect(await keyIsAccepted(second.url, apiKey)).toBe(true);
-    const info = await (
-      await fetch(`${second.url}/sandbox/info`, { headers: { 'x-admin-token': 't' } })
-    ).json();
+    const info = SandboxInfo.parse(
+      await (
+        await fetch(`${second.url}/sandbox/info`, { headers: { 'x-admin-token': 't' } })
+      ).json(),
+    );
     expect(info.clock.offset_seconds).toBe(7200);
     expect(info.persistent).toBe(true);
   });
