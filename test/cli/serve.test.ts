@@ -28,9 +28,9 @@ async function serve(args: string[], env: NodeJS.ProcessEnv = {}) {
 
 async function registerOver(url: string) {
   const account = privateKeyToAccount(generatePrivateKey());
-  const nonce = await (
-    await fetch(`${url}/api/v1/agent/auth/nonce?wallet=${account.address}`)
-  ).json();
+  const nonce = NonceResponse.parse(
+    await (await fetch(`${url}/api/v1/agent/auth/nonce?wallet=${account.address}`)).json(),
+  );
   const response = await fetch(`${url}/api/v1/agent/auth/register`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
