@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -111,6 +111,11 @@ describe('agentctl serve', () => {
     );
     expect(info.clock.offset_seconds).toBe(7200);
     expect(info.persistent).toBe(true);
+    // State is private to its owner.
+    expect(statSync(state).mode & 0o777).toBe(0o700);
+    for (const file of ['sandbox.db', 'sandbox.db-wal', 'agentctl-state.json']) {
+      expect(statSync(join(state, file)).mode & 0o777).toBe(0o600);
+    }
   });
 
   it('keeps an acknowledged API key through kill -9', async () => {

@@ -80,6 +80,21 @@ export function postRegister(app: App, body: unknown): Promise<LightMyRequestRes
   });
 }
 
+/** A register body: `wallet` with `nonce`, and `signer`'s EIP-191 signature over `message`. */
+export async function signedBody(parts: {
+  wallet: string;
+  nonce: string;
+  message: string;
+  signer: PrivateKeyAccount;
+}) {
+  return {
+    ...AGENT_FIELDS,
+    wallet_address: parts.wallet,
+    nonce: parts.nonce,
+    signature: await parts.signer.signMessage({ message: parts.message }),
+  };
+}
+
 /** Nonce, sign, register: the whole flow, returning the raw response. */
 export async function register(
   app: App,
@@ -87,14 +102,8 @@ export async function register(
   fields: Record<string, unknown> = {},
 ): Promise<LightMyRequestResponse> {
   const { nonce, message } = await getNonce(app, account.address);
-  const signature = await account.signMessage({ message });
-  return postRegister(app, {
-    wallet_address: account.address,
-    signature,
-    nonce,
-    ...AGENT_FIELDS,
-    ...fields,
-  });
+  const body = await signedBody({ wallet: account.address, nonce, message, signer: account });
+  return postRegister(app, { ...body, ...fields });
 }
 
 /** Registers a new agent and returns its API key; fails the test if registration fails. */

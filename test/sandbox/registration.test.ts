@@ -18,6 +18,7 @@ import {
   postRegister,
   register,
   registeredAgent,
+  signedBody,
   type TestSandbox,
 } from '../helpers/sandbox.ts';
 
@@ -129,12 +130,10 @@ describe('POST /api/v1/agent/auth/register', () => {
     const account = newAccount();
     expect((await register(sandbox.app, account)).statusCode).toBe(200);
     const { nonce, message } = await getNonce(sandbox.app, account.address);
-    const again = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: account.address.toLowerCase(),
-      nonce,
-      signature: await account.signMessage({ message }),
-    });
+    const again = await postRegister(
+      sandbox.app,
+      await signedBody({ wallet: account.address.toLowerCase(), nonce, message, signer: account }),
+    );
     expect(again.statusCode).toBe(409);
     expect(again.json().error).toContain('already registered');
   });
@@ -142,24 +141,17 @@ describe('POST /api/v1/agent/auth/register', () => {
   it('accepts a nonce requested in one case and a registration in another', async () => {
     const account = newAccount();
     const { nonce, message } = await getNonce(sandbox.app, account.address.toLowerCase());
-    const response = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: getAddress(account.address),
-      nonce,
-      signature: await account.signMessage({ message }),
-    });
+    const response = await postRegister(
+      sandbox.app,
+      await signedBody({ wallet: getAddress(account.address), nonce, message, signer: account }),
+    );
     expect(response.statusCode).toBe(200);
   });
 
   it('uses a nonce once', async () => {
     const account = newAccount();
     const { nonce, message } = await getNonce(sandbox.app, account.address);
-    const body = {
-      ...AGENT_FIELDS,
-      wallet_address: account.address,
-      nonce,
-      signature: await account.signMessage({ message }),
-    };
+    const body = await signedBody({ wallet: account.address, nonce, message, signer: account });
     expect((await postRegister(sandbox.app, body)).statusCode).toBe(200);
     const reuse = await postRegister(sandbox.app, body);
     expect([401, 409]).toContain(reuse.statusCode);
@@ -168,12 +160,7 @@ describe('POST /api/v1/agent/auth/register', () => {
   it('lets exactly one of several concurrent registrations with one nonce succeed', async () => {
     const account = newAccount();
     const { nonce, message } = await getNonce(sandbox.app, account.address);
-    const body = {
-      ...AGENT_FIELDS,
-      wallet_address: account.address,
-      nonce,
-      signature: await account.signMessage({ message }),
-    };
+    const body = await signedBody({ wallet: account.address, nonce, message, signer: account });
     const responses = await Promise.all(
       Array.from({ length: 8 }, () => postRegister(sandbox.app, body)),
     );
@@ -192,21 +179,27 @@ describe('POST /api/v1/agent/auth/register', () => {
     const lateNonce = await getNonce(sandbox.app, late.address);
     const advance = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 590 });
     expect(advance.statusCode).toBe(200);
-    const ok = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: early.address,
-      nonce: earlyNonce.nonce,
-      signature: await early.signMessage({ message: earlyNonce.message }),
-    });
+    const ok = await postRegister(
+      sandbox.app,
+      await signedBody({
+        wallet: early.address,
+        nonce: earlyNonce.nonce,
+        message: earlyNonce.message,
+        signer: early,
+      }),
+    );
     expect(ok.statusCode).toBe(200);
 
     await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 11 });
-    const expired = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: late.address,
-      nonce: lateNonce.nonce,
-      signature: await late.signMessage({ message: lateNonce.message }),
-    });
+    const expired = await postRegister(
+      sandbox.app,
+      await signedBody({
+        wallet: late.address,
+        nonce: lateNonce.nonce,
+        message: lateNonce.message,
+        signer: late,
+      }),
+    );
     expect(expired.statusCode).toBe(401);
     expect(expired.json().error).toContain('expired');
   });
@@ -215,13 +208,11 @@ describe('POST /api/v1/agent/auth/register', () => {
     const x = newAccount();
     const y = newAccount();
     const { nonce, message } = await getNonce(sandbox.app, x.address);
-    const crossed = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: y.address,
-      nonce,
+    const crossed = await postRegister(
+      sandbox.app,
       // Y signs X's message, so only the nonce binding can stop it.
-      signature: await y.signMessage({ message }),
-    });
+      await signedBody({ wallet: y.address, nonce, message, signer: y }),
+    );
     expect(crossed.statusCode).toBe(401);
     expect(crossed.json().error).toContain('different wallet');
     const lookup = await sandbox.app.inject({
@@ -233,12 +224,10 @@ describe('POST /api/v1/agent/auth/register', () => {
   it('refuses a signature by another key', async () => {
     const x = newAccount();
     const { nonce, message } = await getNonce(sandbox.app, x.address);
-    const response = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: x.address,
-      nonce,
-      signature: await newAccount().signMessage({ message }),
-    });
+    const response = await postRegister(
+      sandbox.app,
+      await signedBody({ wallet: x.address, nonce, message, signer: newAccount() }),
+    );
     expect(response.statusCode).toBe(401);
     expect(response.json().error).toContain('signature does not match');
   });
@@ -248,12 +237,10 @@ describe('POST /api/v1/agent/auth/register', () => {
     const { nonce, message } = await getNonce(sandbox.app, x.address);
     const altered = message.replace('Chain ID: 84532', 'Chain ID: 1');
     expect(altered).not.toBe(message);
-    const response = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: x.address,
-      nonce,
-      signature: await x.signMessage({ message: altered }),
-    });
+    const response = await postRegister(
+      sandbox.app,
+      await signedBody({ wallet: x.address, nonce, message: altered, signer: x }),
+    );
     expect(response.statusCode).toBe(401);
   });
 
@@ -279,12 +266,15 @@ describe('POST /api/v1/agent/auth/register', () => {
 
   it('refuses an unknown nonce', async () => {
     const x = newAccount();
-    const response = await postRegister(sandbox.app, {
-      ...AGENT_FIELDS,
-      wallet_address: x.address,
-      nonce: 'ab'.repeat(32),
-      signature: await x.signMessage({ message: 'anything' }),
-    });
+    const response = await postRegister(
+      sandbox.app,
+      await signedBody({
+        wallet: x.address,
+        nonce: 'ab'.repeat(32),
+        message: 'anything',
+        signer: x,
+      }),
+    );
     expect(response.statusCode).toBe(401);
     expect(response.json().error).toContain('unknown nonce');
   });

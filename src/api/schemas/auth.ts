@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Address } from './common.ts';
+import { Address, boundedText, textUpTo } from './common.ts';
 
 export const AGENT_TYPES = [
   'trading',
@@ -25,15 +25,6 @@ export const NonceResponse = z.object({
 });
 export type NonceResponse = z.infer<typeof NonceResponse>;
 
-const text = (min: number, max: number) =>
-  z
-    .string()
-    .min(min, { error: `must be ${min} to ${max} characters` })
-    .max(max, {
-      error: `must be ${min} to ${max} characters`,
-    });
-const upTo = (max: number) => z.string().max(max, { error: `must be at most ${max} characters` });
-
 export const RegisterRequest = z.object({
   wallet_address: Address,
   signature: z.string().regex(/^0x[0-9a-fA-F]{130}$/, {
@@ -42,13 +33,13 @@ export const RegisterRequest = z.object({
   nonce: z
     .string()
     .regex(/^[0-9a-fA-F]{16,128}$/, { error: 'must be the hex nonce from the nonce endpoint' }),
-  agent_name: text(3, 100),
+  agent_name: boundedText(3, 100),
   agent_type: AgentType.default('custom'),
-  description: upTo(500).optional(),
+  description: textUpTo(500).optional(),
   operator_address: Address,
   operator_email: z.email({ error: 'must be an e-mail address' }).max(254).optional(),
-  operator_name: upTo(100).optional(),
-  framework: upTo(50).optional(),
+  operator_name: textUpTo(100).optional(),
+  framework: textUpTo(50).optional(),
   repo_url: z
     .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
     .max(500)

@@ -30,6 +30,26 @@ export const Address = z
   .regex(/^0x[0-9a-fA-F]{40}$/, { error: 'must be 0x followed by 40 hex digits', abort: true })
   .refine((value) => isAddress(value), { error: 'has an invalid EIP-55 checksum' });
 
+/** A string of `min` to `max` characters, with one message for either bound. */
+export const boundedText = (min: number, max: number) => {
+  const error = `must be ${min} to ${max} characters`;
+  return z.string().min(min, { error }).max(max, { error });
+};
+
+/** A string of at most `max` characters. */
+export const textUpTo = (max: number) =>
+  z.string().max(max, { error: `must be at most ${max} characters` });
+
+/** An integer from `min` to `max`; JSON numbers with a fraction are refused, not rounded. */
+export const boundedInt = (min: number, max: number) => {
+  const error = `must be ${min} to ${max}`;
+  return z
+    .number({ error: 'must be an integer' })
+    .int({ error: 'must be an integer' })
+    .min(min, { error })
+    .max(max, { error });
+};
+
 /** Agent tiers, lowest first. The order is the permission order. */
 export const TIERS = [
   'unverified',

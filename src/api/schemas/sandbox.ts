@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Address, Tier } from './common.ts';
+import { Address, boundedInt, Tier } from './common.ts';
 
 /** The sandbox admin API (header X-Admin-Token). Not part of the live service. */
 
@@ -13,11 +13,7 @@ export const ClockState = z.object({
 export type ClockState = z.infer<typeof ClockState>;
 
 export const AdvanceClockRequest = z.object({
-  seconds: z
-    .number({ error: 'must be an integer' })
-    .int({ error: 'must be an integer' })
-    .min(1, { error: `must be 1 to ${MAX_CLOCK_ADVANCE_SECONDS}` })
-    .max(MAX_CLOCK_ADVANCE_SECONDS, { error: `must be 1 to ${MAX_CLOCK_ADVANCE_SECONDS}` }),
+  seconds: boundedInt(1, MAX_CLOCK_ADVANCE_SECONDS),
 });
 
 export const SetTierRequest = z.object({ wallet_address: Address, tier: Tier });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { boundedInt, boundedText } from './common.ts';
 
 /** Strategy lifecycle states, in pipeline order; paused and deprecated are off to the side. */
 export const STRATEGY_STATUSES = [
@@ -10,14 +11,6 @@ export const STRATEGY_STATUSES = [
   'paused',
   'deprecated',
 ] as const;
-
-const boundedInt = (min: number, max: number, fallback: number) =>
-  z
-    .number({ error: 'must be an integer' })
-    .int({ error: 'must be an integer' })
-    .min(min, { error: `must be ${min} to ${max}` })
-    .max(max, { error: `must be ${min} to ${max}` })
-    .default(fallback);
 
 /** Risk parameters with the spec's bounds and defaults. */
 export const RISK_BOUNDS = {
@@ -31,7 +24,7 @@ export const RISK_BOUNDS = {
 
 const risk = (field: keyof typeof RISK_BOUNDS) => {
   const { min, max, default: fallback } = RISK_BOUNDS[field];
-  return boundedInt(min, max, fallback);
+  return boundedInt(min, max).default(fallback);
 };
 
 export const RiskParams = z.object({
@@ -45,14 +38,8 @@ export const RiskParams = z.object({
 });
 
 export const StrategySubmitRequest = RiskParams.extend({
-  name: z
-    .string()
-    .min(3, { error: 'must be 3 to 100 characters' })
-    .max(100, { error: 'must be 3 to 100 characters' }),
-  description: z
-    .string()
-    .min(10, { error: 'must be 10 to 2000 characters' })
-    .max(2000, { error: 'must be 10 to 2000 characters' }),
+  name: boundedText(3, 100),
+  description: boundedText(10, 2000),
   dna_string: z
     .string()
     .regex(/^(0x)?[0-9a-fA-F]{64}$/, { error: 'must be 32 bytes: 64 hex digits, 0x optional' })

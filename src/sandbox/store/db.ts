@@ -1,3 +1,4 @@
+import { closeSync, openSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
 import { MIGRATIONS } from './migrations.ts';
 
@@ -8,6 +9,8 @@ export type Database = DatabaseSync;
  * WAL with synchronous=FULL: a write acknowledged to a client survives power loss and kill -9.
  */
 export function openDatabase(path: string): Database {
+  // Create the file 0600 ourselves: SQLite would use the umask, and its -wal/-shm copy the mode.
+  closeSync(openSync(path, 'a', 0o600));
   const db = new DatabaseSync(path);
   db.exec(`
     PRAGMA journal_mode = WAL;
