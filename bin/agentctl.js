@@ -10,4 +10,15 @@ if (major < required[0] || (major === required[0] && minor < required[1])) {
   process.exit(1);
 }
 
-import('../dist/cli/main.js').then((cli) => cli.main(process.argv));
+import('../dist/cli/main.js').then(
+  (cli) => cli.main(process.argv),
+  (error) => {
+    const notBuilt = error && error.code === 'ERR_MODULE_NOT_FOUND' && /dist/.test(error.message);
+    process.stderr.write(
+      notBuilt
+        ? 'agentctl is not built: run `npm ci` (or `npm run build`) in its directory.\n'
+        : `agentctl failed to start: ${error}\n`,
+    );
+    process.exit(1);
+  },
+);

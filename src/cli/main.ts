@@ -44,8 +44,15 @@ export function exitCodeFor(error: unknown, writeError: (line: string) => void):
 }
 
 export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  if (argv.length <= 2) {
+    // No command is a usage error: help goes to stderr so scripts do not mistake it for output.
+    program.outputHelp({ error: true });
+    process.exitCode = EXIT.usage;
+    return;
+  }
   try {
-    await buildProgram().parseAsync(argv);
+    await program.parseAsync(argv);
   } catch (error) {
     process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`));
   }

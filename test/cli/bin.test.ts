@@ -42,6 +42,12 @@ describe('bin/agentctl.js', () => {
     expect(result.stdout).toMatch(/Exit codes:[\s\S]*6 {4}service unreachable/);
   });
 
+  it('exits 2 when no command is given, after printing help to stderr', () => {
+    const result = run([]);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain('Usage: agentctl');
+  });
+
   it('exits 2 on an unknown command', () => {
     const result = run(['frobnicate']);
     expect(result.status).toBe(2);

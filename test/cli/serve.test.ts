@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -83,6 +83,26 @@ describe('agentctl serve', () => {
       expect(await sandbox.exited).toBe(0);
       expect(existsSync(stateDir)).toBe(false);
     }
+  });
+
+  it('names a fallback host in the nonce message when a request has no Host header', async () => {
+    const sandbox = await serve(['--log-level', 'silent']);
+    const { port, hostname } = new URL(sandbox.url);
+    const wallet = privateKeyToAccount(generatePrivateKey()).address;
+    // HTTP/1.0 allows a request without Host; fetch always sends one, so speak it by hand.
+    const raw = await new Promise<string>((resolve, reject) => {
+      let received = '';
+      const socket = connect(Number(port), hostname, () =>
+        socket.write(`GET /api/v1/agent/auth/nonce?wallet=${wallet} HTTP/1.0\r\n\r\n`),
+      );
+      socket.on('data', (chunk) => {
+        received += chunk;
+      });
+      socket.on('end', () => resolve(received));
+      socket.on('error', reject);
+    });
+    const body = NonceResponse.parse(JSON.parse(raw.split('\r\n\r\n')[1] ?? ''));
+    expect(body.message).toMatch(/^localhost wants you to sign in/);
   });
 
   it('keeps everything across a restart with the same --state', async () => {

@@ -16,7 +16,8 @@ export function registerAuthRoutes(app: App, { store, clock, limits }: RouteDeps
       schema: { querystring: NonceQuery, response: { 200: NonceResponse } },
       onRequest: limits.public,
     },
-    async (request) => issueNonce(store, clock, request.query.wallet, request.host),
+    // The message names the host the client addressed (HTTP/1.0 may send no Host header).
+    async (request) => issueNonce(store, clock, request.query.wallet, request.host || 'localhost'),
   );
 
   app.post(
