@@ -1,4 +1,5 @@
 import Fastify, { type FastifyServerOptions } from 'fastify';
+import { formatHostPort } from './address.ts';
 import type { SandboxClock } from './clock.ts';
 import { createAuthGuards } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
@@ -11,6 +12,17 @@ import { registerOnchainPendingRoutes } from './routes/onchain-pending.ts';
 import { type AdminDeps, registerSandboxAdminRoutes } from './routes/sandbox-admin.ts';
 import type { App } from './routes/types.ts';
 import type { Store } from './store/index.ts';
+
+/**
+ * host:port the service listens on. The registration message names it, never the client's
+ * Host header: a phishing proxy must not get messages that name its own domain.
+ * Before listen (tests with inject) it is "localhost".
+ */
+function listeningDomain(app: App): string {
+  const address = app.server.address();
+  if (!address || typeof address === 'string') return 'localhost';
+  return formatHostPort(address.address, address.port);
+}
 
 /** Request bodies above this are refused with 413. */
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -29,7 +41,9 @@ export interface AppOptions extends AdminDeps {
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
     logger: options.logger,
-    trustProxy: options.trustProxy,
+    // Trust one hop only: the client address is the one the proxy appended to
+    // X-Forwarded-For, not whatever the client wrote there before it.
+    trustProxy: options.trustProxy ? (_address, hop) => hop === 0 : false,
     bodyLimit: BODY_LIMIT_BYTES,
   }).withTypeProvider<ZodTypeProvider>();
 
@@ -39,6 +53,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   registerErrorHandling(app);
 
   const deps = {
+    serviceDomain: () => listeningDomain(app),
     store: options.store,
     clock: options.clock,
     limits: await registerRateLimits(app, options.rateLimit),

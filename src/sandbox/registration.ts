@@ -77,13 +77,14 @@ async function signerOf(message: string, signature: Hex): Promise<string | undef
   }
 }
 
-/** Why a nonce row cannot be used now, or undefined when it can. */
-function nonceProblem(row: NonceRow | undefined, wallet: string, now: number): string | undefined {
-  if (!row) return 'unknown nonce: request one from GET /api/v1/agent/auth/nonce';
-  if (row.wallet !== wallet) return 'nonce was issued for a different wallet';
-  if (row.consumed_at !== null) return 'nonce has already been used; request a new one';
-  if (row.expires_at <= now) return 'nonce has expired; request a new one';
-  return undefined;
+/** Returns the nonce row if it can register `wallet` now; otherwise throws a 401 saying why. */
+function usableNonce(row: NonceRow | undefined, wallet: string, now: number): NonceRow {
+  const refuse = (reason: string) => new HttpError(401, reason);
+  if (!row) throw refuse('unknown nonce: request one from GET /api/v1/agent/auth/nonce');
+  if (row.wallet !== wallet) throw refuse('nonce was issued for a different wallet');
+  if (row.consumed_at !== null) throw refuse('nonce has already been used; request a new one');
+  if (row.expires_at <= now) throw refuse('nonce has expired; request a new one');
+  return row;
 }
 
 /**
@@ -99,9 +100,11 @@ export async function registerAgent(
   if (store.agents.findByWallet(wallet)) {
     throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);
   }
-  const row = store.nonces.find(request.nonce.toLowerCase());
-  const problem = nonceProblem(row, wallet, clock.nowSeconds());
-  if (problem || !row) throw new HttpError(401, problem ?? 'unknown nonce');
+  const row = usableNonce(
+    store.nonces.find(request.nonce.toLowerCase()),
+    wallet,
+    clock.nowSeconds(),
+  );
 
   const signer = await signerOf(registrationMessage(row), request.signature as Hex);
   if (signer?.toLowerCase() !== wallet) {
@@ -131,8 +134,8 @@ export async function registerAgent(
   store.transaction(() => {
     // Re-checked inside the write lock: another request may have won the race since the reads above.
     if (!store.nonces.consume(row.nonce, Math.floor(now / 1000))) {
-      const current = nonceProblem(store.nonces.find(row.nonce), wallet, Math.floor(now / 1000));
-      throw new HttpError(401, current ?? 'nonce can no longer be used');
+      usableNonce(store.nonces.find(row.nonce), wallet, Math.floor(now / 1000));
+      throw new HttpError(401, 'nonce can no longer be used; request a new one');
     }
     if (store.agents.findByWallet(wallet)) {
       throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);

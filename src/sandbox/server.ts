@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { formatHostPort } from './address.ts';
 import { buildApp } from './app.ts';
 import { createSandboxClock } from './clock.ts';
 import type { SandboxOptions } from './options.ts';
@@ -41,9 +42,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     await app.listen({ host: options.host, port: options.port });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : options.port;
-    const host = options.host.includes(':') ? `[${options.host}]` : options.host;
     return {
-      url: `http://${host}:${port}`,
+      url: `http://${formatHostPort(options.host, port)}`,
       adminToken,
       adminTokenGenerated: options.adminToken === undefined,
       stateDir: stateDir.path,

@@ -1,12 +1,16 @@
 import {
+  chmodSync,
+  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   renameSync,
   rmSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -37,21 +41,25 @@ export interface StateDir {
 export function openStateDir(dir: string | undefined): StateDir {
   const persistent = dir !== undefined;
   const path = persistent ? resolve(dir) : mkdtempSync(join(tmpdir(), 'agentctl-sandbox-'));
-  if (persistent) prepareFormat(path);
-  lock(path);
+  // A fresh temporary directory cannot be shared, so only a persistent one needs the lock.
+  if (persistent) {
+    prepareFormat(path);
+    lock(path);
+  }
   return {
     path,
     persistent,
     databasePath: join(path, 'sandbox.db'),
     release() {
-      rmSync(join(path, PID_FILE), { force: true });
-      if (!persistent) rmSync(path, { recursive: true, force: true });
+      if (persistent) rmSync(join(path, PID_FILE), { force: true });
+      else rmSync(path, { recursive: true, force: true });
     },
   };
 }
 
 function prepareFormat(path: string): void {
   mkdirSync(path, { recursive: true, mode: 0o700 });
+  chmodSync(path, 0o700);
   const formatPath = join(path, FORMAT_FILE);
   if (existsSync(formatPath)) {
     let format: unknown;
@@ -78,15 +86,25 @@ function prepareFormat(path: string): void {
   writeAtomically(formatPath, `${JSON.stringify({ format: STATE_FORMAT })}\n`);
 }
 
+/** Creates serve.pid exclusively; a file left by a process that is gone is replaced. */
 function lock(path: string): void {
   const pidPath = join(path, PID_FILE);
-  if (existsSync(pidPath)) {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(pidPath, 'wx', 0o600);
+      writeSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
     const pid = Number(readFileSync(pidPath, 'utf8').trim());
-    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) {
+    if (Number.isInteger(pid) && pid > 0 && isRunning(pid)) {
       throw new StateDirError(`another agentctl serve (pid ${pid}) is using ${path}`);
     }
+    rmSync(pidPath, { force: true });
   }
-  writeAtomically(pidPath, `${process.pid}\n`);
+  throw new StateDirError(`could not lock ${path}: another agentctl serve is starting there`);
 }
 
 function isRunning(pid: number): boolean {

@@ -46,10 +46,13 @@ async function registerOver(url: string) {
   return { account, apiKey: RegisterResponse.parse(await response.json()).api_key };
 }
 
-/** 501 means the key authenticated and the request reached the (chain-less) route; 401 means it did not. */
-async function keyIsAccepted(url: string, apiKey: string) {
+/**
+ * Status of an authenticated request with `apiKey`: 501 means the key authenticated and the
+ * request reached the (chain-less) route; 401 means the key is unknown.
+ */
+async function statusWithKey(url: string, apiKey: string) {
   const response = await fetch(`${url}/api/v1/agent/wallet`, { headers: { 'x-api-key': apiKey } });
-  return response.status !== 401 && response.status !== 503;
+  return response.status;
 }
 
 describe('agentctl serve', () => {
@@ -85,15 +88,17 @@ describe('agentctl serve', () => {
     }
   });
 
-  it('names a fallback host in the nonce message when a request has no Host header', async () => {
+  it('names its own address in the nonce message, whatever Host the client sends', async () => {
     const sandbox = await serve(['--log-level', 'silent']);
     const { port, hostname } = new URL(sandbox.url);
     const wallet = privateKeyToAccount(generatePrivateKey()).address;
-    // HTTP/1.0 allows a request without Host; fetch always sends one, so speak it by hand.
+    // fetch will not send a forged Host header, so speak HTTP by hand.
     const raw = await new Promise<string>((resolve, reject) => {
       let received = '';
       const socket = connect(Number(port), hostname, () =>
-        socket.write(`GET /api/v1/agent/auth/nonce?wallet=${wallet} HTTP/1.0\r\n\r\n`),
+        socket.write(
+          `GET /api/v1/agent/auth/nonce?wallet=${wallet} HTTP/1.0\r\nHost: evil.example\r\n\r\n`,
+        ),
       );
       socket.on('data', (chunk) => {
         received += chunk;
@@ -102,7 +107,7 @@ describe('agentctl serve', () => {
       socket.on('error', reject);
     });
     const body = NonceResponse.parse(JSON.parse(raw.split('\r\n\r\n')[1] ?? ''));
-    expect(body.message).toMatch(/^localhost wants you to sign in/);
+    expect(body.message.startsWith(`127.0.0.1:${port} wants you to sign in`)).toBe(true);
   });
 
   it('keeps everything across a restart with the same --state', async () => {
@@ -123,7 +128,7 @@ describe('agentctl serve', () => {
       await fetch(`${second.url}/api/v1/agent/auth/lookup?wallet=${account.address}`)
     ).json();
     expect(lookup).toMatchObject({ registered: true, agent_name: 'Durable Agent' });
-    expect(await keyIsAccepted(second.url, apiKey)).toBe(true);
+    expect(await statusWithKey(second.url, apiKey)).toBe(501);
     const info = SandboxInfo.parse(
       await (
         await fetch(`${second.url}/sandbox/info`, { headers: { 'x-admin-token': 't' } })
@@ -146,8 +151,9 @@ describe('agentctl serve', () => {
     expect(await first.exited).toBe('SIGKILL');
 
     const second = await serve(['--state', state]);
-    expect(await keyIsAccepted(second.url, apiKey)).toBe(true);
-    expect(await keyIsAccepted(second.url, `${apiKey.slice(0, -1)}0`)).toBe(false);
+    expect(await statusWithKey(second.url, apiKey)).toBe(501);
+    const altered = apiKey.slice(0, -1) + (apiKey.endsWith('0') ? '1' : '0');
+    expect(await statusWithKey(second.url, altered)).toBe(401);
   });
 
   it('refuses a state dir with another format version', async () => {
@@ -194,6 +200,7 @@ describe('agentctl serve', () => {
   it.each([
     [['--port', 'http'], "option '--port <port>' argument 'http' is invalid"],
     [['--rate-limit', 'maybe'], "argument 'maybe' is invalid"],
+    [['--admin-token', ''], 'the admin token (--admin-token or AGENTCTL_ADMIN_TOKEN) is empty'],
   ])('exits 2 on bad options %j', async (args, message) => {
     const result = await serveFailure(args);
     expect(result.code).toBe(2);
@@ -203,7 +210,7 @@ describe('agentctl serve', () => {
   it('never writes an API key or the admin token to its log, even at trace level', async () => {
     const sandbox = await serve(['--log-level', 'trace', '--admin-token', 'very-secret-admin']);
     const { apiKey } = await registerOver(sandbox.url);
-    await keyIsAccepted(sandbox.url, apiKey);
+    expect(await statusWithKey(sandbox.url, apiKey)).toBe(501);
     await fetch(`${sandbox.url}/sandbox/info`, {
       headers: { 'x-admin-token': 'very-secret-admin' },
     });

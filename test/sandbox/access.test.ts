@@ -104,7 +104,7 @@ describe('tiers', () => {
     ['registered', 403],
     ['established', 501],
     ['core_contributor', 501],
-  ])('lets a %s agent past the vote guard: %i', async (tier, status) => {
+  ])('answers a vote by a %s agent with %i', async (tier, status) => {
     const { apiKey, account } = await registeredAgent(sandbox.app);
     const set = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
       wallet_address: account.address,
@@ -180,6 +180,25 @@ describe('sandbox admin API', () => {
       expect(response.json().error).toMatch(/^seconds: /);
     },
   );
+
+  it('keeps the clock within a century of real time', async () => {
+    const tenYears = 10 * 365 * 24 * 3600;
+    for (let i = 0; i < 10; i++) {
+      const step = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', {
+        seconds: tenYears,
+      });
+      expect(step.statusCode).toBe(200);
+    }
+    const beyond = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 1 });
+    expect(beyond.statusCode).toBe(400);
+    expect(beyond.json().error).toContain('at most');
+    // Dates still render.
+    const { account } = await registeredAgent(sandbox.app);
+    const lookup = await sandbox.app.inject({
+      url: `/api/v1/agent/auth/lookup?wallet=${account.address}`,
+    });
+    expect(lookup.statusCode).toBe(200);
+  });
 
   it('answers 404 when setting the tier of an unknown wallet, 400 for an unknown tier', async () => {
     const unknown = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {

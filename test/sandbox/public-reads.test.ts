@@ -40,12 +40,33 @@ describe('GET /api/v1/agents', () => {
     expect(response.body).not.toContain('api_key');
   });
 
-  it('defaults limit to 50 and honours smaller limits', async () => {
-    for (let i = 0; i < 3; i++) await registeredAgent(sandbox.app, { agent_name: `Agent ${i}` });
-    const limited = await sandbox.app.inject({ url: '/api/v1/agents?limit=2' });
-    expect(limited.json().count).toBe(2);
-    const all = await sandbox.app.inject({ url: '/api/v1/agents?limit=100' });
-    expect(all.json().count).toBe(3);
+  it('defaults limit to 50 and honours any limit up to 100', async () => {
+    // Straight into the store: 120 signed registrations would only slow the test down.
+    for (let i = 0; i < 120; i++) {
+      sandbox.store.agents.insert(
+        {
+          agent_id: `agent-${i}`,
+          wallet_address: `0x${i.toString(16).padStart(40, '0')}`,
+          wallet_key: `0x${i.toString(16).padStart(40, '0')}`,
+          agent_name: `Agent ${i}`,
+          agent_type: 'custom',
+          description: null,
+          operator_address: '0x000000000000000000000000000000000000dEaD',
+          operator_email: null,
+          operator_name: null,
+          framework: null,
+          repo_url: null,
+          tier: 'unverified',
+          created_at: i,
+        },
+        { hash: `hash-${i}`, prefix: 'agk_test' },
+      );
+    }
+    const byDefault = await sandbox.app.inject({ url: '/api/v1/agents' });
+    expect(byDefault.json().count).toBe(50);
+    expect(byDefault.json().agents[0].agent_name).toBe('Agent 0');
+    expect((await sandbox.app.inject({ url: '/api/v1/agents?limit=2' })).json().count).toBe(2);
+    expect((await sandbox.app.inject({ url: '/api/v1/agents?limit=100' })).json().count).toBe(100);
   });
 
   it.each(['0', '101', '-1', 'abc', '1.5', ''])('refuses limit=%s with 400', async (limit) => {

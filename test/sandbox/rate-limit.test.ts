@@ -50,6 +50,19 @@ describe('public limit: 60 per minute per IP, shared by the public endpoints', (
     );
   });
 
+  it('with trust-proxy, keys on the address the proxy appended, not what the client wrote', async () => {
+    const app = await open({ trustProxy: true });
+    for (let i = 0; i < 60; i++) {
+      await app.inject({
+        url: '/health',
+        headers: { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.9` },
+      });
+    }
+    expectLimited(
+      await app.inject({ url: '/health', headers: { 'x-forwarded-for': '1.2.3.4, 203.0.113.9' } }),
+    );
+  });
+
   it('keys on X-Forwarded-For with trust-proxy', async () => {
     const app = await open({ trustProxy: true });
     for (let i = 0; i < 60; i++) {
@@ -90,6 +103,24 @@ describe('per-key limits', () => {
     }
     // Bob, from the same IP, has his own budget.
     expect((await write(bob.apiKey, urls[0] as string)).statusCode).not.toBe(429);
+  });
+
+  it('gives made-up keys no buckets, so they can neither dodge nor flush the limit', async () => {
+    const app = await open();
+    const { apiKey } = await registeredAgent(app);
+    const deposit = (key: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/v1/agent/vault/deposit',
+        headers: { 'x-api-key': key },
+        payload: {},
+      });
+    for (let i = 0; i < 10; i++) expect((await deposit(apiKey)).statusCode).toBe(400);
+    // More made-up keys than the limiter keeps buckets for (5000).
+    for (let i = 0; i < 5100; i++) {
+      expect((await deposit(`agk_${i.toString(16).padStart(64, '0')}`)).statusCode).toBe(401);
+    }
+    expectLimited(await deposit(apiKey));
   });
 
   it('allows 5 faucet requests per minute per API key', async () => {

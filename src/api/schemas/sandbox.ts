@@ -5,6 +5,8 @@ import { Address, boundedInt, Tier } from './common.ts';
 
 /** Ten years: far enough for any cooldown, small enough to keep dates sane. */
 export const MAX_CLOCK_ADVANCE_SECONDS = 10 * 365 * 24 * 3600;
+/** The clock never runs more than a century ahead, so every date stays representable. */
+export const MAX_CLOCK_OFFSET_SECONDS = 100 * 365 * 24 * 3600;
 
 export const ClockState = z.object({
   now: z.number().int(),

@@ -54,6 +54,12 @@ export function serveCommand(): Command {
         .default('info'),
     )
     .action(async (flags: ServeFlags) => {
+      if (flags.adminToken !== undefined && flags.adminToken.trim() === '') {
+        throw new CliError(
+          'the admin token (--admin-token or AGENTCTL_ADMIN_TOKEN) is empty: set a value, or unset it to have one generated',
+          EXIT.usage,
+        );
+      }
       const { serveUntilSignalled } = await import('../../sandbox/server.ts');
       const { StateDirError } = await import('../../sandbox/state-dir.ts');
       try {

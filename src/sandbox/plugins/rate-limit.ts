@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { HttpError } from '../errors.ts';
@@ -7,21 +6,20 @@ import { HttpError } from '../errors.ts';
 export const LIMITS = {
   /** Public endpoints and authenticated reads, per client IP. */
   public: { max: 60, timeWindow: 60_000 },
-  /** Deposit, strategy submit and vote, per API key. */
+  /** Deposit, strategy submit and vote, per API key (per agent). Place after `authenticate`. */
   writes: { max: 10, timeWindow: 60_000 },
-  /** Faucet, per API key. */
+  /** Faucet, per API key (per agent). Place after `authenticate`. */
   faucet: { max: 5, timeWindow: 60_000 },
 } as const;
 
 export type RateLimitHooks = Record<keyof typeof LIMITS, onRequestAsyncHookHandler>;
 
-/** Buckets per API key (hashed: the key never sits in memory longer than needed); no key, per IP. */
-function apiKeyOrIp(request: FastifyRequest): string {
-  const key = request.headers['x-api-key'];
-  if (typeof key === 'string' && key.length > 0) {
-    return `key:${createHash('sha256').update(key).digest('hex')}`;
-  }
-  return `ip:${request.ip}`;
+/**
+ * Per-key scopes run after `authenticate` and count per agent, so made-up keys neither get
+ * buckets of their own nor push real agents' buckets out of the limiter's memory.
+ */
+function byAgent(request: FastifyRequest): string {
+  return request.agent ? `agent:${request.agent.agent_id}` : `ip:${request.ip}`;
 }
 
 /**
@@ -47,7 +45,7 @@ export async function registerRateLimits(
   });
   return {
     public: app.rateLimit(LIMITS.public),
-    writes: app.rateLimit({ ...LIMITS.writes, keyGenerator: apiKeyOrIp }),
-    faucet: app.rateLimit({ ...LIMITS.faucet, keyGenerator: apiKeyOrIp }),
+    writes: app.rateLimit({ ...LIMITS.writes, keyGenerator: byAgent }),
+    faucet: app.rateLimit({ ...LIMITS.faucet, keyGenerator: byAgent }),
   } as RateLimitHooks;
 }

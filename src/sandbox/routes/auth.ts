@@ -9,15 +9,17 @@ import {
 import { issueNonce, registerAgent } from '../registration.ts';
 import type { App, RouteDeps } from './types.ts';
 
-export function registerAuthRoutes(app: App, { store, clock, limits }: RouteDeps): void {
+export function registerAuthRoutes(
+  app: App,
+  { store, clock, limits, serviceDomain }: RouteDeps,
+): void {
   app.get(
     '/api/v1/agent/auth/nonce',
     {
       schema: { querystring: NonceQuery, response: { 200: NonceResponse } },
       onRequest: limits.public,
     },
-    // The message names the host the client addressed (HTTP/1.0 may send no Host header).
-    async (request) => issueNonce(store, clock, request.query.wallet, request.host || 'localhost'),
+    async (request) => issueNonce(store, clock, request.query.wallet, serviceDomain()),
   );
 
   app.post(

@@ -17,7 +17,7 @@ import type { App, RouteDeps } from './types.ts';
  */
 export function registerOnchainPendingRoutes(app: App, { limits, auth }: RouteDeps): void {
   const authenticated = [limits.public, auth.authenticate];
-  const writes = [limits.writes, auth.authenticate];
+  const writes = [auth.authenticate, limits.writes];
   const pending: Array<{
     method: 'GET' | 'POST';
     url: string;
@@ -55,7 +55,7 @@ export function registerOnchainPendingRoutes(app: App, { limits, auth }: RouteDe
       onRequest: [...writes, auth.requireTier('established')],
       body: VoteRequest,
     },
-    { method: 'POST', url: '/api/v1/agent/faucet', onRequest: [limits.faucet, auth.authenticate] },
+    { method: 'POST', url: '/api/v1/agent/faucet', onRequest: [auth.authenticate, limits.faucet] },
   ];
 
   for (const { method, url, onRequest, body } of pending) {

@@ -2,6 +2,7 @@ import {
   AdvanceClockRequest,
   CHAIN_ID,
   ClockState,
+  MAX_CLOCK_OFFSET_SECONDS,
   SandboxInfo,
   SetTierRequest,
   SetTierResponse,
@@ -40,6 +41,12 @@ export function registerSandboxAdminRoutes(
     '/sandbox/clock/advance',
     { onRequest, schema: { body: AdvanceClockRequest, response: { 200: ClockState } } },
     async (request) => {
+      if (clock.offsetSeconds() + request.body.seconds > MAX_CLOCK_OFFSET_SECONDS) {
+        throw new HttpError(
+          400,
+          `seconds: the sandbox clock may run at most ${MAX_CLOCK_OFFSET_SECONDS} s ahead; it is ${clock.offsetSeconds()} s ahead now`,
+        );
+      }
       clock.advance(request.body.seconds);
       return clockState();
     },

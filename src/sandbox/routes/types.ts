@@ -22,6 +22,8 @@ export type App = FastifyInstance<
 
 /** What route modules may use. Handlers stay thin and call into these. */
 export interface RouteDeps {
+  /** host:port named in registration messages. */
+  serviceDomain: () => string;
   store: Store;
   clock: SandboxClock;
   limits: RateLimitHooks;
