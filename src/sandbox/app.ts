@@ -1,5 +1,6 @@
 import Fastify, { type FastifyServerOptions } from 'fastify';
 import { formatHostPort } from './address.ts';
+import type { SandboxChain } from './chain/index.ts';
 import type { SandboxClock } from './clock.ts';
 import { createAuthGuards } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
@@ -7,10 +8,13 @@ import { registerRateLimits } from './plugins/rate-limit.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
+import { registerGovernanceRoutes } from './routes/governance.ts';
 import { registerHealthRoutes } from './routes/health.ts';
-import { registerOnchainPendingRoutes } from './routes/onchain-pending.ts';
 import { type AdminDeps, registerSandboxAdminRoutes } from './routes/sandbox-admin.ts';
+import { registerStrategyRoutes } from './routes/strategies.ts';
 import type { App } from './routes/types.ts';
+import { registerVaultRoutes } from './routes/vaults.ts';
+import { registerWalletRoutes } from './routes/wallet.ts';
 import type { Store } from './store/index.ts';
 
 /**
@@ -30,13 +34,14 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
 export interface AppOptions extends AdminDeps {
   store: Store;
   clock: SandboxClock;
+  chain: SandboxChain;
   trustProxy: boolean;
   logger: FastifyServerOptions['logger'];
 }
 
 /**
  * Builds the sandbox service as a Fastify instance, without listening and without
- * owning its resources (store, clock): server.ts does both. Tests call this directly.
+ * owning its resources (store, clock, chain): server.ts does both. Tests call this directly.
  */
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
@@ -58,11 +63,15 @@ export async function buildApp(options: AppOptions): Promise<App> {
     clock: options.clock,
     limits: await registerRateLimits(app, options.rateLimit),
     auth: createAuthGuards(options.store),
+    chain: options.chain,
   };
   registerHealthRoutes(app, deps);
   registerAuthRoutes(app, deps);
   registerAgentRoutes(app, deps);
-  registerOnchainPendingRoutes(app, deps);
+  registerVaultRoutes(app, deps);
+  registerStrategyRoutes(app, deps);
+  registerGovernanceRoutes(app, deps);
+  registerWalletRoutes(app, deps);
   registerSandboxAdminRoutes(app, deps, options);
   return app;
 }

@@ -11,3 +11,6 @@ export class HttpError extends Error {
     this.statusCode = statusCode;
   }
 }
+
+/** The sandbox cannot start with what it was given; the message says what to change. */
+export class StartupError extends Error {}

@@ -15,4 +15,8 @@ export interface SandboxOptions {
   rateLimit: boolean;
   trustProxy: boolean;
   logLevel: LogLevel;
+  /** An existing node to use instead of starting anvil. */
+  rpcUrl?: string;
+  /** Contract addresses on `rpcUrl` when it is not a dev chain. */
+  deploymentFile?: string;
 }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { getAddress, type Hex, parseSignature, recoverMessageAddress } from 'viem';
+import { type Address, getAddress, type Hex, parseSignature, recoverMessageAddress } from 'viem';
 import type { z } from 'zod';
 import { CHAIN_ID, NONCE_TTL_SECONDS, type RegisterRequest } from '../api/schemas/index.ts';
 import type { SandboxClock } from './clock.ts';
@@ -95,6 +95,7 @@ export async function registerAgent(
   store: Store,
   clock: SandboxClock,
   request: z.output<typeof RegisterRequest>,
+  provisionWallet: (registeredWallet: Address) => Promise<{ index: number; address: Address }>,
 ) {
   const wallet = request.wallet_address.toLowerCase();
   if (store.agents.findByWallet(wallet)) {
@@ -114,6 +115,9 @@ export async function registerAgent(
     );
   }
 
+  // Funded onchain before the agent exists off-chain: a crash in between leaves a funded
+  // wallet nobody uses, never an agent without its wallet.
+  const agentWallet = await provisionWallet(getAddress(wallet));
   const apiKey = newApiKey();
   const now = clock.nowMs();
   const agent = {
@@ -130,6 +134,8 @@ export async function registerAgent(
     repo_url: request.repo_url ?? null,
     tier: 'unverified' as const,
     created_at: now,
+    wallet_index: agentWallet.index,
+    agent_address: agentWallet.address,
   };
   store.transaction(() => {
     // Re-checked inside the write lock: another request may have won the race since the reads above.

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { formatHostPort } from './address.ts';
 import { buildApp } from './app.ts';
+import { type SandboxChain, startChain } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
 import type { SandboxOptions } from './options.ts';
 import type { App } from './routes/types.ts';
@@ -9,6 +10,7 @@ import { openStore } from './store/index.ts';
 
 export interface RunningSandbox {
   url: string;
+  rpcUrl: string;
   adminToken: string;
   adminTokenGenerated: boolean;
   stateDir: string;
@@ -21,12 +23,23 @@ export interface RunningSandbox {
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
+  let chain: SandboxChain | undefined;
   try {
     store = openStore(stateDir.databasePath);
+    const clock = createSandboxClock(store.meta);
+    chain = await startChain({
+      stateDir: stateDir.path,
+      persistent: stateDir.persistent,
+      clock,
+      rpcUrl: options.rpcUrl,
+      deploymentFile: options.deploymentFile,
+      hasAgents: store.agents.hasAny(),
+    });
     const adminToken = options.adminToken ?? randomBytes(24).toString('base64url');
     const app = await buildApp({
       store,
-      clock: createSandboxClock(store.meta),
+      clock,
+      chain,
       adminToken,
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
@@ -35,7 +48,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       logger: { level: options.logLevel, stream: process.stderr },
     });
     const openedStore = store;
+    const startedChain = chain;
     app.addHook('onClose', async () => {
+      await startedChain.close();
       openedStore.close();
       stateDir.release();
     });
@@ -44,6 +59,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     const port = typeof address === 'object' && address ? address.port : options.port;
     return {
       url: `http://${formatHostPort(options.host, port)}`,
+      rpcUrl: chain.rpcUrl,
       adminToken,
       adminTokenGenerated: options.adminToken === undefined,
       stateDir: stateDir.path,
@@ -52,6 +68,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       close: () => app.close(),
     };
   } catch (error) {
+    await chain?.close();
     store?.close();
     stateDir.release();
     throw error;
@@ -88,6 +105,7 @@ export async function serveUntilSignalled(
   print(
     `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
   );
+  print(`chain: ${sandbox.rpcUrl}`);
   print(`agentctl sandbox listening on ${sandbox.url}`);
   await stopped;
 }

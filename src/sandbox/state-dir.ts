@@ -14,16 +14,17 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { StartupError } from './errors.ts';
 
 /**
  * Bumped whenever the on-disk layout changes in a way migrations cannot carry forward.
  * A state dir written with another format is refused rather than misread.
  */
-export const STATE_FORMAT = 1;
+export const STATE_FORMAT = 2;
 const FORMAT_FILE = 'agentctl-state.json';
 const PID_FILE = 'serve.pid';
 
-export class StateDirError extends Error {}
+export class StateDirError extends StartupError {}
 
 export interface StateDir {
   path: string;

@@ -5,7 +5,8 @@ import type { LightMyRequestResponse } from 'fastify';
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
 import type { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
 import { buildApp } from '../../src/sandbox/app.ts';
-import { createSandboxClock } from '../../src/sandbox/clock.ts';
+import { type SandboxChain, startChain } from '../../src/sandbox/chain/index.ts';
+import { createSandboxClock, type SandboxClock } from '../../src/sandbox/clock.ts';
 import type { App } from '../../src/sandbox/routes/types.ts';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
 
@@ -14,11 +15,16 @@ export const ADMIN_TOKEN = 'test-admin-token';
 export interface TestSandbox {
   app: App;
   store: Store;
+  chain: SandboxChain;
+  clock: SandboxClock;
   dir: string;
   close(): Promise<void>;
 }
 
-/** The real app on a real SQLite file in a fresh directory. Rate limits are off unless asked for. */
+/**
+ * The real app on a real SQLite file in a fresh directory, with its own anvil and freshly
+ * deployed contracts. Rate limits are off unless asked for.
+ */
 export async function createTestSandbox(
   options: {
     rateLimit?: boolean;
@@ -30,9 +36,12 @@ export async function createTestSandbox(
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
   const store = openStore(join(dir, 'sandbox.db'));
+  const clock = createSandboxClock(store.meta);
+  const chain = await startChain({ stateDir: dir, persistent: false, clock, hasAgents: false });
   const app = await buildApp({
     store,
-    clock: createSandboxClock(store.meta),
+    clock,
+    chain,
     adminToken: ADMIN_TOKEN,
     stateDir: dir,
     persistent: false,
@@ -45,9 +54,12 @@ export async function createTestSandbox(
   return {
     app,
     store,
+    chain,
+    clock,
     dir,
     async close() {
       await app.close();
+      await chain.close();
       store.close();
       rmSync(dir, { recursive: true, force: true });
     },

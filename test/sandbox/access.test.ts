@@ -72,20 +72,6 @@ describe('API key authentication', () => {
     expect(tooPrecise.statusCode).toBe(400);
     expect(tooPrecise.json().error).toContain('6 decimal places');
   });
-
-  it('says plainly that onchain endpoints need the sandbox chain, and records nothing', async () => {
-    const { apiKey } = await registeredAgent(sandbox.app);
-    const response = await sandbox.app.inject({
-      method: 'POST',
-      url: '/api/v1/agent/vault/deposit',
-      headers: { 'x-api-key': apiKey },
-      payload: { vault_id: 'moderate', amount_usdc: 100 },
-    });
-    expect(response.statusCode).toBe(501);
-    expect(response.json().error).toContain('needs the sandbox chain');
-    const stats = await sandbox.app.inject({ url: '/api/v1/agents/stats' });
-    expect(stats.json().total_deposits_usdc).toBe(0);
-  });
 });
 
 describe('tiers', () => {
@@ -102,8 +88,8 @@ describe('tiers', () => {
   it.each([
     ['observer', 403],
     ['registered', 403],
-    ['established', 501],
-    ['core_contributor', 501],
+    ['established', 404],
+    ['core_contributor', 404],
   ])('answers a vote by a %s agent with %i', async (tier, status) => {
     const { apiKey, account } = await registeredAgent(sandbox.app);
     const set = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
@@ -112,7 +98,7 @@ describe('tiers', () => {
     });
     expect(set.statusCode).toBe(200);
     expect(set.json()).toEqual({ wallet_address: account.address, tier });
-    // 501: past auth, tier and validation, at the placeholder that votes on nothing.
+    // 404: past auth, tier and validation, at a proposal that does not exist.
     expect((await vote(apiKey)).statusCode).toBe(status);
   });
 

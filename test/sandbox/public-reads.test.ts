@@ -10,7 +10,7 @@ afterEach(async () => {
 });
 
 describe('GET /health', () => {
-  it('reports Base Sepolia and no chain connection yet', async () => {
+  it('reports Base Sepolia and a live connection to the chain', async () => {
     const response = await sandbox.app.inject({ url: '/health' });
     expect(response.statusCode).toBe(200);
     expect(response.json()).toEqual({
@@ -18,7 +18,7 @@ describe('GET /health', () => {
       version: expect.stringMatching(/^\d+\.\d+\.\d+/),
       chain_id: 84532,
       chain_name: 'Base Sepolia',
-      rpc_connected: false,
+      rpc_connected: true,
     });
   });
 });
@@ -58,6 +58,8 @@ describe('GET /api/v1/agents', () => {
           repo_url: null,
           tier: 'unverified',
           created_at: i,
+          wallet_index: 100_000 + i,
+          agent_address: `0x${(100_000 + i).toString(16).padStart(40, '0')}`,
         },
         { hash: `hash-${i}`, prefix: 'agk_test' },
       );

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { Address, boundedInt, Tier } from './common.ts';
+import { STRATEGY_STATUSES } from './strategies.ts';
+import { UsdcAmount, VAULT_IDS } from './vaults.ts';
 
 /** The sandbox admin API (header X-Admin-Token). Not part of the live service. */
 
@@ -21,12 +23,80 @@ export const AdvanceClockRequest = z.object({
 export const SetTierRequest = z.object({ wallet_address: Address, tier: Tier });
 export const SetTierResponse = z.object({ wallet_address: z.string(), tier: z.string() });
 
+/** Where the protocol's contracts are; also the format of `serve --deployment FILE`. */
+export const ContractAddresses = z.object({
+  usdc: Address,
+  protocol_token: Address,
+  strategy_registry: Address,
+  governor: Address,
+  agent_pass: Address,
+  vaults: z.object(
+    Object.fromEntries(VAULT_IDS.map((id) => [id, Address])) as Record<
+      (typeof VAULT_IDS)[number],
+      typeof Address
+    >,
+  ),
+});
+export type ContractAddresses = z.infer<typeof ContractAddresses>;
+
 export const SandboxInfo = z.object({
   version: z.string(),
   chain_id: z.number().int(),
+  rpc_url: z.string(),
+  contracts: ContractAddresses,
   clock: ClockState,
   state_dir: z.string(),
   persistent: z.boolean(),
   rate_limit: z.boolean(),
 });
 export type SandboxInfo = z.infer<typeof SandboxInfo>;
+
+/** Largest amounts one POST /sandbox/fund may add. */
+export const MAX_FUND_USDC = 1_000_000_000;
+export const MAX_FUND_ETH = 1000;
+
+export const FundRequest = z
+  .object({
+    address: Address,
+    usdc: UsdcAmount.max(MAX_FUND_USDC, { error: `must be at most ${MAX_FUND_USDC}` }).optional(),
+    eth: z
+      .number({ error: 'must be a number' })
+      .positive({ error: 'must be greater than 0' })
+      .max(MAX_FUND_ETH, { error: `must be at most ${MAX_FUND_ETH}` })
+      .optional(),
+  })
+  .refine((body) => body.usdc !== undefined || body.eth !== undefined, {
+    error: 'give usdc, eth or both',
+  });
+export const FundResult = z.object({
+  address: z.string(),
+  usdc_tx: z.string().nullable(),
+  eth_tx: z.string().nullable(),
+  usdc_balance_raw: z.string(),
+  eth_balance_wei: z.string(),
+});
+
+export const CreateProposalRequest = z.object({
+  title: z
+    .string()
+    .trim()
+    .min(1, { error: 'must not be empty' })
+    .max(200, { error: 'must be at most 200 characters' }),
+  description: z.string().max(5000, { error: 'must be at most 5000 characters' }).default(''),
+});
+export const CreateProposalResult = z.object({
+  proposal_id: z.number().int(),
+  tx_hash: z.string(),
+  vote_end: z.number().int(),
+});
+
+export const StrategyStatusRequest = z.object({
+  strategy_id: z.string().regex(/^0x[0-9a-fA-F]{64}$/, { error: 'must be 0x plus 64 hex digits' }),
+  status: z.enum(STRATEGY_STATUSES, { error: `must be one of ${STRATEGY_STATUSES.join(', ')}` }),
+});
+export const StrategyStatusResult = z.object({
+  strategy_id: z.string(),
+  previous_status: z.enum(STRATEGY_STATUSES),
+  status: z.enum(STRATEGY_STATUSES),
+  tx_hash: z.string(),
+});

@@ -13,6 +13,7 @@ export const VAULT_IDS = [
 export const VaultId = z.enum(VAULT_IDS, {
   error: `must be one of ${VAULT_IDS.join(', ')}`,
 });
+export type VaultId = z.infer<typeof VaultId>;
 
 /** USDC has 6 decimals; an amount with more cannot be represented onchain. */
 export const UsdcAmount = z
@@ -41,6 +42,8 @@ export const DepositResult = z.object({
 });
 
 export const Vault = z.object({
+  /** Sandbox addition: the identifier deposit takes. */
+  vault_id: z.string().optional(),
   address: z.string(),
   name: z.string(),
   asset: z.string(),
@@ -51,6 +54,8 @@ export const Vault = z.object({
 export const VaultList = z.object({ vaults: z.array(Vault), total: z.number().int() });
 
 export const Position = z.object({
+  /** Sandbox addition: the identifier deposit takes. */
+  vault_id: z.string().optional(),
   vault_address: z.string(),
   vault_name: z.string(),
   shares: z.string(),
@@ -60,3 +65,10 @@ export const Positions = z.object({ positions: z.array(Position) });
 
 /** Body of the public POST /api/v1/nfts and POST /api/v1/positions. */
 export const WalletAddressBody = z.object({ wallet_address: Address });
+
+/** Answer of the public POST /api/v1/positions: any wallet's vault shares, read onchain. */
+export const WalletPositions = z.object({
+  wallet_address: z.string(),
+  positions: z.array(Position),
+  total_value_usdc: z.string(),
+});

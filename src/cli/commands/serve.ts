@@ -10,6 +10,21 @@ interface ServeFlags {
   rateLimit: 'on' | 'off';
   trustProxy: boolean;
   logLevel: LogLevel;
+  rpcUrl?: string;
+  deployment?: string;
+}
+
+function parseRpcUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError('must be an http(s) URL, for example http://127.0.0.1:8545');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new InvalidArgumentError('must be an http(s) URL, for example http://127.0.0.1:8545');
+  }
+  return value;
 }
 
 function parsePort(value: string): number {
@@ -49,6 +64,18 @@ export function serveCommand(): Command {
       false,
     )
     .addOption(
+      new Option(
+        '--rpc-url <url>',
+        'use this node instead of starting anvil; contracts are deployed if it is a dev chain',
+      )
+        .env('AGENTCTL_RPC_URL')
+        .argParser(parseRpcUrl),
+    )
+    .option(
+      '--deployment <file>',
+      'contract addresses (JSON, as in /sandbox/info "contracts") on an --rpc-url that is not a dev chain',
+    )
+    .addOption(
       new Option('--log-level <level>', 'level of the JSON request log on stderr')
         .choices(LOG_LEVELS)
         .default('info'),
@@ -61,7 +88,7 @@ export function serveCommand(): Command {
         );
       }
       const { serveUntilSignalled } = await import('../../sandbox/server.ts');
-      const { StateDirError } = await import('../../sandbox/state-dir.ts');
+      const { StartupError } = await import('../../sandbox/errors.ts');
       try {
         await serveUntilSignalled(
           {
@@ -72,6 +99,8 @@ export function serveCommand(): Command {
             rateLimit: flags.rateLimit === 'on',
             trustProxy: flags.trustProxy,
             logLevel: flags.logLevel,
+            rpcUrl: flags.rpcUrl,
+            deploymentFile: flags.deployment,
           },
           (line) => process.stdout.write(`${line}\n`),
         );
@@ -89,7 +118,7 @@ export function serveCommand(): Command {
             EXIT.failure,
           );
         }
-        if (error instanceof StateDirError) throw new CliError(error.message, EXIT.failure);
+        if (error instanceof StartupError) throw new CliError(error.message, EXIT.failure);
         throw error;
       }
     });

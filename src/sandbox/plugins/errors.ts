@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { ChainUnavailableError, isUnreachable } from '../chain/errors.ts';
 import { HttpError } from '../errors.ts';
 
 /** Fastify's own texts, reworded to say what to do. */
@@ -16,6 +17,12 @@ const FRIENDLIER: Record<string, string> = {
  */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    // A chain read that fails because the node is down is the chain's unavailability,
+    // not a bug: say so with 503.
+    if (isUnreachable(error)) {
+      request.log.warn({ err: error }, 'chain unreachable');
+      return reply.code(503).send({ error: new ChainUnavailableError().message });
+    }
     const status =
       error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500 && !(error instanceof HttpError)) {

@@ -1,7 +1,9 @@
 import { AgentStats, Leaderboard, LeaderboardQuery } from '../../api/schemas/index.ts';
+import { totalStrategies } from '../chain/strategies.ts';
+import { formatUsdc, totalDeposited } from '../chain/vaults.ts';
 import type { App, RouteDeps } from './types.ts';
 
-export function registerAgentRoutes(app: App, { store, limits }: RouteDeps): void {
+export function registerAgentRoutes(app: App, { store, limits, chain }: RouteDeps): void {
   app.get(
     '/api/v1/agents',
     {
@@ -17,10 +19,16 @@ export function registerAgentRoutes(app: App, { store, limits }: RouteDeps): voi
   app.get(
     '/api/v1/agents/stats',
     { schema: { response: { 200: AgentStats } }, onRequest: limits.public },
-    async () => ({
-      ...store.agents.totals(),
-      // Deposits happen onchain; they are counted once the sandbox chain exists.
-      total_deposits_usdc: 0,
-    }),
+    async () => {
+      const [deposited, strategies] = await Promise.all([
+        totalDeposited(chain),
+        totalStrategies(chain),
+      ]);
+      return {
+        ...store.agents.totals(),
+        strategies_submitted: Number(strategies),
+        total_deposits_usdc: Number(formatUsdc(deposited)),
+      };
+    },
   );
 }

@@ -1,3 +1,4 @@
+import type { Address } from 'viem';
 import {
   LookupQuery,
   LookupResponse,
@@ -6,12 +7,15 @@ import {
   RegisterRequest,
   RegisterResponse,
 } from '../../api/schemas/index.ts';
+import { provisionAgentWallet } from '../chain/agent-wallets.ts';
+import { strategyCountOf } from '../chain/strategies.ts';
+import { ACCOUNT_INDEX } from '../chain/wallets.ts';
 import { issueNonce, registerAgent } from '../registration.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerAuthRoutes(
   app: App,
-  { store, clock, limits, serviceDomain }: RouteDeps,
+  { store, clock, limits, serviceDomain, chain }: RouteDeps,
 ): void {
   app.get(
     '/api/v1/agent/auth/nonce',
@@ -28,7 +32,11 @@ export function registerAuthRoutes(
       schema: { body: RegisterRequest, response: { 200: RegisterResponse } },
       onRequest: limits.public,
     },
-    async (request) => registerAgent(store, clock, request.body),
+    async (request) =>
+      registerAgent(store, clock, request.body, async (registeredWallet) => {
+        const index = store.allocateWalletIndex(ACCOUNT_INDEX.firstAgent);
+        return { index, address: await provisionAgentWallet(chain, index, registeredWallet) };
+      }),
   );
 
   app.get(
@@ -45,7 +53,8 @@ export function registerAuthRoutes(
         agent_name: agent.agent_name,
         tier: agent.tier,
         status: agent.status,
-        strategies_submitted: agent.strategies_submitted,
+        // Counted onchain: the registry's enumeration for the agent's server-side wallet.
+        strategies_submitted: Number(await strategyCountOf(chain, agent.agent_address as Address)),
         performance_score: agent.performance_score,
         api_key_prefix: agent.api_key_prefix,
         created_at: new Date(agent.created_at).toISOString(),

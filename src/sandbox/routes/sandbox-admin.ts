@@ -1,13 +1,23 @@
+import { type Address, type Hex, parseEther } from 'viem';
 import {
   AdvanceClockRequest,
-  CHAIN_ID,
   ClockState,
+  CreateProposalRequest,
+  CreateProposalResult,
+  FundRequest,
+  FundResult,
   MAX_CLOCK_OFFSET_SECONDS,
   SandboxInfo,
   SetTierRequest,
   SetTierResponse,
+  StrategyStatusRequest,
+  StrategyStatusResult,
 } from '../../api/schemas/index.ts';
 import { VERSION } from '../../version.ts';
+import { balancesOf, fundAddress } from '../chain/agent-wallets.ts';
+import { createProposal } from '../chain/governance.ts';
+import { setStrategyStatus } from '../chain/strategies.ts';
+import { toUsdcRaw } from '../chain/vaults.ts';
 import { HttpError } from '../errors.ts';
 import { createAdminGuard } from '../plugins/auth.ts';
 import type { App, RouteDeps } from './types.ts';
@@ -22,7 +32,7 @@ export interface AdminDeps {
 /** The sandbox admin API under /sandbox: not part of the live service. */
 export function registerSandboxAdminRoutes(
   app: App,
-  { store, clock }: RouteDeps,
+  { store, clock, chain }: RouteDeps,
   admin: AdminDeps,
 ): void {
   const onRequest = createAdminGuard(admin.adminToken);
@@ -30,7 +40,9 @@ export function registerSandboxAdminRoutes(
 
   app.get('/sandbox/info', { onRequest, schema: { response: { 200: SandboxInfo } } }, async () => ({
     version: VERSION,
-    chain_id: CHAIN_ID,
+    chain_id: chain.chainId,
+    rpc_url: chain.rpcUrl,
+    contracts: chain.deployment,
     clock: clockState(),
     state_dir: admin.stateDir,
     persistent: admin.persistent,
@@ -48,6 +60,8 @@ export function registerSandboxAdminRoutes(
         );
       }
       clock.advance(request.body.seconds);
+      // Chain time follows the sandbox clock, and a new block makes views (yield) see it.
+      await chain.syncTime();
       return clockState();
     },
   );
@@ -61,6 +75,52 @@ export function registerSandboxAdminRoutes(
         throw new HttpError(404, `no agent is registered for wallet ${wallet_address}`);
       }
       return { wallet_address, tier };
+    },
+  );
+
+  app.post(
+    '/sandbox/fund',
+    { onRequest, schema: { body: FundRequest, response: { 200: FundResult } } },
+    async (request) => {
+      const { usdc, eth } = request.body;
+      const address = request.body.address as Address;
+      const txs = await fundAddress(chain, address, {
+        usdcRaw: usdc === undefined ? undefined : toUsdcRaw(usdc),
+        ethWei: eth === undefined ? undefined : parseEther(String(eth)),
+      });
+      const balances = await balancesOf(chain, address);
+      return {
+        address,
+        usdc_tx: txs.usdc,
+        eth_tx: txs.eth,
+        usdc_balance_raw: balances.usdc.toString(),
+        eth_balance_wei: balances.eth.toString(),
+      };
+    },
+  );
+
+  app.post(
+    '/sandbox/proposals',
+    { onRequest, schema: { body: CreateProposalRequest, response: { 200: CreateProposalResult } } },
+    async (request) => createProposal(chain, request.body.title, request.body.description),
+  );
+
+  app.post(
+    '/sandbox/strategies/status',
+    {
+      onRequest,
+      schema: { body: StrategyStatusRequest, response: { 200: StrategyStatusResult } },
+    },
+    async (request) => {
+      const strategyId = request.body.strategy_id.toLowerCase() as Hex;
+      const { status } = request.body;
+      const moved = await setStrategyStatus(chain, strategyId, status);
+      return {
+        strategy_id: strategyId,
+        previous_status: moved.from,
+        status,
+        tx_hash: moved.txHash,
+      };
     },
   );
 }

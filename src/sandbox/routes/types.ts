@@ -5,6 +5,7 @@ import type {
   RawRequestDefaultExpression,
   RawServerDefault,
 } from 'fastify';
+import type { SandboxChain } from '../chain/index.ts';
 import type { SandboxClock } from '../clock.ts';
 import type { AuthGuards } from '../plugins/auth.ts';
 import type { RateLimitHooks } from '../plugins/rate-limit.ts';
@@ -28,4 +29,5 @@ export interface RouteDeps {
   clock: SandboxClock;
   limits: RateLimitHooks;
   auth: AuthGuards;
+  chain: SandboxChain;
 }

@@ -18,9 +18,24 @@ export interface AgentRow {
   strategies_submitted: number;
   performance_score: number;
   created_at: number;
+  /** HD index of the agent's server-side wallet, and its address (`agent_address`). */
+  wallet_index: number;
+  agent_address: string;
+  deposited_usdc_raw: number;
+  votes_cast: number;
 }
 
-export type NewAgent = Omit<AgentRow, 'status' | 'strategies_submitted' | 'performance_score'>;
+export type NewAgent = Omit<
+  AgentRow,
+  'status' | 'strategies_submitted' | 'performance_score' | 'deposited_usdc_raw' | 'votes_cast'
+>;
+
+/** Confirmed onchain activity to add to an agent's counters. */
+export interface Activity {
+  strategies?: number;
+  depositedUsdcRaw?: bigint;
+  votes?: number;
+}
 
 export interface AgentWithKeyPrefix extends AgentRow {
   api_key_prefix: string;
@@ -30,9 +45,11 @@ export interface AgentWithKeyPrefix extends AgentRow {
 export function createAgentStore(db: Database) {
   const insertAgent = db.prepare(`
     INSERT INTO agents (agent_id, wallet_address, wallet_key, agent_name, agent_type, description,
-      operator_address, operator_email, operator_name, framework, repo_url, tier, created_at)
+      operator_address, operator_email, operator_name, framework, repo_url, tier, created_at,
+      wallet_index, agent_address)
     VALUES (:agent_id, :wallet_address, :wallet_key, :agent_name, :agent_type, :description,
-      :operator_address, :operator_email, :operator_name, :framework, :repo_url, :tier, :created_at)`);
+      :operator_address, :operator_email, :operator_name, :framework, :repo_url, :tier, :created_at,
+      :wallet_index, :agent_address)`);
   const insertKey = db.prepare(
     'INSERT INTO api_keys (key_hash, key_prefix, agent_id, created_at) VALUES (?, ?, ?, ?)',
   );
@@ -44,6 +61,7 @@ export function createAgentStore(db: Database) {
     'SELECT agents.* FROM api_keys JOIN agents USING (agent_id) WHERE api_keys.key_hash = ?',
   );
   const anyKey = db.prepare('SELECT EXISTS (SELECT 1 FROM api_keys) AS present');
+  const anyAgent = db.prepare('SELECT EXISTS (SELECT 1 FROM agents) AS present');
   const ranking = db.prepare(`
     SELECT agent_name, tier, performance_score, strategies_submitted FROM agents
     ORDER BY performance_score DESC, created_at ASC LIMIT ?`);
@@ -53,6 +71,11 @@ export function createAgentStore(db: Database) {
            coalesce(sum(strategies_submitted), 0) AS strategies_submitted
     FROM agents`);
   const updateTier = db.prepare('UPDATE agents SET tier = ? WHERE wallet_key = ?');
+  const addActivity = db.prepare(`
+    UPDATE agents SET strategies_submitted = strategies_submitted + :strategies,
+                      deposited_usdc_raw = deposited_usdc_raw + :deposited,
+                      votes_cast = votes_cast + :votes
+    WHERE agent_id = :agent_id`);
 
   return {
     /** Inserts the agent and its key. Call inside a transaction with the nonce consumption. */
@@ -69,6 +92,9 @@ export function createAgentStore(db: Database) {
     hasAnyApiKey(): boolean {
       return (anyKey.get() as { present: number }).present === 1;
     },
+    hasAny(): boolean {
+      return (anyAgent.get() as { present: number }).present === 1;
+    },
     leaderboard(limit: number) {
       return ranking.all(limit) as Array<
         Pick<AgentRow, 'agent_name' | 'tier' | 'performance_score' | 'strategies_submitted'>
@@ -80,6 +106,15 @@ export function createAgentStore(db: Database) {
         active_agents: number;
         strategies_submitted: number;
       };
+    },
+    /** Adds confirmed onchain activity; performance_score follows from the counters. */
+    recordActivity(agentId: string, activity: Activity): void {
+      addActivity.run({
+        agent_id: agentId,
+        strategies: activity.strategies ?? 0,
+        deposited: activity.depositedUsdcRaw ?? 0n,
+        votes: activity.votes ?? 0,
+      });
     },
     /** Returns false when no agent has that wallet. */
     setTier(wallet: string, tier: Tier): boolean {

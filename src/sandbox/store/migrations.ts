@@ -47,4 +47,27 @@ export const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX api_keys_agent ON api_keys (agent_id);
   `,
+  // 2: the chain. Each agent gets a server-side wallet (an HD index and its address);
+  // activity counters mirror confirmed transactions, and performance_score is derived
+  // from them (see README, "Leaderboard"); faucet drips record the cooldown.
+  `
+  ALTER TABLE agents ADD COLUMN wallet_index INTEGER;
+  ALTER TABLE agents ADD COLUMN agent_address TEXT;
+  ALTER TABLE agents ADD COLUMN deposited_usdc_raw INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE agents ADD COLUMN votes_cast INTEGER NOT NULL DEFAULT 0;
+  CREATE UNIQUE INDEX agents_wallet_index ON agents (wallet_index);
+
+  DROP INDEX agents_ranking;
+  ALTER TABLE agents DROP COLUMN performance_score;
+  ALTER TABLE agents ADD COLUMN performance_score REAL GENERATED ALWAYS AS (
+    round(10.0 * strategies_submitted + deposited_usdc_raw / 100000000.0 + 5.0 * votes_cast, 2)
+  ) VIRTUAL;
+  CREATE INDEX agents_ranking ON agents (performance_score DESC, created_at);
+
+  CREATE TABLE faucet_drips (
+    agent_id     TEXT PRIMARY KEY REFERENCES agents (agent_id),
+    last_drip_at INTEGER NOT NULL,  -- sandbox Unix seconds of the confirmed drip
+    tx_hash      TEXT NOT NULL
+  ) STRICT;
+  `,
 ];

@@ -1,0 +1,136 @@
+import type { Address } from 'viem';
+import { HttpError } from '../errors.ts';
+import { AgentGovernor } from './contracts/artifacts.ts';
+import { revertReason } from './errors.ts';
+import type { SandboxChain } from './index.ts';
+
+const SUPPORT_LABELS = ['against', 'for', 'abstain'] as const;
+
+/** Opens a proposal for voting at once (sandbox admin). Ids count up from 1. */
+export async function createProposal(chain: SandboxChain, title: string, description: string) {
+  const governor = chain.deployment.governor;
+  const receipt = await chain.treasury.exclusive((session) =>
+    session.send({
+      label: 'proposal',
+      address: governor,
+      abi: AgentGovernor.abi,
+      functionName: 'propose',
+      args: [title, description],
+    }),
+  );
+  await chain.persist();
+  // The treasury is the only proposer and proposals are serialised on it, so the count
+  // right after this receipt is this proposal's id.
+  const proposalId = await chain.publicClient.readContract({
+    address: governor,
+    abi: AgentGovernor.abi,
+    functionName: 'proposalCount',
+    blockNumber: receipt.blockNumber,
+  });
+  const proposal = await readProposal(chain, proposalId);
+  return {
+    proposal_id: Number(proposalId),
+    tx_hash: receipt.transactionHash,
+    vote_end: Number(proposal.voteEnd),
+  };
+}
+
+function readProposal(chain: SandboxChain, proposalId: bigint) {
+  return chain.publicClient.readContract({
+    address: chain.deployment.governor,
+    abi: AgentGovernor.abi,
+    functionName: 'getProposal',
+    args: [proposalId],
+  });
+}
+
+/** Proposals still open for votes at the chain's latest block, newest first. */
+export async function activeProposals(chain: SandboxChain) {
+  const { publicClient } = chain;
+  const [count, block] = await Promise.all([
+    publicClient.readContract({
+      address: chain.deployment.governor,
+      abi: AgentGovernor.abi,
+      functionName: 'proposalCount',
+    }),
+    publicClient.getBlock(),
+  ]);
+  const ids = Array.from({ length: Number(count) }, (_, i) => count - BigInt(i));
+  const proposals = await Promise.all(ids.map((id) => readProposal(chain, id)));
+  return proposals
+    .map((proposal, i) => ({ proposal, id: ids[i] as bigint }))
+    .filter(({ proposal }) => proposal.voteEnd > block.timestamp)
+    .map(({ proposal, id }) => ({
+      proposal_id: Number(id),
+      title: proposal.title,
+      description: proposal.description,
+      proposer: proposal.proposer,
+      status: 'active',
+      vote_start: Number(proposal.voteStart),
+      vote_end: Number(proposal.voteEnd),
+      votes: {
+        for: Number(proposal.forVotes),
+        against: Number(proposal.againstVotes),
+        abstain: Number(proposal.abstainVotes),
+      },
+    }));
+}
+
+/**
+ * Casts the agent's vote from its server-side wallet. An unknown proposal is 404; a closed
+ * one or a second vote is 409, found before anything is sent.
+ */
+export async function castVote(
+  chain: SandboxChain,
+  walletIndex: number,
+  vote: { proposalId: number; support: 0 | 1 | 2; reason: string },
+) {
+  const governor = chain.deployment.governor;
+  const id = BigInt(vote.proposalId);
+  const receipt = await chain.wallet(walletIndex).exclusive(async (session) => {
+    let proposal: Awaited<ReturnType<typeof readProposal>>;
+    try {
+      proposal = await readProposal(chain, id);
+    } catch (error) {
+      if (revertReason(error).startsWith('UnknownProposal')) {
+        throw new HttpError(404, `no proposal ${vote.proposalId}`);
+      }
+      throw error;
+    }
+    const block = await chain.publicClient.getBlock();
+    if (proposal.voteEnd <= block.timestamp) {
+      throw new HttpError(409, `voting on proposal ${vote.proposalId} has ended`);
+    }
+    const voted = await chain.publicClient.readContract({
+      address: governor,
+      abi: AgentGovernor.abi,
+      functionName: 'hasVoted',
+      args: [id, session.address],
+    });
+    if (voted) {
+      throw new HttpError(409, `this agent has already voted on proposal ${vote.proposalId}`);
+    }
+    return session.send({
+      label: 'vote',
+      address: governor,
+      abi: AgentGovernor.abi,
+      functionName: 'castVoteWithReason',
+      args: [id, vote.support, vote.reason],
+    });
+  });
+  await chain.persist();
+  return {
+    supportLabel: SUPPORT_LABELS[vote.support],
+    txHash: receipt.transactionHash,
+    blockNumber: Number(receipt.blockNumber),
+  };
+}
+
+export function votesCastBy(chain: SandboxChain, voter: Address): Promise<bigint> {
+  return chain.publicClient.readContract({
+    address: chain.deployment.governor,
+    abi: AgentGovernor.abi,
+    functionName: 'votesCastBy',
+    args: [voter],
+  });
+}

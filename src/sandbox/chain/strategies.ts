@@ -1,0 +1,173 @@
+import { type Address, decodeEventLog, type Hex, keccak256, toHex } from 'viem';
+import { STRATEGY_STATUSES } from '../../api/schemas/index.ts';
+import { HttpError } from '../errors.ts';
+import { StrategyRegistryV3 } from './contracts/artifacts.ts';
+import { revertReason } from './errors.ts';
+import type { SandboxChain } from './index.ts';
+
+export type StrategyStatus = (typeof STRATEGY_STATUSES)[number];
+
+export interface RiskParams {
+  max_position_size_percent: number;
+  max_leverage: number;
+  stop_loss_percent: number;
+  slippage_tolerance_bps: number;
+  correlation_threshold: number;
+  velocity_limit: number;
+  flash_loans_enabled: boolean;
+}
+
+/** The DNA used when a submission has none: keccak256 of name, wallet and timestamp. */
+export function deriveDna(name: string, wallet: Address, timestamp: number): Hex {
+  return keccak256(toHex(`${name}\n${wallet.toLowerCase()}\n${timestamp}`));
+}
+
+/** Submits from the agent's server-side wallet and returns what the receipt says. */
+export async function submitStrategy(
+  chain: SandboxChain,
+  walletIndex: number,
+  strategy: { name: string; description: string; dna: Hex; risk: RiskParams },
+) {
+  const registry = chain.deployment.strategy_registry;
+  const { risk } = strategy;
+  const receipt = await chain.wallet(walletIndex).exclusive((session) =>
+    session.send({
+      label: 'strategy submission',
+      address: registry,
+      abi: StrategyRegistryV3.abi,
+      functionName: 'submit',
+      args: [
+        strategy.dna,
+        strategy.name,
+        strategy.description,
+        {
+          maxPositionSizePercent: BigInt(risk.max_position_size_percent),
+          maxLeverage: BigInt(risk.max_leverage),
+          stopLossPercent: BigInt(risk.stop_loss_percent),
+          slippageToleranceBps: BigInt(risk.slippage_tolerance_bps),
+          correlationThreshold: BigInt(risk.correlation_threshold),
+          velocityLimit: BigInt(risk.velocity_limit),
+          flashLoansEnabled: risk.flash_loans_enabled,
+        },
+      ],
+    }),
+  );
+  await chain.persist();
+  const submitted = receipt.logs
+    .filter((log) => log.address.toLowerCase() === registry.toLowerCase())
+    .map((log) => decodeEventLog({ abi: StrategyRegistryV3.abi, ...log, strict: false }))
+    .find((event) => event.eventName === 'StrategySubmitted');
+  if (submitted?.eventName !== 'StrategySubmitted' || !submitted.args.strategyId) {
+    throw new HttpError(
+      502,
+      'the registry confirmed the submission but emitted no StrategySubmitted',
+    );
+  }
+  return {
+    strategyId: submitted.args.strategyId,
+    txHash: receipt.transactionHash,
+    blockNumber: Number(receipt.blockNumber),
+    gasUsed: Number(receipt.gasUsed),
+  };
+}
+
+/** The owner's strategies, enumerated from the registry. */
+export async function strategiesOf(chain: SandboxChain, owner: Address) {
+  const { publicClient } = chain;
+  const registry = chain.deployment.strategy_registry;
+  const ids = await publicClient.readContract({
+    address: registry,
+    abi: StrategyRegistryV3.abi,
+    functionName: 'strategiesOf',
+    args: [owner],
+  });
+  return Promise.all(
+    ids.map(async (id) => {
+      const strategy = await publicClient.readContract({
+        address: registry,
+        abi: StrategyRegistryV3.abi,
+        functionName: 'getStrategy',
+        args: [id],
+      });
+      return {
+        strategy_id: id,
+        name: strategy.name,
+        description: strategy.description,
+        status: STRATEGY_STATUSES[strategy.status] ?? 'unknown',
+        created_at: Number(strategy.createdAt),
+        last_status_change: Number(strategy.lastStatusChange),
+        strategy_contract: registry,
+      };
+    }),
+  );
+}
+
+export function strategyCountOf(chain: SandboxChain, owner: Address): Promise<bigint> {
+  return chain.publicClient.readContract({
+    address: chain.deployment.strategy_registry,
+    abi: StrategyRegistryV3.abi,
+    functionName: 'strategyCountOf',
+    args: [owner],
+  });
+}
+
+export function totalStrategies(chain: SandboxChain): Promise<bigint> {
+  return chain.publicClient.readContract({
+    address: chain.deployment.strategy_registry,
+    abi: StrategyRegistryV3.abi,
+    functionName: 'totalStrategies',
+  });
+}
+
+/**
+ * Moves a strategy along its lifecycle (sandbox admin). The registry enforces the rules;
+ * they are checked first so an illegal move is a 400 and sends nothing.
+ */
+export async function setStrategyStatus(chain: SandboxChain, strategyId: Hex, to: StrategyStatus) {
+  const registry = chain.deployment.strategy_registry;
+  let current: { status: number; pausedFrom: number };
+  try {
+    current = await chain.publicClient.readContract({
+      address: registry,
+      abi: StrategyRegistryV3.abi,
+      functionName: 'getStrategy',
+      args: [strategyId],
+    });
+  } catch (error) {
+    if (revertReason(error).startsWith('UnknownStrategy')) {
+      throw new HttpError(404, `no strategy ${strategyId}`);
+    }
+    throw error;
+  }
+  const target = STRATEGY_STATUSES.indexOf(to);
+  const from = STRATEGY_STATUSES[current.status] as StrategyStatus;
+  const legal = await chain.publicClient.readContract({
+    address: registry,
+    abi: StrategyRegistryV3.abi,
+    functionName: 'canTransition',
+    args: [current.status, target, current.pausedFrom],
+  });
+  if (!legal) {
+    throw new HttpError(400, `a strategy cannot move from ${from} to ${to}${legalMovesHint(from)}`);
+  }
+  const receipt = await chain.treasury.exclusive((session) =>
+    session.send({
+      label: 'status change',
+      address: registry,
+      abi: StrategyRegistryV3.abi,
+      functionName: 'setStatus',
+      args: [strategyId, target],
+    }),
+  );
+  await chain.persist();
+  return { from, txHash: receipt.transactionHash };
+}
+
+function legalMovesHint(from: StrategyStatus): string {
+  if (from === 'deprecated') return ': deprecated is terminal';
+  if (from === 'paused')
+    return ': a paused strategy resumes to the state it was paused from, or is deprecated';
+  const next = STRATEGY_STATUSES[STRATEGY_STATUSES.indexOf(from) + 1];
+  const moves = [from === 'live' ? undefined : next, 'paused', 'deprecated'].filter(Boolean);
+  return `; from ${from} it may move to ${moves.join(', ')}`;
+}

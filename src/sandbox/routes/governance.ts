@@ -1,0 +1,47 @@
+import { ProposalList, VoteRequest, VoteResult } from '../../api/schemas/index.ts';
+import { activeProposals, castVote } from '../chain/governance.ts';
+import { callerOf } from '../plugins/auth.ts';
+import type { App, RouteDeps } from './types.ts';
+
+export function registerGovernanceRoutes(
+  app: App,
+  { store, limits, auth, chain }: RouteDeps,
+): void {
+  app.get(
+    '/api/v1/proposals',
+    { schema: { response: { 200: ProposalList } }, onRequest: limits.public },
+    async () => {
+      const proposals = await activeProposals(chain);
+      return { proposals, total: proposals.length };
+    },
+  );
+
+  app.post(
+    '/api/v1/agent/governance/vote',
+    {
+      schema: { body: VoteRequest, response: { 200: VoteResult } },
+      onRequest: [auth.authenticate, limits.writes, auth.requireTier('established')],
+    },
+    async (request) => {
+      const agent = callerOf(request);
+      const { proposal_id, support, reason } = request.body;
+      const vote = await castVote(chain, agent.wallet_index, {
+        proposalId: proposal_id,
+        support,
+        reason,
+      });
+      store.agents.recordActivity(agent.agent_id, { votes: 1 });
+      return {
+        success: true,
+        agent_address: agent.agent_address,
+        proposal_id,
+        support,
+        support_label: vote.supportLabel,
+        reason,
+        tx_hash: vote.txHash,
+        status: 'confirmed',
+        block_number: vote.blockNumber,
+      };
+    },
+  );
+}

@@ -1,0 +1,58 @@
+import type { Address, Hex } from 'viem';
+import {
+  StrategyList,
+  StrategySubmitRequest,
+  StrategySubmitResult,
+} from '../../api/schemas/index.ts';
+import { deriveDna, strategiesOf, submitStrategy } from '../chain/strategies.ts';
+import { callerOf } from '../plugins/auth.ts';
+import type { App, RouteDeps } from './types.ts';
+
+export function registerStrategyRoutes(
+  app: App,
+  { store, clock, limits, auth, chain }: RouteDeps,
+): void {
+  app.post(
+    '/api/v1/agent/strategy/submit',
+    {
+      schema: { body: StrategySubmitRequest, response: { 200: StrategySubmitResult } },
+      onRequest: [auth.authenticate, limits.writes],
+    },
+    async (request) => {
+      const agent = callerOf(request);
+      const { name, description, dna_string, ...risk } = request.body;
+      const agentAddress = agent.agent_address as Address;
+      const dna =
+        (dna_string as Hex | undefined) ?? deriveDna(name, agentAddress, clock.nowSeconds());
+      const submitted = await submitStrategy(chain, agent.wallet_index, {
+        name,
+        description,
+        dna,
+        risk,
+      });
+      store.agents.recordActivity(agent.agent_id, { strategies: 1 });
+      return {
+        success: true,
+        agent_address: agentAddress,
+        strategy_name: name,
+        strategy_id: submitted.strategyId,
+        dna_string: dna,
+        risk_params: risk,
+        tx_hash: submitted.txHash,
+        status: 'shadow',
+        block_number: submitted.blockNumber,
+        gas_used: submitted.gasUsed,
+      };
+    },
+  );
+
+  app.get(
+    '/api/v1/agent/strategy/list',
+    { schema: { response: { 200: StrategyList } }, onRequest: [limits.public, auth.authenticate] },
+    async (request) => {
+      const agentAddress = callerOf(request).agent_address as Address;
+      const strategies = await strategiesOf(chain, agentAddress);
+      return { agent_address: agentAddress, strategies, total_count: strategies.length };
+    },
+  );
+}

@@ -1,0 +1,71 @@
+import type { Address } from 'viem';
+import {
+  DepositRequest,
+  DepositResult,
+  Positions,
+  VaultList,
+  WalletAddressBody,
+  WalletPositions,
+} from '../../api/schemas/index.ts';
+import { depositToVault, formatUsdc, listVaults, positionsOf, toUsdcRaw } from '../chain/vaults.ts';
+import { callerOf } from '../plugins/auth.ts';
+import type { App, RouteDeps } from './types.ts';
+
+export function registerVaultRoutes(app: App, { store, limits, auth, chain }: RouteDeps): void {
+  app.get(
+    '/api/v1/vaults',
+    { schema: { response: { 200: VaultList } }, onRequest: limits.public },
+    async () => {
+      const vaults = await listVaults(chain);
+      return { vaults, total: vaults.length };
+    },
+  );
+
+  app.get(
+    '/api/v1/agent/vault/positions',
+    { schema: { response: { 200: Positions } }, onRequest: [limits.public, auth.authenticate] },
+    async (request) => {
+      const { positions } = await positionsOf(chain, callerOf(request).agent_address as Address);
+      return { positions };
+    },
+  );
+
+  app.post(
+    '/api/v1/positions',
+    {
+      schema: { body: WalletAddressBody, response: { 200: WalletPositions } },
+      onRequest: limits.public,
+    },
+    async (request) => {
+      const wallet = request.body.wallet_address as Address;
+      const { positions, totalValueRaw } = await positionsOf(chain, wallet);
+      return { wallet_address: wallet, positions, total_value_usdc: formatUsdc(totalValueRaw) };
+    },
+  );
+
+  app.post(
+    '/api/v1/agent/vault/deposit',
+    {
+      schema: { body: DepositRequest, response: { 200: DepositResult } },
+      onRequest: [auth.authenticate, limits.writes],
+    },
+    async (request) => {
+      const agent = callerOf(request);
+      const { vault_id, amount_usdc } = request.body;
+      const amountRaw = toUsdcRaw(amount_usdc);
+      const deposit = await depositToVault(chain, agent.wallet_index, vault_id, amountRaw);
+      store.agents.recordActivity(agent.agent_id, { depositedUsdcRaw: amountRaw });
+      return {
+        success: true,
+        agent_address: deposit.agentAddress,
+        vault: deposit.vaultName,
+        vault_address: deposit.vault,
+        amount_usdc,
+        approve_tx: deposit.approveTx,
+        deposit_tx: deposit.depositTx,
+        status: 'confirmed',
+        shares_balance: deposit.shares.toString(),
+      };
+    },
+  );
+}

@@ -1,0 +1,148 @@
+import { type Address, formatEther } from 'viem';
+import { z } from 'zod';
+import {
+  Eligibility,
+  ErrorBody,
+  FaucetCooldown,
+  FaucetSuccess,
+  NftHoldings,
+  WalletAddressBody,
+  WalletStatus,
+} from '../../api/schemas/index.ts';
+import {
+  agentPassesOf,
+  balancesOf,
+  dripFromFaucet,
+  FAUCET_DRIP_WEI,
+} from '../chain/agent-wallets.ts';
+import { votesCastBy } from '../chain/governance.ts';
+import { strategyCountOf } from '../chain/strategies.ts';
+import { formatUsdc, positionsOf } from '../chain/vaults.ts';
+import { createKeyedLock } from '../keyed-lock.ts';
+import { callerOf } from '../plugins/auth.ts';
+import type { App, RouteDeps } from './types.ts';
+
+/** The faucet's cooldown after a confirmed drip. */
+export const FAUCET_COOLDOWN_SECONDS = 24 * 3600;
+
+export function registerWalletRoutes(
+  app: App,
+  { store, clock, limits, auth, chain }: RouteDeps,
+): void {
+  const authenticatedRead = [limits.public, auth.authenticate];
+
+  app.get(
+    '/api/v1/agent/wallet',
+    { schema: { response: { 200: WalletStatus } }, onRequest: authenticatedRead },
+    async (request) => {
+      const address = callerOf(request).agent_address as Address;
+      const [balances, { positions }] = await Promise.all([
+        balancesOf(chain, address),
+        positionsOf(chain, address),
+      ]);
+      return {
+        configured: true,
+        agent_address: address,
+        network: chain.chainName,
+        chain_id: chain.chainId,
+        eth_balance: formatEther(balances.eth),
+        eth_balance_wei: balances.eth.toString(),
+        has_gas: balances.hasGas,
+        usdc_balance: Number(formatUsdc(balances.usdc)),
+        usdc_balance_raw: balances.usdc.toString(),
+        protocol_token_balance: formatEther(balances.tokens),
+        positions,
+      };
+    },
+  );
+
+  // One faucet request per agent at a time: the cooldown check and the drip are atomic.
+  const perAgent = createKeyedLock();
+  app.post(
+    '/api/v1/agent/faucet',
+    {
+      // 429 is the cooldown, or the rate limiter's own error body.
+      schema: { response: { 200: FaucetSuccess, 429: z.union([FaucetCooldown, ErrorBody]) } },
+      onRequest: [auth.authenticate, limits.faucet],
+    },
+    async (request, reply) => {
+      const agent = callerOf(request);
+      const address = agent.agent_address as Address;
+      return perAgent(agent.agent_id, async () => {
+        const last = store.faucet.lastDripAt(agent.agent_id);
+        const now = clock.nowSeconds();
+        if (last !== undefined && now < last + FAUCET_COOLDOWN_SECONDS) {
+          const next = last + FAUCET_COOLDOWN_SECONDS;
+          reply.code(429).header('retry-after', String(next - now));
+          return {
+            success: false as const,
+            agent_address: address,
+            error: `the faucet is cooling down for this agent; try again after ${new Date(next * 1000).toISOString()}`,
+            next_eligible_timestamp: next,
+            seconds_remaining: next - now,
+          };
+        }
+        const txHash = await dripFromFaucet(chain, address);
+        store.faucet.recordDrip(agent.agent_id, clock.nowSeconds(), txHash);
+        return {
+          success: true as const,
+          agent_address: address,
+          tx_hash: txHash,
+          status: 'confirmed',
+          drip_amount_wei: FAUCET_DRIP_WEI.toString(),
+          drip_amount_eth: formatEther(FAUCET_DRIP_WEI),
+        };
+      });
+    },
+  );
+
+  app.get(
+    '/api/v1/agent/galaxy/eligibility',
+    { schema: { response: { 200: Eligibility } }, onRequest: authenticatedRead },
+    async (request) => {
+      const address = callerOf(request).agent_address as Address;
+      const [{ positions }, strategies, votes] = await Promise.all([
+        positionsOf(chain, address),
+        strategyCountOf(chain, address),
+        votesCastBy(chain, address),
+      ]);
+      const criteria = [
+        { id: 'registered', description: 'the agent is registered', met: true },
+        {
+          id: 'deposited',
+          description: 'the agent wallet holds shares in at least one vault',
+          met: positions.length > 0,
+        },
+        {
+          id: 'strategy_submitted',
+          description: 'the agent has submitted at least one strategy',
+          met: strategies > 0n,
+        },
+        {
+          id: 'voted',
+          description: 'the agent has voted on at least one proposal',
+          met: votes > 0n,
+        },
+      ];
+      return {
+        eligible: criteria.every((criterion) => criterion.met),
+        agent_address: address,
+        campaign: 'galaxy',
+        criteria,
+      };
+    },
+  );
+
+  app.post(
+    '/api/v1/nfts',
+    {
+      schema: { body: WalletAddressBody, response: { 200: NftHoldings } },
+      onRequest: limits.public,
+    },
+    async (request) => {
+      const wallet = request.body.wallet_address as Address;
+      const nfts = await agentPassesOf(chain, wallet);
+      return { wallet_address: wallet, nfts, total: nfts.length };
+    },
+  );
+}
