@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { formatHostPort } from './address.ts';
 import { buildApp } from './app.ts';
+import { stopAbandonedAnvil } from './chain/anvil.ts';
 import { type SandboxChain, startChain } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
 import type { SandboxOptions } from './options.ts';
 import type { App } from './routes/types.ts';
-import { openStateDir } from './state-dir.ts';
+import { openStateDir, reapAbandonedTempDirs } from './state-dir.ts';
 import { openStore } from './store/index.ts';
 
 export interface RunningSandbox {
@@ -21,6 +22,7 @@ export interface RunningSandbox {
 
 /** Opens the state, builds the app and listens. The caller owns shutdown via close(). */
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
+  if (!options.rpcUrl) reapAbandonedTempDirs(stopAbandonedAnvil);
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
   let chain: SandboxChain | undefined;

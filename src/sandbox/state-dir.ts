@@ -23,6 +23,26 @@ import { StartupError } from './errors.ts';
 export const STATE_FORMAT = 2;
 const FORMAT_FILE = 'agentctl-state.json';
 const PID_FILE = 'serve.pid';
+const TEMP_PREFIX = 'agentctl-sandbox-';
+
+/**
+ * Removes temporary state dirs left by a serve that was killed with kill -9, after
+ * `stopAbandoned` has stopped their anvil. It returns false for a dir whose serve still runs.
+ * Dirs without an anvil pidfile are left alone: they may be starting right now.
+ */
+export function reapAbandonedTempDirs(stopAbandoned: (dir: string) => boolean): void {
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith(TEMP_PREFIX)) continue;
+    const path = join(tmpdir(), name);
+    try {
+      if (existsSync(join(path, 'anvil.pid')) && stopAbandoned(path)) {
+        rmSync(path, { recursive: true, force: true });
+      }
+    } catch {
+      // Not ours to clean (another user's, or already gone).
+    }
+  }
+}
 
 export class StateDirError extends StartupError {}
 
@@ -41,7 +61,7 @@ export interface StateDir {
  */
 export function openStateDir(dir: string | undefined): StateDir {
   const persistent = dir !== undefined;
-  const path = persistent ? resolve(dir) : mkdtempSync(join(tmpdir(), 'agentctl-sandbox-'));
+  const path = persistent ? resolve(dir) : mkdtempSync(join(tmpdir(), TEMP_PREFIX));
   // A fresh temporary directory cannot be shared, so only a persistent one needs the lock.
   if (persistent) {
     prepareFormat(path);

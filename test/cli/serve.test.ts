@@ -13,8 +13,10 @@ beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-test-'));
 });
 afterEach(async () => {
+  // Gracefully, so each serve stops its anvil; a test that kill -9s restarts on the same
+  // state, and that restart stops the orphaned anvil.
   for (const serve of running.splice(0)) {
-    serve.child.kill('SIGKILL');
+    serve.child.kill('SIGTERM');
     await serve.exited;
   }
   rmSync(dir, { recursive: true, force: true });

@@ -16,6 +16,12 @@ z.config({
   },
 });
 
+/** A type error that still says "is required" when the field is missing altogether. */
+export const requiredOr =
+  (message: string) =>
+  (issue: { input?: unknown }): string =>
+    issue.input === undefined ? 'is required' : message;
+
 /** The protocol's network. The sandbox runs the same chain id locally. */
 export const CHAIN_ID = 84532;
 export const CHAIN_NAME = 'Base Sepolia';
@@ -44,7 +50,7 @@ export const textUpTo = (max: number) =>
 export const boundedInt = (min: number, max: number) => {
   const error = `must be ${min} to ${max}`;
   return z
-    .number({ error: 'must be an integer' })
+    .number({ error: requiredOr('must be an integer') })
     .int({ error: 'must be an integer' })
     .min(min, { error })
     .max(max, { error });

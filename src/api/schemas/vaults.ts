@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Address } from './common.ts';
+import { Address, requiredOr } from './common.ts';
 
 /** The six vault identifiers that deposit accepts. */
 export const VAULT_IDS = [
@@ -11,13 +11,13 @@ export const VAULT_IDS = [
   'configurable',
 ] as const;
 export const VaultId = z.enum(VAULT_IDS, {
-  error: `must be one of ${VAULT_IDS.join(', ')}`,
+  error: requiredOr(`must be one of ${VAULT_IDS.join(', ')}`),
 });
 export type VaultId = z.infer<typeof VaultId>;
 
 /** USDC has 6 decimals; an amount with more cannot be represented onchain. */
 export const UsdcAmount = z
-  .number({ error: 'must be a number' })
+  .number({ error: requiredOr('must be a number') })
   .positive({ error: 'must be greater than 0' })
   .refine((value) => /^\d+(\.\d{1,6})?$/.test(String(value)), {
     error: 'must have at most 6 decimal places',

@@ -48,7 +48,8 @@ export async function startAnvil(options: {
   binary?: string;
 }): Promise<AnvilProcess> {
   const pidFile = join(options.stateDir, PID_FILE);
-  killStaleAnvil(pidFile);
+  // This state dir is locked by us, so whatever serve started that anvil is gone.
+  stopAbandonedAnvil(options.stateDir, { ownerGone: true });
   const binary = options.binary ?? resolveAnvilBinary();
   const child = spawn(
     binary,
@@ -68,7 +69,8 @@ export async function startAnvil(options: {
   );
   const rpcUrl = await waitForListening(child, binary);
   const pid = child.pid as number;
-  writeFileSync(pidFile, `${pid}\n`, { mode: 0o600 });
+  // The anvil's pid, then the pid of the serve that owns it.
+  writeFileSync(pidFile, `${pid} ${process.pid}\n`, { mode: 0o600 });
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
   return {
     rpcUrl,
@@ -125,27 +127,38 @@ function waitForListening(child: ChildProcess, binary: string): Promise<string> 
   });
 }
 
-/** Stops an anvil recorded by a previous `serve` that did not shut down (kill -9). */
-function killStaleAnvil(pidFile: string): void {
-  if (!existsSync(pidFile)) return;
-  const pid = Number.parseInt(readFileSync(pidFile, 'utf8'), 10);
-  if (Number.isInteger(pid) && pid > 0 && isAnvil(pid)) {
+/**
+ * Stops the anvil recorded in `<dir>/anvil.pid` if the serve that started it is gone
+ * (it was killed with kill -9). Returns false when that serve is still running.
+ */
+export function stopAbandonedAnvil(dir: string, { ownerGone = false } = {}): boolean {
+  const pidFile = join(dir, PID_FILE);
+  if (!existsSync(pidFile)) return true;
+  const [anvilPid, servePid] = readFileSync(pidFile, 'utf8').trim().split(/\s+/).map(Number);
+  if (!ownerGone && servePid !== undefined && isRunning(servePid)) return false;
+  if (anvilPid !== undefined && Number.isInteger(anvilPid) && anvilPid > 0 && isAnvil(anvilPid)) {
     try {
-      process.kill(pid, 'SIGKILL');
+      process.kill(anvilPid, 'SIGKILL');
     } catch {
       // Already gone.
     }
   }
   rmSync(pidFile, { force: true });
+  return true;
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Only kill the pid if it still is an anvil: pids are reused. */
 function isAnvil(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
+  if (!isRunning(pid)) return false;
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('anvil');
   } catch {

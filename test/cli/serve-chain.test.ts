@@ -1,0 +1,180 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Address, createPublicClient, http } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NonceResponse, RegisterResponse, SandboxInfo } from '../../src/api/schemas/index.ts';
+import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
+import { type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
+
+const TOKEN = 'chain-test-admin';
+let dir: string;
+const running: ServeProcess[] = [];
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-chain-'));
+});
+afterEach(async () => {
+  for (const serve of running.splice(0)) {
+    serve.child.kill('SIGTERM');
+    await serve.exited;
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function serve(args: string[]) {
+  const started = await startServe(['--admin-token', TOKEN, '--log-level', 'warn', ...args]);
+  running.push(started);
+  return started;
+}
+
+/** Alive and not a zombie waiting to be reaped by whoever inherited it. */
+function isRunning(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+async function request(url: string, method: string, path: string, body?: object, key?: string) {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: {
+      ...(body ? { 'content-type': 'application/json' } : {}),
+      ...(key ? { 'x-api-key': key } : {}),
+      'x-admin-token': TOKEN,
+    },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: test responses are checked field by field
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+async function registerAgent(url: string) {
+  const account = privateKeyToAccount(generatePrivateKey());
+  const nonce = NonceResponse.parse(
+    (await request(url, 'GET', `/api/v1/agent/auth/nonce?wallet=${account.address}`)).body,
+  );
+  const registered = await request(url, 'POST', '/api/v1/agent/auth/register', {
+    wallet_address: account.address,
+    signature: await account.signMessage({ message: nonce.message }),
+    nonce: nonce.nonce,
+    agent_name: 'Durable Agent',
+    operator_address: account.address,
+  });
+  expect(registered.status).toBe(200);
+  return RegisterResponse.parse(registered.body).api_key;
+}
+
+describe('serve with the chain', () => {
+  it('keeps every acknowledged transaction through kill -9, and leaves no anvil behind', async () => {
+    const state = join(dir, 'state');
+    const first = await serve(['--state', state]);
+    const apiKey = await registerAgent(first.url);
+    const deposit = await request(
+      first.url,
+      'POST',
+      '/api/v1/agent/vault/deposit',
+      { vault_id: 'moderate', amount_usdc: 123.45 },
+      apiKey,
+    );
+    expect(deposit.status).toBe(200);
+    const strategy = await request(
+      first.url,
+      'POST',
+      '/api/v1/agent/strategy/submit',
+      { name: 'Survivor', description: 'Outlives a kill -9.' },
+      apiKey,
+    );
+    expect(strategy.status).toBe(200);
+    expect(
+      (await request(first.url, 'POST', '/api/v1/agent/faucet', undefined, apiKey)).status,
+    ).toBe(200);
+    const [firstAnvil] = readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ').map(Number);
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(isRunning(firstAnvil as number)).toBe(true);
+
+    const second = await serve(['--state', state]);
+    expect(isRunning(firstAnvil as number)).toBe(false);
+    const info = SandboxInfo.parse((await request(second.url, 'GET', '/sandbox/info')).body);
+    const reader = createPublicClient({ transport: http(info.rpc_url) });
+    const agentAddress = deposit.body.agent_address as Address;
+    expect(
+      await reader.readContract({
+        address: info.contracts.vaults.moderate as Address,
+        abi: SandboxVault.abi,
+        functionName: 'balanceOf',
+        args: [agentAddress],
+      }),
+    ).toBe(BigInt(deposit.body.shares_balance));
+    const receipt = await reader.getTransactionReceipt({ hash: deposit.body.deposit_tx });
+    expect(receipt.status).toBe('success');
+
+    const list = await request(second.url, 'GET', '/api/v1/agent/strategy/list', undefined, apiKey);
+    expect(list.body.strategies.map((s: { strategy_id: string }) => s.strategy_id)).toEqual([
+      strategy.body.strategy_id,
+    ]);
+    const cooldown = await request(second.url, 'POST', '/api/v1/agent/faucet', undefined, apiKey);
+    expect(cooldown.status).toBe(429);
+    expect(cooldown.body.success).toBe(false);
+    // New writes still work on the restored chain (the wallet's nonce is read afresh).
+    const again = await request(
+      second.url,
+      'POST',
+      '/api/v1/agent/vault/deposit',
+      { vault_id: 'moderate', amount_usdc: 1 },
+      apiKey,
+    );
+    expect(again.status).toBe(200);
+  });
+
+  it('keeps chain time and yield across a graceful restart', async () => {
+    const state = join(dir, 'state');
+    const first = await serve(['--state', state]);
+    await request(first.url, 'POST', '/sandbox/clock/advance', { seconds: 30 * 24 * 3600 });
+    const before = SandboxInfo.parse((await request(first.url, 'GET', '/sandbox/info')).body);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    running.splice(running.indexOf(first), 1);
+
+    const second = await serve(['--state', state]);
+    const info = SandboxInfo.parse((await request(second.url, 'GET', '/sandbox/info')).body);
+    expect(info.contracts).toEqual(before.contracts);
+    const block = await createPublicClient({ transport: http(info.rpc_url) }).getBlock();
+    expect(Number(block.timestamp)).toBeGreaterThanOrEqual(before.clock.now);
+  });
+
+  it('refuses a chain snapshot with another format version', async () => {
+    const state = join(dir, 'state');
+    const first = await serve(['--state', state]);
+    first.child.kill('SIGTERM');
+    await first.exited;
+    running.splice(running.indexOf(first), 1);
+    const snapshotPath = join(state, 'chain-snapshot.json');
+    const snapshot = JSON.parse(readFileSync(snapshotPath, 'utf8'));
+    writeFileSync(snapshotPath, JSON.stringify({ ...snapshot, format: 7 }));
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('snapshot format 7');
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    // The refused start left no anvil running.
+    expect(existsSync(join(state, 'anvil.pid'))).toBe(false);
+  });
+
+  it('cleans up the anvil and temporary dir of a serve killed without --state', async () => {
+    const first = await serve([]);
+    const tempDir = /state: (\S+)/.exec(first.stdout())?.[1] as string;
+    const [anvilPid] = readFileSync(join(tempDir, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    running.splice(running.indexOf(first), 1);
+    expect(isRunning(anvilPid as number)).toBe(true);
+
+    await serve([]);
+    expect(isRunning(anvilPid as number)).toBe(false);
+    expect(existsSync(tempDir)).toBe(false);
+  });
+});

@@ -1,0 +1,285 @@
+import { type Address, erc20Abi, parseEther, parseUnits } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { VAULT_IDS } from '../../../src/api/schemas/index.ts';
+import { MockUSDC, SandboxVault } from '../../../src/sandbox/chain/contracts/artifacts.ts';
+import { call, chainAgent, chainReader } from '../../helpers/chain.ts';
+import { admin, createTestSandbox, type TestSandbox } from '../../helpers/sandbox.ts';
+
+let sandbox: TestSandbox;
+let reader: ReturnType<typeof chainReader>;
+beforeAll(async () => {
+  sandbox = await createTestSandbox();
+  reader = chainReader(sandbox);
+});
+afterAll(async () => {
+  await sandbox.close();
+});
+
+const shareBalance = (vault: Address, owner: Address) =>
+  reader.readContract({
+    address: vault,
+    abi: SandboxVault.abi,
+    functionName: 'balanceOf',
+    args: [owner],
+  });
+const usdcBalance = (owner: Address) =>
+  reader.readContract({
+    address: sandbox.chain.deployment.usdc,
+    abi: erc20Abi,
+    functionName: 'balanceOf',
+    args: [owner],
+  });
+
+describe('agent wallets', () => {
+  it('funds each new agent with 10,000 USDC and gas for well over 100 transactions', async () => {
+    const agent = await chainAgent(sandbox);
+    expect(await usdcBalance(agent.agentAddress)).toBe(parseUnits('10000', 6));
+    const gasPrice = await reader.getGasPrice();
+    const eth = await reader.getBalance({ address: agent.agentAddress });
+    // A vault deposit costs under 150k gas.
+    expect(eth).toBeGreaterThan(100n * 150_000n * gasPrice);
+    expect(agent.agentAddress).not.toBe(agent.account.address);
+  });
+});
+
+describe('GET /api/v1/vaults', () => {
+  it('lists the six vaults with onchain totals', async () => {
+    const response = await sandbox.app.inject({ url: '/api/v1/vaults' });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body.total).toBe(6);
+    expect(body.vaults.map((vault: { vault_id: string }) => vault.vault_id)).toEqual([
+      ...VAULT_IDS,
+    ]);
+    for (const vault of body.vaults) {
+      expect(vault).toMatchObject({
+        address: sandbox.chain.deployment.vaults[vault.vault_id as (typeof VAULT_IDS)[number]],
+        asset: sandbox.chain.deployment.usdc,
+        status: 'active',
+      });
+      expect(vault.total_assets).toMatch(/^\d+(\.\d+)?$/);
+      expect(vault.apy).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe('POST /api/v1/agent/vault/deposit', () => {
+  it('approves, deposits and reports shares equal to the vault balanceOf', async () => {
+    const agent = await chainAgent(sandbox);
+    const vault = sandbox.chain.deployment.vaults.moderate;
+    const response = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'moderate',
+      amount_usdc: 250.5,
+    });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body).toMatchObject({
+      success: true,
+      agent_address: agent.agentAddress,
+      vault: 'Moderate USDC Vault',
+      vault_address: vault,
+      amount_usdc: 250.5,
+      status: 'confirmed',
+    });
+    expect(body.shares_balance).toBe((await shareBalance(vault, agent.agentAddress)).toString());
+    for (const hash of [body.approve_tx, body.deposit_tx]) {
+      expect((await reader.getTransactionReceipt({ hash })).status).toBe('success');
+    }
+    expect(await usdcBalance(agent.agentAddress)).toBe(parseUnits('9749.5', 6));
+
+    const positions = await call(sandbox, agent.apiKey, 'GET', '/api/v1/agent/vault/positions');
+    expect(positions.json()).toEqual({
+      positions: [
+        {
+          vault_id: 'moderate',
+          vault_address: vault,
+          vault_name: 'Moderate USDC Vault',
+          shares: '250.5',
+          value_usdc: expect.stringMatching(/^250\.\d+$|^250\.5$/),
+        },
+      ],
+    });
+  });
+
+  it('runs concurrent deposits by one agent one after another, with no nonce gaps', async () => {
+    const agent = await chainAgent(sandbox);
+    const nonceBefore = await reader.getTransactionCount({ address: agent.agentAddress });
+    const deposits = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+          vault_id: 'conservative',
+          amount_usdc: 10,
+        }),
+      ),
+    );
+    for (const response of deposits) expect(response.statusCode).toBe(200);
+    // Approve plus deposit per request, and nothing else.
+    expect(await reader.getTransactionCount({ address: agent.agentAddress })).toBe(
+      nonceBefore + 12,
+    );
+    const vault = sandbox.chain.deployment.vaults.conservative;
+    const shares = await shareBalance(vault, agent.agentAddress);
+    expect(shares).toBeGreaterThanOrEqual(59_000_000n);
+    const reported = deposits.map((response) => BigInt(response.json().shares_balance));
+    expect(reported.sort((a, b) => (a < b ? -1 : 1)).at(-1)).toBe(shares);
+  });
+
+  it('refuses an amount above the balance, naming it, and sends nothing', async () => {
+    const agent = await chainAgent(sandbox);
+    const nonceBefore = await reader.getTransactionCount({ address: agent.agentAddress });
+    const response = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'aggressive',
+      amount_usdc: 10_000.000001,
+    });
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toEqual({
+      error: "amount_usdc 10000.000001 is more than the wallet's USDC balance of 10000",
+    });
+    expect(await reader.getTransactionCount({ address: agent.agentAddress })).toBe(nonceBefore);
+  });
+
+  it.each([
+    [{ vault_id: 'savings', amount_usdc: 1 }, 'vault_id: must be one of conservative'],
+    [{ vault_id: 'moderate', amount_usdc: 0 }, 'amount_usdc: must be greater than 0'],
+    [{ vault_id: 'moderate', amount_usdc: -5 }, 'amount_usdc: must be greater than 0'],
+    [{ vault_id: 'moderate', amount_usdc: '5' }, 'amount_usdc: must be a number'],
+    [{ vault_id: 'moderate', amount_usdc: 1.1234567 }, 'at most 6 decimal places'],
+    [{ vault_id: 'moderate' }, 'amount_usdc: is required'],
+  ])('refuses %j with 400', async (payload, message) => {
+    const agent = await chainAgent(sandbox);
+    const response = await call(
+      sandbox,
+      agent.apiKey,
+      'POST',
+      '/api/v1/agent/vault/deposit',
+      payload,
+    );
+    expect(response.statusCode).toBe(400);
+    expect(response.json().error).toContain(message);
+  });
+
+  it('answers 502 when the approve reverts onchain, and records no deposit', async () => {
+    const agent = await chainAgent(sandbox);
+    // Fault injection through the real contract: a frozen account's approve reverts.
+    await sandbox.chain.treasury.exclusive((session) =>
+      session.send({
+        label: 'freeze',
+        address: sandbox.chain.deployment.usdc,
+        abi: MockUSDC.abi,
+        functionName: 'setFrozen',
+        args: [agent.agentAddress, true],
+      }),
+    );
+    const statsBefore = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
+    const response = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'hedged',
+      amount_usdc: 5,
+    });
+    expect(response.statusCode).toBe(502);
+    expect(response.json().error).toMatch(/^approve failed onchain: AccountFrozen\(/);
+    expect(await shareBalance(sandbox.chain.deployment.vaults.hedged, agent.agentAddress)).toBe(0n);
+    const statsAfter = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
+    expect(statsAfter.total_deposits_usdc).toBe(statsBefore.total_deposits_usdc);
+    const lookup = await sandbox.app.inject({
+      url: `/api/v1/agent/auth/lookup?wallet=${agent.account.address}`,
+    });
+    expect(lookup.json().performance_score).toBe(0);
+
+    // The wallet recovers: after unfreezing, the next deposit goes through with a fresh nonce.
+    await sandbox.chain.treasury.exclusive((session) =>
+      session.send({
+        label: 'unfreeze',
+        address: sandbox.chain.deployment.usdc,
+        abi: MockUSDC.abi,
+        functionName: 'setFrozen',
+        args: [agent.agentAddress, false],
+      }),
+    );
+    const retry = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'hedged',
+      amount_usdc: 5,
+    });
+    expect(retry.statusCode).toBe(200);
+  });
+});
+
+describe('yield', () => {
+  it('grows value_usdc and total_assets as sandbox time passes', async () => {
+    const agent = await chainAgent(sandbox);
+    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'aggressive',
+      amount_usdc: 1000,
+    });
+    const positionValue = async () => {
+      const positions = await call(sandbox, agent.apiKey, 'GET', '/api/v1/agent/vault/positions');
+      return Number(positions.json().positions[0].value_usdc);
+    };
+    const before = await positionValue();
+    const advance = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', {
+      seconds: 365 * 24 * 3600,
+    });
+    expect(advance.statusCode).toBe(200);
+    const block = await reader.getBlock();
+    expect(Number(block.timestamp)).toBeGreaterThanOrEqual(advance.json().now);
+    // 15 % a year, simple interest since the last accrual (other agents' money earns too).
+    const after = await positionValue();
+    expect(after / before).toBeGreaterThan(1.14);
+    expect(after / before).toBeLessThan(1.16);
+  });
+});
+
+describe('stats and ranking', () => {
+  it('counts deposits onchain and ranks agents by performance score', async () => {
+    const stats = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
+    let onchain = 0n;
+    for (const id of VAULT_IDS) {
+      onchain += await reader.readContract({
+        address: sandbox.chain.deployment.vaults[id],
+        abi: SandboxVault.abi,
+        functionName: 'totalDeposited',
+      });
+    }
+    expect(stats.total_deposits_usdc).toBe(Number(onchain) / 1e6);
+    expect(stats.total_deposits_usdc).toBeGreaterThan(1000);
+
+    const agent = await chainAgent(sandbox);
+    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'inverse',
+      amount_usdc: 5000,
+    });
+    const lookup = await sandbox.app.inject({
+      url: `/api/v1/agent/auth/lookup?wallet=${agent.account.address}`,
+    });
+    // 1 point per 100 USDC deposited.
+    expect(lookup.json().performance_score).toBe(50);
+    const top = (await sandbox.app.inject({ url: '/api/v1/agents?limit=1' })).json();
+    expect(top.agents[0]).toMatchObject({ performance_score: 50 });
+    expect(parseEther('1')).toBeGreaterThan(0n);
+  });
+});
+
+describe('POST /api/v1/positions', () => {
+  it("reads any wallet's positions onchain, and refuses a bad address", async () => {
+    const agent = await chainAgent(sandbox);
+    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'configurable',
+      amount_usdc: 42,
+    });
+    const response = await sandbox.app.inject({
+      method: 'POST',
+      url: '/api/v1/positions',
+      payload: { wallet_address: agent.agentAddress },
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({
+      wallet_address: agent.agentAddress,
+      positions: [{ vault_id: 'configurable', shares: '42' }],
+      total_value_usdc: expect.stringMatching(/^42(\.\d+)?$/),
+    });
+    for (const payload of [{}, { wallet_address: '0x1234' }, { wallet_address: 42 }]) {
+      const bad = await sandbox.app.inject({ method: 'POST', url: '/api/v1/positions', payload });
+      expect(bad.statusCode).toBe(400);
+      expect(bad.json().error).toContain('wallet_address');
+    }
+  });
+});

@@ -1,0 +1,187 @@
+import { formatEther } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentPass } from '../../../src/sandbox/chain/contracts/artifacts.ts';
+import { call, chainAgent, chainReader } from '../../helpers/chain.ts';
+import { admin, createTestSandbox, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
+
+let sandbox: TestSandbox;
+let reader: ReturnType<typeof chainReader>;
+beforeAll(async () => {
+  sandbox = await createTestSandbox();
+  reader = chainReader(sandbox);
+});
+afterAll(async () => {
+  await sandbox.close();
+});
+
+const faucet = (apiKey: string) => call(sandbox, apiKey, 'POST', '/api/v1/agent/faucet');
+
+describe('GET /api/v1/agent/wallet', () => {
+  it('reports every field from the chain', async () => {
+    const agent = await chainAgent(sandbox);
+    const response = await call(sandbox, agent.apiKey, 'GET', '/api/v1/agent/wallet');
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    const eth = await reader.getBalance({ address: agent.agentAddress });
+    expect(body).toEqual({
+      configured: true,
+      agent_address: agent.agentAddress,
+      network: 'Base Sepolia',
+      chain_id: 84532,
+      eth_balance: formatEther(eth),
+      eth_balance_wei: eth.toString(),
+      has_gas: true,
+      usdc_balance: 10000,
+      usdc_balance_raw: '10000000000',
+      protocol_token_balance: '100',
+      positions: [],
+    });
+  });
+});
+
+describe('POST /api/v1/agent/faucet', () => {
+  it('drips ETH once, then answers the cooldown until 24 hours have passed', async () => {
+    const agent = await chainAgent(sandbox);
+    const before = await reader.getBalance({ address: agent.agentAddress });
+    const drip = await faucet(agent.apiKey);
+    expect(drip.statusCode).toBe(200);
+    const body = drip.json();
+    expect(body).toMatchObject({
+      success: true,
+      agent_address: agent.agentAddress,
+      status: 'confirmed',
+      drip_amount_wei: '100000000000000000',
+      drip_amount_eth: '0.1',
+    });
+    const receipt = await reader.getTransactionReceipt({ hash: body.tx_hash });
+    expect(receipt.status).toBe('success');
+    expect(receipt.to?.toLowerCase()).toBe(agent.agentAddress.toLowerCase());
+    expect(await reader.getBalance({ address: agent.agentAddress })).toBe(before + 10n ** 17n);
+
+    const cooling = await faucet(agent.apiKey);
+    expect(cooling.statusCode).toBe(429);
+    const cooldown = cooling.json();
+    expect(cooldown).toEqual({
+      success: false,
+      agent_address: agent.agentAddress,
+      error: expect.stringContaining('cooling down'),
+      next_eligible_timestamp: expect.any(Number),
+      seconds_remaining: expect.any(Number),
+    });
+    expect(cooldown.seconds_remaining).toBeGreaterThan(24 * 3600 - 10);
+    expect(cooldown.seconds_remaining).toBeLessThanOrEqual(24 * 3600);
+    expect(Number(cooling.headers['retry-after'])).toBe(cooldown.seconds_remaining);
+
+    await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 24 * 3600 });
+    expect((await faucet(agent.apiKey)).statusCode).toBe(200);
+  });
+
+  it('drips once for five concurrent requests', async () => {
+    const agent = await chainAgent(sandbox);
+    const before = await reader.getBalance({ address: agent.agentAddress });
+    const responses = await Promise.all(Array.from({ length: 5 }, () => faucet(agent.apiKey)));
+    expect(responses.map((r) => r.statusCode).sort()).toEqual([200, 429, 429, 429, 429]);
+    expect(await reader.getBalance({ address: agent.agentAddress })).toBe(before + 10n ** 17n);
+  });
+});
+
+describe('GET /api/v1/agent/galaxy/eligibility', () => {
+  it('lists each criterion, met or unmet, and is eligible once all are met', async () => {
+    const agent = await chainAgent(sandbox, 'established');
+    const check = async () =>
+      (await call(sandbox, agent.apiKey, 'GET', '/api/v1/agent/galaxy/eligibility')).json();
+    const fresh = await check();
+    expect(fresh).toEqual({
+      eligible: false,
+      agent_address: agent.agentAddress,
+      campaign: 'galaxy',
+      criteria: [
+        { id: 'registered', description: expect.any(String), met: true },
+        { id: 'deposited', description: expect.any(String), met: false },
+        { id: 'strategy_submitted', description: expect.any(String), met: false },
+        { id: 'voted', description: expect.any(String), met: false },
+      ],
+    });
+    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'moderate',
+      amount_usdc: 1,
+    });
+    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/strategy/submit', {
+      name: 'Eligible',
+      description: 'A strategy for the campaign.',
+    });
+    const { proposal_id } = (
+      await admin(sandbox.app, 'POST', '/sandbox/proposals', { title: 'Eligibility' })
+    ).json();
+    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/governance/vote', {
+      proposal_id,
+      support: 1,
+    });
+    const done = await check();
+    expect(done.eligible).toBe(true);
+    expect(done.criteria.every((c: { met: boolean }) => c.met)).toBe(true);
+  });
+});
+
+describe('POST /api/v1/nfts', () => {
+  it('lists the agent pass minted to the registered wallet at registration', async () => {
+    const agent = await chainAgent(sandbox);
+    const response = await sandbox.app.inject({
+      method: 'POST',
+      url: '/api/v1/nfts',
+      payload: { wallet_address: agent.account.address },
+    });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body).toMatchObject({ wallet_address: agent.account.address, total: 1 });
+    const [pass] = body.nfts;
+    expect(pass).toMatchObject({
+      contract_address: sandbox.chain.deployment.agent_pass,
+      collection_name: 'Agent Pass',
+      symbol: 'AGPASS',
+    });
+    const owner = await reader.readContract({
+      address: sandbox.chain.deployment.agent_pass,
+      abi: AgentPass.abi,
+      functionName: 'ownerOf',
+      args: [BigInt(pass.token_id)],
+    });
+    expect(owner).toBe(agent.account.address);
+
+    const nobody = await sandbox.app.inject({
+      method: 'POST',
+      url: '/api/v1/nfts',
+      payload: { wallet_address: newAccount().address },
+    });
+    expect(nobody.json()).toMatchObject({ nfts: [], total: 0 });
+  });
+
+  it('answers 400 to a missing or invalid address', async () => {
+    for (const payload of [{}, { wallet_address: 'vitalik.eth' }]) {
+      const response = await sandbox.app.inject({ method: 'POST', url: '/api/v1/nfts', payload });
+      expect(response.statusCode).toBe(400);
+      expect(response.json().error).toContain('wallet_address');
+    }
+  });
+});
+
+describe('POST /sandbox/fund', () => {
+  it('mints USDC and sends ETH to any address', async () => {
+    const address = newAccount().address;
+    const response = await admin(sandbox.app, 'POST', '/sandbox/fund', {
+      address,
+      usdc: 1234.5,
+      eth: 2,
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({
+      address,
+      usdc_balance_raw: '1234500000',
+      eth_balance_wei: '2000000000000000000',
+    });
+    expect(await reader.getBalance({ address })).toBe(2n * 10n ** 18n);
+    const none = await admin(sandbox.app, 'POST', '/sandbox/fund', { address });
+    expect(none.statusCode).toBe(400);
+    expect(none.json().error).toContain('give usdc, eth or both');
+  });
+});
