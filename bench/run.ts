@@ -1,9 +1,12 @@
 /**
- * `npm run bench`: throughput of the sandbox service, next to a bare node:http server
+ * `npm run bench`: start-up time, onchain write latency and throughput (with and without
+ * --state persistence), and read throughput of the sandbox next to a bare node:http server
  * measured in the same run on the same machine. Figures are printed, never asserted.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { cpus } from 'node:os';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -54,7 +57,7 @@ async function load(url: string) {
   };
 }
 
-async function registerOne(base: string): Promise<void> {
+async function registerOne(base: string): Promise<string> {
   const account = privateKeyToAccount(generatePrivateKey());
   const nonceResponse = await fetch(`${base}/api/v1/agent/auth/nonce?wallet=${account.address}`);
   const { nonce, message } = (await nonceResponse.json()) as { nonce: string; message: string };
@@ -70,6 +73,7 @@ async function registerOne(base: string): Promise<void> {
     }),
   });
   if (response.status !== 200) throw new Error(`register answered ${response.status}`);
+  return ((await response.json()) as { api_key: string }).api_key;
 }
 
 async function registrationsPerSecond(base: string) {
@@ -83,22 +87,137 @@ async function registrationsPerSecond(base: string) {
   return { count: REGISTRATIONS, seconds, rate: REGISTRATIONS / seconds };
 }
 
+const SERVE_ARGS = [BIN, 'serve', '--port', '0', '--rate-limit', 'off', '--log-level', 'warn'];
+const STARTS = 5;
+const SEQUENTIAL_DEPOSITS = Number(process.env.BENCH_DEPOSITS ?? 100);
+const CONCURRENT_AGENTS = 16;
+const WRITES_PER_AGENT = Number(process.env.BENCH_WRITES_PER_AGENT ?? 10);
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+/** Median wall time from spawning `serve` to its ready line (anvil up, contracts deployed). */
+async function startupMs(extraArgs: () => string[]) {
+  const times: number[] = [];
+  for (let i = 0; i < STARTS; i++) {
+    const started = performance.now();
+    const serve = await startChild([...SERVE_ARGS, ...extraArgs()]);
+    times.push(performance.now() - started);
+    await stop(serve.child);
+  }
+  return percentile(
+    times.sort((a, b) => a - b),
+    50,
+  );
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    child.removeAllListeners('exit');
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+async function post(base: string, apiKey: string, path: string, body: object) {
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+    body: JSON.stringify(body),
+  });
+  if (response.status !== 200) {
+    throw new Error(`${path} answered ${response.status}: ${await response.text()}`);
+  }
+}
+
+const deposit = (base: string, apiKey: string) =>
+  post(base, apiKey, '/api/v1/agent/vault/deposit', { vault_id: 'moderate', amount_usdc: 1 });
+const submitStrategy = (base: string, apiKey: string, i: number) =>
+  post(base, apiKey, '/api/v1/agent/strategy/submit', {
+    name: `Bench strategy ${i}`,
+    description: 'A strategy submitted by the benchmark.',
+  });
+
+/** Latency of one agent's deposits (approve + deposit, confirmed), one after another. */
+async function depositLatency(base: string) {
+  const apiKey = await registerOne(base);
+  await deposit(base, apiKey);
+  const times: number[] = [];
+  for (let i = 0; i < SEQUENTIAL_DEPOSITS; i++) {
+    const started = performance.now();
+    await deposit(base, apiKey);
+    times.push(performance.now() - started);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: percentile(times, 50), p99: percentile(times, 99) };
+}
+
+/** Writes per second with CONCURRENT_AGENTS agents each writing WRITES_PER_AGENT times in a row. */
+async function concurrentWrites(
+  base: string,
+  write: (base: string, apiKey: string, i: number) => Promise<void>,
+) {
+  const keys = await Promise.all(
+    Array.from({ length: CONCURRENT_AGENTS }, () => registerOne(base)),
+  );
+  const started = performance.now();
+  await Promise.all(
+    keys.map(async (apiKey) => {
+      for (let i = 0; i < WRITES_PER_AGENT; i++) await write(base, apiKey, i);
+    }),
+  );
+  return (keys.length * WRITES_PER_AGENT) / ((performance.now() - started) / 1000);
+}
+
+const stateDir = mkdtempSync(join(tmpdir(), 'agentctl-bench-'));
+let stateRuns = 0;
+const freshState = () => ['--state', join(stateDir, `run-${stateRuns++}`)];
+
+console.log(
+  `agentctl bench: node ${process.version}, ${cpus().length} CPUs, ${CONNECTIONS} connections, ${DURATION_SECONDS} s per load run\n`,
+);
+const startTemporary = await startupMs(() => []);
+const startPersistent = await startupMs(freshState);
+console.log(
+  `serve start to ready (median of ${STARTS}): ${startTemporary.toFixed(0)} ms temporary, ` +
+    `${startPersistent.toFixed(0)} ms with a new --state\n`,
+);
+
 const bare = await startChild(['-e', BARE_SERVER]);
-const sandbox = await startChild([
-  BIN,
-  'serve',
-  '--port',
-  '0',
-  '--rate-limit',
-  'off',
-  '--log-level',
-  'warn',
-]);
+const sandbox = await startChild(SERVE_ARGS);
+const durable = await startChild([...SERVE_ARGS, ...freshState()]);
 
 try {
-  console.log(
-    `agentctl bench: node ${process.version}, ${cpus().length} CPUs, ${CONNECTIONS} connections, ${DURATION_SECONDS} s per load run\n`,
+  const writeRows: Array<[string, number, number]> = [];
+  const temporaryLatency = await depositLatency(sandbox.url);
+  const durableLatency = await depositLatency(durable.url);
+  const temporaryDeposits = await concurrentWrites(sandbox.url, deposit);
+  const durableDeposits = await concurrentWrites(durable.url, deposit);
+  const temporarySubmits = await concurrentWrites(sandbox.url, submitStrategy);
+  const durableSubmits = await concurrentWrites(durable.url, submitStrategy);
+  writeRows.push(
+    ['deposit latency p50 (ms, 1 agent, sequential)', temporaryLatency.p50, durableLatency.p50],
+    ['deposit latency p99 (ms, 1 agent, sequential)', temporaryLatency.p99, durableLatency.p99],
+    [`deposits/s (${CONCURRENT_AGENTS} agents concurrently)`, temporaryDeposits, durableDeposits],
+    [`strategy submissions/s (${CONCURRENT_AGENTS} agents)`, temporarySubmits, durableSubmits],
   );
+  console.log('writes'.padEnd(52), 'temporary'.padStart(10), '--state'.padStart(10));
+  for (const [name, temporary, persistent] of writeRows) {
+    console.log(
+      name.padEnd(52),
+      temporary.toFixed(1).padStart(10),
+      persistent.toFixed(1).padStart(10),
+    );
+  }
+  const snapshotBytes = statSync(
+    join(stateDir, `run-${stateRuns - 1}`, 'chain-snapshot.json'),
+  ).size;
+  console.log(
+    `persistence cost per write: +${(durableLatency.p50 - temporaryLatency.p50).toFixed(1)} ms at p50 ` +
+      `(a deposit is 2 transactions and 1 fsynced snapshot of ${(snapshotBytes / 1024).toFixed(0)} KiB)\n`,
+  );
+
   const registrations = await registrationsPerSecond(sandbox.url);
   console.log(
     `registrations end to end (nonce, sign, register; ${REGISTRATION_CONCURRENCY} concurrent): ` +
@@ -133,6 +252,6 @@ try {
     );
   }
 } finally {
-  sandbox.child.kill('SIGTERM');
-  bare.child.kill('SIGTERM');
+  await Promise.all([stop(sandbox.child), stop(durable.child), stop(bare.child)]);
+  rmSync(stateDir, { recursive: true, force: true });
 }

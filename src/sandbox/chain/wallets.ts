@@ -111,9 +111,18 @@ export function createServerWallet(
       } else if ('deploy' in request) {
         hash = await walletClient.deployContract({ ...request.deploy, nonce } as never);
       } else {
+        const call = request as unknown as ContractWrite;
+        // Headroom over the estimate: gas can depend on the block's timestamp (a vault
+        // mints accrued yield only once some has accrued), which moves between the
+        // estimate and the block the transaction lands in.
+        const estimate = await publicClient.estimateContractGas({
+          ...call,
+          account,
+        } as never);
         hash = await walletClient.writeContract({
-          ...(request as unknown as ContractWrite),
+          ...call,
           nonce,
+          gas: estimate + estimate / 2n,
         } as never);
       }
       nextNonce = nonce + 1;
