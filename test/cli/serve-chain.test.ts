@@ -5,6 +5,7 @@ import { type Address, createPublicClient, http } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NonceResponse, RegisterResponse, SandboxInfo } from '../../src/api/schemas/index.ts';
+import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
 
@@ -176,5 +177,86 @@ describe('serve with the chain', () => {
     await serve([]);
     expect(isRunning(anvilPid as number)).toBe(false);
     expect(existsSync(tempDir)).toBe(false);
+  });
+
+  it('reports a lost chain in /health and answers 503, not 500', async () => {
+    const sandbox = await serve([]);
+    const tempDir = /state: (\S+)/.exec(sandbox.stdout())?.[1] as string;
+    const [anvilPid] = readFileSync(join(tempDir, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    expect((await request(sandbox.url, 'GET', '/health')).body.rpc_connected).toBe(true);
+    process.kill(anvilPid as number, 'SIGKILL');
+    // /health looks again at most once a second.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await request(sandbox.url, 'GET', '/health')).body).toMatchObject({
+      status: 'degraded',
+      rpc_connected: false,
+    });
+    const vaults = await request(sandbox.url, 'GET', '/api/v1/vaults');
+    expect(vaults.status).toBe(503);
+    expect(vaults.body).toEqual({ error: 'the sandbox chain is not reachable; try again shortly' });
+  });
+});
+
+describe('serve --rpc-url', () => {
+  it('deploys on an existing dev chain once, and finds the contracts again after a restart', async () => {
+    const node = await startAnvil({ stateDir: dir });
+    try {
+      const state = join(dir, 'state');
+      const first = await serve(['--rpc-url', node.rpcUrl, '--state', state]);
+      const info = SandboxInfo.parse((await request(first.url, 'GET', '/sandbox/info')).body);
+      expect(info.rpc_url).toBe(node.rpcUrl);
+      expect(JSON.parse(readFileSync(join(state, 'deployment.json'), 'utf8'))).toEqual(
+        info.contracts,
+      );
+      const apiKey = await registerAgent(first.url);
+      const deposit = await request(
+        first.url,
+        'POST',
+        '/api/v1/agent/vault/deposit',
+        { vault_id: 'hedged', amount_usdc: 7 },
+        apiKey,
+      );
+      expect(deposit.status).toBe(200);
+      first.child.kill('SIGTERM');
+      await first.exited;
+      running.splice(running.indexOf(first), 1);
+
+      const second = await serve(['--rpc-url', node.rpcUrl, '--state', state]);
+      const again = SandboxInfo.parse((await request(second.url, 'GET', '/sandbox/info')).body);
+      expect(again.contracts).toEqual(info.contracts);
+      const positions = await request(
+        second.url,
+        'GET',
+        '/api/v1/agent/vault/positions',
+        undefined,
+        apiKey,
+      );
+      expect(positions.body.positions).toMatchObject([{ vault_id: 'hedged', shares: '7' }]);
+    } finally {
+      await node.stop();
+    }
+  });
+
+  it('fails to start, in one line, when the node is unreachable or the deployment file is missing', async () => {
+    const unreachable = await serveFailure(['--port', '0', '--rpc-url', 'http://127.0.0.1:1']);
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toContain('cannot reach the chain at http://127.0.0.1:1');
+    expect(unreachable.stderr).not.toMatch(/\n\s+at /);
+
+    const node = await startAnvil({ stateDir: dir });
+    try {
+      const missing = await serveFailure([
+        '--port',
+        '0',
+        '--rpc-url',
+        node.rpcUrl,
+        '--deployment',
+        join(dir, 'nope.json'),
+      ]);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toContain('nope.json: no such file');
+    } finally {
+      await node.stop();
+    }
   });
 });

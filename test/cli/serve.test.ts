@@ -1,4 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -137,7 +145,14 @@ describe('agentctl serve', () => {
     expect(info.persistent).toBe(true);
     // State is private to its owner.
     expect(statSync(state).mode & 0o777).toBe(0o700);
-    for (const file of ['sandbox.db', 'sandbox.db-wal', 'agentctl-state.json']) {
+    for (const file of [
+      'sandbox.db',
+      'sandbox.db-wal',
+      'agentctl-state.json',
+      'wallet.mnemonic',
+      'chain-snapshot.json',
+      'anvil.pid',
+    ]) {
       expect(statSync(join(state, file)).mode & 0o777).toBe(0o600);
     }
   });
@@ -206,15 +221,30 @@ describe('agentctl serve', () => {
     expect(result.stderr).toContain(message);
   });
 
-  it('never writes an API key or the admin token to its log, even at trace level', async () => {
-    const sandbox = await serve(['--log-level', 'trace', '--admin-token', 'very-secret-admin']);
+  it('never writes an API key, the admin token or the mnemonic to its log or answers', async () => {
+    const state = join(dir, 'state');
+    const sandbox = await serve([
+      '--log-level',
+      'trace',
+      '--admin-token',
+      'very-secret-admin',
+      '--state',
+      state,
+    ]);
     const { apiKey } = await registerOver(sandbox.url);
     expect(await statusWithKey(sandbox.url, apiKey)).toBe(200);
-    await fetch(`${sandbox.url}/sandbox/info`, {
-      headers: { 'x-admin-token': 'very-secret-admin' },
-    });
+    const info = await (
+      await fetch(`${sandbox.url}/sandbox/info`, {
+        headers: { 'x-admin-token': 'very-secret-admin' },
+      })
+    ).text();
     sandbox.child.kill('SIGTERM');
     await sandbox.exited;
+    const mnemonic = readFileSync(join(state, 'wallet.mnemonic'), 'utf8').trim();
+    expect(mnemonic.split(' ')).toHaveLength(24);
+    for (const output of [sandbox.stdout(), sandbox.stderr(), info]) {
+      expect(output).not.toContain(mnemonic.split(' ').slice(0, 3).join(' '));
+    }
     expect(sandbox.stderr()).toContain('incoming request');
     expect(sandbox.stderr()).not.toContain(apiKey);
     expect(sandbox.stderr()).not.toContain(apiKey.slice(4));
