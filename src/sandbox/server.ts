@@ -22,7 +22,7 @@ export interface RunningSandbox {
 
 /** Opens the state, builds the app and listens. The caller owns shutdown via close(). */
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
-  if (!options.rpcUrl) reapAbandonedTempDirs(stopAbandonedAnvil);
+  reapAbandonedTempDirs(stopAbandonedAnvil);
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
   let chain: SandboxChain | undefined;

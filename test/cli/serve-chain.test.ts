@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NonceResponse, RegisterResponse, SandboxInfo } from '../../src/api/schemas/index.ts';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
-import { type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
+import { BIN, type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
 
 const TOKEN = 'chain-test-admin';
 let dir: string;
@@ -194,6 +195,42 @@ describe('serve with the chain', () => {
     const vaults = await request(sandbox.url, 'GET', '/api/v1/vaults');
     expect(vaults.status).toBe(503);
     expect(vaults.body).toEqual({ error: 'the sandbox chain is not reachable; try again shortly' });
+  });
+  it('refuses to start over lost chain state instead of redeploying', async () => {
+    const state = join(dir, 'state');
+    const first = await serve(['--state', state]);
+    await registerAgent(first.url);
+    first.child.kill('SIGTERM');
+    await first.exited;
+    running.splice(running.indexOf(first), 1);
+    rmSync(join(state, 'chain-snapshot.json'));
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('has sandbox data but its chain is gone');
+  });
+
+  it('shuts down gracefully on a Ctrl-C sent to its whole process group', async () => {
+    const state = join(dir, 'state');
+    const child = spawn(
+      process.execPath,
+      [BIN, 'serve', '--port', '0', '--state', state, '--log-level', 'warn'],
+      { detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    let out = '';
+    await new Promise<void>((resolve) => {
+      child.stdout.on('data', (chunk) => {
+        out += chunk;
+        if (out.includes('listening on')) resolve();
+      });
+    });
+    const [anvilPid] = readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    process.kill(-(child.pid as number), 'SIGINT');
+    expect(await exited).toBe(0);
+    expect(isRunning(anvilPid as number)).toBe(false);
+    expect(existsSync(join(state, 'anvil.pid'))).toBe(false);
   });
 });
 

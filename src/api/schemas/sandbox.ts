@@ -62,7 +62,10 @@ export const FundRequest = z
     eth: z
       .number({ error: 'must be a number' })
       .positive({ error: 'must be greater than 0' })
-      .max(MAX_FUND_ETH, { error: `must be at most ${MAX_FUND_ETH}` })
+      .max(MAX_FUND_ETH, { error: `must be at most ${MAX_FUND_ETH}`, abort: true })
+      .refine((value) => /^\d+(\.\d{1,18})?$/.test(String(value)), {
+        error: 'must be a plain decimal with at most 18 decimal places',
+      })
       .optional(),
   })
   .refine((body) => body.usdc !== undefined || body.eth !== undefined, {

@@ -15,10 +15,14 @@ export const VaultId = z.enum(VAULT_IDS, {
 });
 export type VaultId = z.infer<typeof VaultId>;
 
+/** More USDC than exists; also keeps raw amounts (× 10^6) exact as JSON numbers. */
+export const MAX_USDC_AMOUNT = 1_000_000_000;
+
 /** USDC has 6 decimals; an amount with more cannot be represented onchain. */
 export const UsdcAmount = z
   .number({ error: requiredOr('must be a number') })
   .positive({ error: 'must be greater than 0' })
+  .max(MAX_USDC_AMOUNT, { error: `must be at most ${MAX_USDC_AMOUNT}`, abort: true })
   .refine((value) => /^\d+(\.\d{1,6})?$/.test(String(value)), {
     error: 'must have at most 6 decimal places',
   });

@@ -4,11 +4,12 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { CHAIN_ID } from '../../api/schemas/index.ts';
+import { StartupError } from '../errors.ts';
 
 const PID_FILE = 'anvil.pid';
 const READY_TIMEOUT_MS = 15_000;
 
-export class AnvilError extends Error {}
+export class AnvilError extends StartupError {}
 
 /**
  * Where the anvil binary is: `AGENTCTL_ANVIL_PATH`, else the npm package
@@ -33,6 +34,8 @@ export function resolveAnvilBinary(env: NodeJS.ProcessEnv = process.env): string
 export interface AnvilProcess {
   rpcUrl: string;
   pid: number;
+  /** False once anvil has exited, for whatever reason. */
+  running(): boolean;
   /** Stops anvil and removes its pidfile. */
   stop(): Promise<void>;
 }
@@ -65,16 +68,28 @@ export async function startAnvil(options: {
       '0',
       '--disable-console-log',
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    // Its own process group: a Ctrl-C in the terminal reaches serve, which then stops
+    // anvil after the work in flight, instead of killing the chain under it.
+    { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
-  const rpcUrl = await waitForListening(child, binary);
-  const pid = child.pid as number;
-  // The anvil's pid, then the pid of the serve that owns it.
-  writeFileSync(pidFile, `${pid} ${process.pid}\n`, { mode: 0o600 });
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
+  // Recorded before anything can go wrong, so a serve killed during start-up is cleaned up too:
+  // the anvil's pid, then the pid of the serve that owns it.
+  if (child.pid !== undefined) {
+    writeFileSync(pidFile, `${child.pid} ${process.pid}\n`, { mode: 0o600 });
+  }
+  let rpcUrl: string;
+  try {
+    rpcUrl = await waitForListening(child, binary);
+  } catch (error) {
+    rmSync(pidFile, { force: true });
+    throw error;
+  }
+  const pid = child.pid as number;
   return {
     rpcUrl,
     pid,
+    running: () => child.exitCode === null && child.signalCode === null,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
@@ -110,15 +125,16 @@ function waitForListening(child: ChildProcess, binary: string): Promise<string> 
           : `cannot run anvil (${binary}): ${error.message}`,
       );
     });
-    child.once('exit', (code, signal) => {
+    const onEarlyExit = (code: number | null, signal: NodeJS.Signals | null) => {
       fail(`anvil exited before it was ready (${signal ?? `code ${code}`}): ${stderr.trim()}`);
-    });
+    };
+    child.once('exit', onEarlyExit);
     const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
     lines.on('line', (line) => {
       const match = /Listening on (\S+)/.exec(line);
       if (!match) return;
       clearTimeout(timer);
-      child.removeAllListeners('exit');
+      child.off('exit', onEarlyExit);
       lines.close();
       // Keep draining stdout so anvil never blocks on a full pipe.
       child.stdout?.resume();

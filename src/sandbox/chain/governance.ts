@@ -6,6 +6,15 @@ import type { SandboxChain } from './index.ts';
 
 const SUPPORT_LABELS = ['against', 'for', 'abstain'] as const;
 
+/**
+ * The time the next block will carry: the latest block's, or sandbox time if later (after
+ * an idle spell no block has been mined for a while, but chain time has moved on).
+ */
+function chainNow(chain: SandboxChain, latestBlockTimestamp: bigint): bigint {
+  const now = BigInt(chain.nowSeconds());
+  return now > latestBlockTimestamp ? now : latestBlockTimestamp;
+}
+
 /** Opens a proposal for voting at once (sandbox admin). Ids count up from 1. */
 export async function createProposal(chain: SandboxChain, title: string, description: string) {
   const governor = chain.deployment.governor;
@@ -59,7 +68,7 @@ export async function activeProposals(chain: SandboxChain) {
   const proposals = await Promise.all(ids.map((id) => readProposal(chain, id)));
   return proposals
     .map((proposal, i) => ({ proposal, id: ids[i] as bigint }))
-    .filter(({ proposal }) => proposal.voteEnd > block.timestamp)
+    .filter(({ proposal }) => proposal.voteEnd > chainNow(chain, block.timestamp))
     .map(({ proposal, id }) => ({
       proposal_id: Number(id),
       title: proposal.title,
@@ -98,7 +107,7 @@ export async function castVote(
       throw error;
     }
     const block = await chain.publicClient.getBlock();
-    if (proposal.voteEnd <= block.timestamp) {
+    if (proposal.voteEnd <= chainNow(chain, block.timestamp)) {
       throw new HttpError(409, `voting on proposal ${vote.proposalId} has ended`);
     }
     const voted = await chain.publicClient.readContract({

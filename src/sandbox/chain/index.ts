@@ -13,10 +13,10 @@ import {
 } from 'viem';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
-import { StartupError } from '../errors.ts';
+import { HttpError, StartupError } from '../errors.ts';
 import { type AnvilProcess, startAnvil } from './anvil.ts';
 import { type Deployment, deployProtocol } from './deployment.ts';
-import { isUnreachable } from './errors.ts';
+import { isUnreachable, revertReason } from './errors.ts';
 import { createPersister, readSnapshot, SNAPSHOT_FORMAT, writeSnapshot } from './snapshot.ts';
 import {
   ACCOUNT_INDEX,
@@ -65,6 +65,8 @@ export interface SandboxChain {
   /** Moves chain time to the sandbox clock and mines a block, so views see the new time. */
   syncTime(): Promise<void>;
   isConnected(): Promise<boolean>;
+  /** Sandbox time, which chain time follows: the timestamp the next block will carry. */
+  nowSeconds(): number;
   close(): Promise<void>;
 }
 
@@ -104,7 +106,9 @@ async function connect(
     nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
     rpcUrls: { default: { http: [rpcUrl] } },
   });
-  const transport = http(rpcUrl, { retryCount: 1, timeout: 30_000 });
+  // No automatic retries: a resent eth_sendRawTransaction whose first attempt landed would
+  // be reported as a failure of a transaction that happened.
+  const transport = http(rpcUrl, { retryCount: 0, timeout: 30_000 });
   const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 });
   const testClient = createTestClient({ chain, transport, mode: 'anvil' });
   const dev = anvil !== undefined || (await isDevChain(testClient));
@@ -129,7 +133,13 @@ async function connect(
         `the chain snapshot is for chain ${snapshot.chain_id}, not ${chainId}`,
       );
     }
-    await testClient.loadState({ state: snapshot.state });
+    try {
+      await testClient.loadState({ state: snapshot.state });
+    } catch (error) {
+      throw new StartupError(
+        `anvil could not load the chain snapshot in ${options.stateDir}: ${revertReason(error).split('\n')[0]}`,
+      );
+    }
   }
 
   const syncTime = async () => {
@@ -152,12 +162,17 @@ async function connect(
   if (!deployment || !(await hasCode(publicClient, deployment.strategy_registry))) {
     if (!dev) {
       throw new StartupError(
-        `${rpcUrl} is not a dev chain and no contracts are known there: pass --deployment FILE`,
+        deployment
+          ? `no contract at ${deployment.strategy_registry} on ${rpcUrl}: check --deployment`
+          : `${rpcUrl} is not a dev chain and no contracts are known there: pass --deployment FILE`,
       );
     }
-    if (snapshotting && !snapshot && options.hasAgents) {
+    // Deploying afresh would orphan every agent's wallet, shares and strategies.
+    if (deployment || options.hasAgents) {
       throw new StartupError(
-        `${options.stateDir} has sandbox data but no chain snapshot; start with a new --state directory`,
+        snapshotting
+          ? `${options.stateDir} has sandbox data but its chain is gone (no usable chain snapshot); start with a new --state directory`
+          : `the protocol's contracts are gone from ${rpcUrl} (was the chain reset?); start with a new --state directory`,
       );
     }
     deployment = await deployProtocol(treasury);
@@ -176,7 +191,15 @@ async function connect(
       state,
     });
   });
-  const persist = snapshotting ? () => persister.persist() : async () => {};
+  const persist = snapshotting
+    ? () =>
+        persister.persist().catch((error: unknown) => {
+          throw new HttpError(
+            503,
+            `the transaction confirmed, but the sandbox could not save its chain state: ${(error as Error).message}`,
+          );
+        })
+    : async () => {};
   if (fresh) await persist();
 
   let lastCheck = { at: 0, connected: true };
@@ -210,10 +233,14 @@ async function connect(
     persist,
     syncTime,
     isConnected,
+    nowSeconds: () => options.clock.nowSeconds(),
     async close() {
-      // Let queued sends settle so the last snapshot includes them.
-      await Promise.all([...wallets.values()].map((w) => w.exclusive(async () => {})));
-      await persist().catch(() => undefined);
+      // Let queued sends settle so the last snapshot includes them; with the chain already
+      // gone there is nothing left to settle or save.
+      if (!anvil || anvil.running()) {
+        await Promise.all([...wallets.values()].map((w) => w.exclusive(async () => {})));
+        await persist().catch(() => undefined);
+      }
       await anvil?.stop();
     },
   };

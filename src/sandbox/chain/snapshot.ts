@@ -5,17 +5,18 @@ import {
   openSync,
   readFileSync,
   renameSync,
-  writeSync,
+  writeFileSync,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Hex } from 'viem';
+import { StartupError } from '../errors.ts';
 import type { Deployment } from './deployment.ts';
 
 /** Bumped when the snapshot file's layout changes; other versions are refused. */
 export const SNAPSHOT_FORMAT = 1;
 const SNAPSHOT_FILE = 'chain-snapshot.json';
 
-export class SnapshotError extends Error {}
+export class SnapshotError extends StartupError {}
 
 export interface Snapshot {
   format: number;
@@ -54,7 +55,7 @@ export function writeSnapshot(stateDir: string, snapshot: Snapshot): void {
   const temp = `${path}.tmp`;
   const fd = openSync(temp, 'w', 0o600);
   try {
-    writeSync(fd, JSON.stringify(snapshot));
+    writeFileSync(fd, JSON.stringify(snapshot));
     fsyncSync(fd);
   } finally {
     closeSync(fd);
@@ -70,29 +71,24 @@ export function writeSnapshot(stateDir: string, snapshot: Snapshot): void {
 
 /**
  * Group commit for snapshots. `persist()` resolves once a snapshot taken after the call
- * began is on disk. Concurrent callers share one dump: while a dump runs, every new caller
- * waits for the single next one, which covers all of their transactions.
+ * began is on disk. Dumps run one at a time. A caller that arrives while a dump runs joins
+ * the single dump queued behind it, which starts after its transactions and so covers them.
  */
 export function createPersister(dump: () => Promise<void>): { persist(): Promise<void> } {
-  let running: Promise<void> | undefined;
-  let next: Promise<void> | undefined;
-  const start = (): Promise<void> => {
-    const current = dump().finally(() => {
-      if (running === current) running = undefined;
-    });
-    running = current;
-    return current;
-  };
+  let tail: Promise<void> = Promise.resolve();
+  let queued: Promise<void> | undefined;
   return {
     persist() {
-      if (!running) return start();
-      if (!next) {
-        const after = running.catch(() => undefined);
-        next = after.then(() => {
-          next = undefined;
-          return start();
+      if (queued) return queued;
+      const next = tail
+        .catch(() => undefined)
+        .then(() => {
+          // From here on, new callers need a later dump: this one may have begun reading.
+          queued = undefined;
+          return dump();
         });
-      }
+      queued = next;
+      tail = next;
       return next;
     },
   };

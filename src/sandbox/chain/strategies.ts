@@ -125,42 +125,48 @@ export function totalStrategies(chain: SandboxChain): Promise<bigint> {
  */
 export async function setStrategyStatus(chain: SandboxChain, strategyId: Hex, to: StrategyStatus) {
   const registry = chain.deployment.strategy_registry;
-  let current: { status: number; pausedFrom: number };
-  try {
-    current = await chain.publicClient.readContract({
+  // The check and the send share the treasury's lock, so two concurrent moves of one
+  // strategy cannot both pass the check.
+  const moved = await chain.treasury.exclusive(async (session) => {
+    let current: { status: number; pausedFrom: number };
+    try {
+      current = await chain.publicClient.readContract({
+        address: registry,
+        abi: StrategyRegistryV3.abi,
+        functionName: 'getStrategy',
+        args: [strategyId],
+      });
+    } catch (error) {
+      if (revertReason(error).startsWith('UnknownStrategy')) {
+        throw new HttpError(404, `no strategy ${strategyId}`);
+      }
+      throw error;
+    }
+    const target = STRATEGY_STATUSES.indexOf(to);
+    const from = STRATEGY_STATUSES[current.status] as StrategyStatus;
+    const legal = await chain.publicClient.readContract({
       address: registry,
       abi: StrategyRegistryV3.abi,
-      functionName: 'getStrategy',
-      args: [strategyId],
+      functionName: 'canTransition',
+      args: [current.status, target, current.pausedFrom],
     });
-  } catch (error) {
-    if (revertReason(error).startsWith('UnknownStrategy')) {
-      throw new HttpError(404, `no strategy ${strategyId}`);
+    if (!legal) {
+      throw new HttpError(
+        400,
+        `a strategy cannot move from ${from} to ${to}${legalMovesHint(from)}`,
+      );
     }
-    throw error;
-  }
-  const target = STRATEGY_STATUSES.indexOf(to);
-  const from = STRATEGY_STATUSES[current.status] as StrategyStatus;
-  const legal = await chain.publicClient.readContract({
-    address: registry,
-    abi: StrategyRegistryV3.abi,
-    functionName: 'canTransition',
-    args: [current.status, target, current.pausedFrom],
-  });
-  if (!legal) {
-    throw new HttpError(400, `a strategy cannot move from ${from} to ${to}${legalMovesHint(from)}`);
-  }
-  const receipt = await chain.treasury.exclusive((session) =>
-    session.send({
+    const receipt = await session.send({
       label: 'status change',
       address: registry,
       abi: StrategyRegistryV3.abi,
       functionName: 'setStatus',
       args: [strategyId, target],
-    }),
-  );
+    });
+    return { from, txHash: receipt.transactionHash };
+  });
   await chain.persist();
-  return { from, txHash: receipt.transactionHash };
+  return moved;
 }
 
 function legalMovesHint(from: StrategyStatus): string {

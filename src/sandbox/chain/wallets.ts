@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   type Abi,
@@ -18,6 +18,8 @@ import { english, generateMnemonic, mnemonicToAccount } from 'viem/accounts';
 import { TransactionFailedError } from './errors.ts';
 
 const MNEMONIC_FILE = 'wallet.mnemonic';
+/** A local chain mines at once; a public testnet within a few blocks. */
+const RECEIPT_TIMEOUT_MS = 60_000;
 
 /** HD indexes (m/44'/60'/0'/0/i) of the sandbox's own accounts; agents start at 1000. */
 export const ACCOUNT_INDEX = { treasury: 0, faucet: 1, firstAgent: 1000 } as const;
@@ -30,7 +32,13 @@ export function loadOrCreateMnemonic(stateDir: string): string {
   const path = join(stateDir, MNEMONIC_FILE);
   if (existsSync(path)) return readFileSync(path, 'utf8').trim();
   const mnemonic = generateMnemonic(english, 256);
-  writeFileSync(path, `${mnemonic}\n`, { mode: 0o600, flag: 'wx' });
+  const fd = openSync(path, 'wx', 0o600);
+  try {
+    writeFileSync(fd, `${mnemonic}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
   return mnemonic;
 }
 
@@ -136,7 +144,7 @@ export function createServerWallet(
   async function confirm(label: string, hash: Hash): Promise<TransactionReceipt> {
     let receipt: TransactionReceipt;
     try {
-      receipt = await publicClient.waitForTransactionReceipt({ hash });
+      receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: RECEIPT_TIMEOUT_MS });
     } catch (error) {
       nextNonce = undefined;
       throw TransactionFailedError.from(label, error, hash);

@@ -10,6 +10,7 @@ import {
 import { provisionAgentWallet } from '../chain/agent-wallets.ts';
 import { strategyCountOf } from '../chain/strategies.ts';
 import { ACCOUNT_INDEX } from '../chain/wallets.ts';
+import { createKeyedLock } from '../keyed-lock.ts';
 import { issueNonce, registerAgent } from '../registration.ts';
 import type { App, RouteDeps } from './types.ts';
 
@@ -17,6 +18,7 @@ export function registerAuthRoutes(
   app: App,
   { store, clock, limits, serviceDomain, chain }: RouteDeps,
 ): void {
+  const perWallet = createKeyedLock();
   app.get(
     '/api/v1/agent/auth/nonce',
     {
@@ -33,10 +35,15 @@ export function registerAuthRoutes(
       onRequest: limits.public,
     },
     async (request) =>
-      registerAgent(store, clock, request.body, async (registeredWallet) => {
-        const index = store.allocateWalletIndex(ACCOUNT_INDEX.firstAgent);
-        return { index, address: await provisionAgentWallet(chain, index, registeredWallet) };
-      }),
+      // One registration per wallet at a time: the checks for "already registered" and
+      // the nonce run before any transaction, so a retried or duplicated request never
+      // funds a second wallet or mints a second pass.
+      perWallet(request.body.wallet_address.toLowerCase(), () =>
+        registerAgent(store, clock, request.body, async (registeredWallet) => {
+          const index = store.allocateWalletIndex(ACCOUNT_INDEX.firstAgent);
+          return { index, address: await provisionAgentWallet(chain, index, registeredWallet) };
+        }),
+      ),
   );
 
   app.get(

@@ -145,6 +145,7 @@ describe('POST /api/v1/agent/vault/deposit', () => {
     [{ vault_id: 'moderate', amount_usdc: '5' }, 'amount_usdc: must be a number'],
     [{ vault_id: 'moderate', amount_usdc: 1.1234567 }, 'at most 6 decimal places'],
     [{ vault_id: 'moderate' }, 'amount_usdc: is required'],
+    [{ vault_id: 'moderate', amount_usdc: 1e21 }, 'amount_usdc: must be at most 1000000000'],
   ])('refuses %j with 400', async (payload, message) => {
     const agent = await chainAgent(sandbox);
     const response = await call(

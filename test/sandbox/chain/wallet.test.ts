@@ -2,7 +2,15 @@ import { formatEther } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentPass } from '../../../src/sandbox/chain/contracts/artifacts.ts';
 import { call, chainAgent, chainReader } from '../../helpers/chain.ts';
-import { admin, createTestSandbox, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
+import {
+  admin,
+  createTestSandbox,
+  getNonce,
+  newAccount,
+  postRegister,
+  signedBody,
+  type TestSandbox,
+} from '../../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
 let reader: ReturnType<typeof chainReader>;
@@ -183,5 +191,24 @@ describe('POST /sandbox/fund', () => {
     const none = await admin(sandbox.app, 'POST', '/sandbox/fund', { address });
     expect(none.statusCode).toBe(400);
     expect(none.json().error).toContain('give usdc, eth or both');
+    const tiny = await admin(sandbox.app, 'POST', '/sandbox/fund', { address, eth: 1e-7 });
+    expect(tiny.statusCode).toBe(400);
+    expect(tiny.json().error).toContain('eth: must be a plain decimal');
+  });
+});
+
+describe('registration and the chain', () => {
+  it('funds one wallet and mints one pass for duplicated concurrent registrations', async () => {
+    const account = newAccount();
+    const { nonce, message } = await getNonce(sandbox.app, account.address);
+    const body = await signedBody({ wallet: account.address, nonce, message, signer: account });
+    const responses = await Promise.all([1, 2, 3].map(() => postRegister(sandbox.app, body)));
+    expect(responses.map((r) => r.statusCode).sort()).toEqual([200, 409, 409]);
+    const nfts = await sandbox.app.inject({
+      method: 'POST',
+      url: '/api/v1/nfts',
+      payload: { wallet_address: account.address },
+    });
+    expect(nfts.json().total).toBe(1);
   });
 });
