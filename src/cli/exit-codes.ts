@@ -20,6 +20,17 @@ Exit codes:
   6    service unreachable or timed out
   130  cancelled`;
 
+/** The `code` of a local failure in the --json error object, by exit code. */
+export const EXIT_CODE_NAMES: Record<ExitCode, string> = {
+  0: 'ok',
+  1: 'failure',
+  2: 'usage',
+  4: 'auth',
+  5: 'rate_limited',
+  6: 'unreachable',
+  130: 'cancelled',
+};
+
 /** An error the CLI reports as one line on stderr and maps to `exitCode`. */
 export class CliError extends Error {
   readonly exitCode: ExitCode;

@@ -1,7 +1,23 @@
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../version.ts';
+import { apiCommand } from './commands/api.ts';
+import { configCommand } from './commands/config.ts';
+import { healthCommand } from './commands/health.ts';
+import { leaderboardCommand } from './commands/leaderboard.ts';
+import { lookupCommand } from './commands/lookup.ts';
+import { proposalsCommand } from './commands/proposals.ts';
 import { serveCommand } from './commands/serve.ts';
-import { CliError, EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
+import { statsCommand } from './commands/stats.ts';
+import { vaultsCommand } from './commands/vaults.ts';
+import { describeFailure } from './errors.ts';
+import { EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
+
+const ENVIRONMENT_HELP = `
+Environment:
+  AGENTCTL_BASE_URL, AGENTCTL_API_KEY, AGENTCTL_PROFILE   defaults for the flags above
+  AGENTCTL_CONFIG_DIR   where profiles and keystores live (default: ~/.config/agentctl)
+  NO_COLOR, FORCE_COLOR  colour off / on
+`;
 
 /** The command tree. Command modules import only commander up front; work loads lazily. */
 export function buildProgram(): Command {
@@ -11,8 +27,26 @@ export function buildProgram(): Command {
         'against the live service or the local sandbox (agentctl serve).',
     )
     .version(VERSION, '-V, --version')
-    .addHelpText('after', EXIT_CODE_HELP)
+    .option('--profile <name>', 'profile to use (env AGENTCTL_PROFILE; default "default")')
+    .option(
+      '--base-url <url>',
+      "service base URL (env AGENTCTL_BASE_URL; default: the profile's, else http://127.0.0.1:8787)",
+    )
+    .option('--api-key <key>', "API key (env AGENTCTL_API_KEY; default: the profile's)")
+    .option('--json', "print the service's JSON as received; errors as one JSON object on stderr")
+    .option('--no-color', 'no colour (also NO_COLOR)')
+    .option('-q, --quiet', 'no progress or hints on stderr')
+    .option('-v, --verbose', 'show retries and other details on stderr')
+    .addHelpText('after', ENVIRONMENT_HELP + EXIT_CODE_HELP)
     .showHelpAfterError('(run with --help for usage)')
+    .addCommand(healthCommand())
+    .addCommand(vaultsCommand())
+    .addCommand(leaderboardCommand())
+    .addCommand(statsCommand())
+    .addCommand(lookupCommand())
+    .addCommand(proposalsCommand())
+    .addCommand(apiCommand())
+    .addCommand(configCommand())
     .addCommand(serveCommand());
   forEachCommand(program, (command) => command.exitOverride());
   return program;
@@ -24,23 +58,29 @@ function forEachCommand(command: Command, apply: (command: Command) => void): vo
   for (const sub of command.commands) forEachCommand(sub, apply);
 }
 
-/** Maps any error to one line on stderr and an exit code, in one place. */
-export function exitCodeFor(error: unknown, writeError: (line: string) => void): number {
+/**
+ * Maps any error to an exit code, in one place, and reports it on stderr: one line, or with
+ * --json one JSON object (stdout stays empty).
+ */
+export function exitCodeFor(
+  error: unknown,
+  writeError: (line: string) => void,
+  json = false,
+): number {
   if (error instanceof CommanderError) {
     // Commander has already printed its message (or the help/version text).
-    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version')
+    if (
+      error.code === 'commander.helpDisplayed' ||
+      error.code === 'commander.version' ||
+      error.code === 'commander.help'
+    ) {
       return EXIT.ok;
-    if (error.code === 'commander.help') return EXIT.ok;
+    }
     return EXIT.usage;
   }
-  if (error instanceof CliError) {
-    writeError(`agentctl: ${error.message}`);
-    return error.exitCode;
-  }
-  writeError(
-    `agentctl: unexpected error: ${error instanceof Error ? error.message : String(error)}`,
-  );
-  return EXIT.failure;
+  const failure = describeFailure(error);
+  writeError(json ? JSON.stringify(failure.json) : `agentctl: ${failure.message}`);
+  return failure.exitCode;
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -54,6 +94,7 @@ export async function main(argv: string[]): Promise<void> {
   try {
     await program.parseAsync(argv);
   } catch (error) {
-    process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`));
+    const json = program.opts().json === true;
+    process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`), json);
   }
 }

@@ -1,0 +1,118 @@
+import { Command, InvalidArgumentError } from 'commander';
+import type { ProfileKey } from '../../config/profiles.ts';
+import { action } from '../action.ts';
+import { CliError, EXIT } from '../exit-codes.ts';
+import { checkAddress } from './lookup.ts';
+
+const KEYS: readonly ProfileKey[] = ['base_url', 'wallet_address', 'keystore', 'api_key'];
+
+function parseKey(value: string): ProfileKey {
+  if (!(KEYS as readonly string[]).includes(value)) {
+    throw new InvalidArgumentError(`must be one of ${KEYS.join(', ')}`);
+  }
+  return value as ProfileKey;
+}
+
+async function validate(key: ProfileKey, value: string): Promise<string> {
+  if (key === 'base_url' && !/^https?:\/\/[^\s/]+/.test(value)) {
+    throw new CliError(
+      'base_url must be an http(s) URL, for example http://127.0.0.1:8787',
+      EXIT.usage,
+    );
+  }
+  if (key === 'wallet_address') await checkAddress('wallet_address', value);
+  if (value.trim() === '') throw new CliError(`${key} must not be empty`, EXIT.usage);
+  return value;
+}
+
+/** API keys are shown by their prefix only, except by an explicit `config get api_key`. */
+function masked(key: ProfileKey, value: string | undefined): string | undefined {
+  return key === 'api_key' && value ? `${value.slice(0, 12)}…` : value;
+}
+
+export function configCommand(): Command {
+  const config = new Command('config')
+    .summary('read and change the profile settings')
+    .description(
+      `Profile settings: ${KEYS.join(', ')}. They apply to the profile chosen with --profile or AGENTCTL_PROFILE (default "default").`,
+    );
+  config
+    .command('get')
+    .description('print one setting of the profile')
+    .argument('<key>', KEYS.join(' | '), parseKey)
+    .addHelpText('after', '\nExample:\n  agentctl config get base_url')
+    .action(
+      action(async (context, command) => {
+        const [key] = command.processedArgs as [ProfileKey];
+        const value = (await context.profile())[key];
+        const out = await context.output();
+        if (out.json)
+          return out.jsonValue({ profile: context.profileName, key, value: value ?? null });
+        if (value === undefined) {
+          throw new CliError(`${key} is not set in profile "${context.profileName}"`, EXIT.failure);
+        }
+        out.print(value);
+      }),
+    );
+  config
+    .command('set')
+    .description('change one setting of the profile')
+    .argument('<key>', KEYS.join(' | '), parseKey)
+    .argument('<value>', 'the new value')
+    .addHelpText('after', '\nExample:\n  agentctl config set base_url https://agents.example.org')
+    .action(
+      action(async (context, command) => {
+        const [key, value] = command.processedArgs as [ProfileKey, string];
+        (await context.config()).set(context.profileName, { [key]: await validate(key, value) });
+        const out = await context.output();
+        if (out.json)
+          return out.jsonValue({ profile: context.profileName, key, value: masked(key, value) });
+        out.info(`set ${key} in profile "${context.profileName}"`);
+      }),
+    );
+  config
+    .command('unset')
+    .description('remove one setting from the profile')
+    .argument('<key>', KEYS.join(' | '), parseKey)
+    .addHelpText('after', '\nExample:\n  agentctl config unset api_key')
+    .action(
+      action(async (context, command) => {
+        const [key] = command.processedArgs as [ProfileKey];
+        (await context.config()).unset(context.profileName, key);
+        const out = await context.output();
+        if (out.json) return out.jsonValue({ profile: context.profileName, key, value: null });
+        out.info(`removed ${key} from profile "${context.profileName}"`);
+      }),
+    );
+  config
+    .command('list')
+    .description('print every setting of the profile (the API key by its prefix)')
+    .addHelpText('after', '\nExample:\n  agentctl --profile live config list')
+    .action(
+      action(async (context) => {
+        const profile = await context.profile();
+        const values = Object.fromEntries(
+          KEYS.map((key) => [key, masked(key, profile[key]) ?? null]),
+        );
+        const out = await context.output();
+        if (out.json) return out.jsonValue({ profile: context.profileName, ...values });
+        out.fields({
+          profile: context.profileName,
+          ...Object.fromEntries(KEYS.map((key) => [key, values[key] ?? '(not set)'])),
+        });
+      }),
+    );
+  config
+    .command('path')
+    .description('print where the configuration file is')
+    .addHelpText('after', '\nExample:\n  agentctl config path')
+    .action(
+      action(async (context) => {
+        const config = await context.config();
+        const out = await context.output();
+        if (out.json) return out.jsonValue({ path: config.path, keystores: config.keystoreDir });
+        out.print(config.path);
+      }),
+    );
+  return config;
+}

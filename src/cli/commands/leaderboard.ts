@@ -1,0 +1,43 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { action } from '../action.ts';
+
+/** The service's maximum (LEADERBOARD_MAX_LIMIT in the schemas, which --help must not load). */
+const LEADERBOARD_MAX_LIMIT = 100;
+
+function parseLimit(value: string): number {
+  const limit = Number(value);
+  if (!/^\d+$/.test(value) || limit < 1 || limit > LEADERBOARD_MAX_LIMIT) {
+    throw new InvalidArgumentError(`must be an integer from 1 to ${LEADERBOARD_MAX_LIMIT}`);
+  }
+  return limit;
+}
+
+export function leaderboardCommand(): Command {
+  return new Command('leaderboard')
+    .summary('agents ranked by performance score')
+    .description('List agents ranked by performance score.')
+    .option(
+      '--limit <n>',
+      `how many (1 to ${LEADERBOARD_MAX_LIMIT}; the service defaults to 50)`,
+      parseLimit,
+    )
+    .addHelpText('after', '\nExample:\n  agentctl leaderboard --limit 10')
+    .action(
+      action(async (context, command) => {
+        const { limit } = command.opts<{ limit?: number }>();
+        const response = await (await context.client()).leaderboard(limit);
+        const out = await context.output();
+        if (out.json) return out.raw(response.text);
+        out.table(
+          ['#', 'agent', 'tier', 'score', 'strategies'],
+          response.data.agents.map((agent, i) => [
+            i + 1,
+            agent.agent_name,
+            agent.tier,
+            agent.performance_score,
+            agent.strategies_submitted,
+          ]),
+        );
+      }),
+    );
+}

@@ -1,0 +1,75 @@
+import { ApiError, UnexpectedResponseError, UnreachableError } from '../api/errors.ts';
+import { CliError, EXIT, EXIT_CODE_NAMES, type ExitCode } from './exit-codes.ts';
+
+/** What the user sees of a failure: one line, or one JSON object with --json. */
+export interface Failure {
+  exitCode: ExitCode;
+  message: string;
+  /** The --json error object: the service's body with all its fields, plus status and code. */
+  json: Record<string, unknown>;
+}
+
+/**
+ * Every error to an exit code, in one place:
+ * 400/404/409 (and other 4xx) → 2; 401, 403 and 503 "no API keys" → 4; 429 and the faucet's
+ * cooldown → 5; unreachable or timed out → 6; other 5xx and unexpected answers → 1.
+ */
+export function describeFailure(error: unknown): Failure {
+  if (error instanceof ApiError) {
+    const { exitCode, code } = classify(error);
+    return {
+      exitCode,
+      message: `${error.status}: ${error.message}${hint(error)}`,
+      json: { ...error.body, status: error.status, code },
+    };
+  }
+  if (error instanceof UnreachableError) {
+    return local(error.message, EXIT.unreachable);
+  }
+  if (error instanceof UnexpectedResponseError) {
+    return {
+      exitCode: EXIT.failure,
+      message: error.message,
+      json: { error: error.message, status: error.status, code: 'unexpected_response' },
+    };
+  }
+  if (error instanceof CliError) return local(error.message, error.exitCode);
+  if (error instanceof Error && error.name === 'ExitPromptError') {
+    return local('cancelled', EXIT.cancelled);
+  }
+  return local(
+    `unexpected error: ${error instanceof Error ? error.message : String(error)}`,
+    EXIT.failure,
+  );
+}
+
+function local(message: string, exitCode: ExitCode): Failure {
+  return {
+    exitCode,
+    message,
+    json: { error: message, status: null, code: EXIT_CODE_NAMES[exitCode] },
+  };
+}
+
+function classify(error: ApiError): { exitCode: ExitCode; code: string } {
+  const { status } = error;
+  if (error.isCooldown) return { exitCode: EXIT.rateLimited, code: 'cooldown' };
+  if (status === 429) return { exitCode: EXIT.rateLimited, code: 'rate_limited' };
+  if (status === 401) return { exitCode: EXIT.auth, code: 'unauthorized' };
+  if (status === 403) return { exitCode: EXIT.auth, code: 'forbidden' };
+  // The spec's 503: the server has no API keys at all. Other 503s are the service's trouble.
+  if (status === 503 && /api key/i.test(error.message)) {
+    return { exitCode: EXIT.auth, code: 'no_api_keys' };
+  }
+  if (status === 404) return { exitCode: EXIT.usage, code: 'not_found' };
+  if (status === 409) return { exitCode: EXIT.usage, code: 'conflict' };
+  if (status >= 400 && status < 500) return { exitCode: EXIT.usage, code: 'bad_request' };
+  return { exitCode: EXIT.failure, code: status === 503 ? 'unavailable' : 'server_error' };
+}
+
+function hint(error: ApiError): string {
+  if (error.status === 401 || (error.status === 503 && /api key/i.test(error.message))) {
+    return ' (register with `agentctl register`, or check --api-key / AGENTCTL_API_KEY)';
+  }
+  return '';
+}

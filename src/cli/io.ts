@@ -1,0 +1,35 @@
+import { Chalk, type ChalkInstance } from 'chalk';
+
+/**
+ * May we prompt? Only with a person at a terminal: stdin and stdout are TTYs and `CI` is
+ * not set. This is the only place the rule lives; without a prompt, missing input is a
+ * usage error that names the flags, never a hang.
+ */
+export function canPrompt(
+  env: NodeJS.ProcessEnv = process.env,
+  stdin: { isTTY?: boolean } = process.stdin,
+  stdout: { isTTY?: boolean } = process.stdout,
+): boolean {
+  return Boolean(stdin.isTTY && stdout.isTTY) && !env.CI;
+}
+
+/**
+ * Colour: off with --no-color or NO_COLOR; forced with FORCE_COLOR; otherwise on when
+ * stdout is a terminal. Nothing else about the output depends on the terminal.
+ */
+export function colours(
+  wanted: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+  stdout: { isTTY?: boolean } = process.stdout,
+): ChalkInstance {
+  if (!wanted || (env.NO_COLOR !== undefined && env.NO_COLOR !== ''))
+    return new Chalk({ level: 0 });
+  const forced = env.FORCE_COLOR;
+  if (forced !== undefined) {
+    const level = forced === '' || forced === 'true' ? 1 : Number(forced);
+    return new Chalk({
+      level: Number.isInteger(level) ? (Math.min(3, Math.max(0, level)) as 0 | 1 | 2 | 3) : 1,
+    });
+  }
+  return new Chalk({ level: stdout.isTTY ? 2 : 0 });
+}

@@ -1,0 +1,105 @@
+import type { ChalkInstance } from 'chalk';
+import Table from 'cli-table3';
+
+export interface OutputOptions {
+  json: boolean;
+  quiet: boolean;
+  verbose: boolean;
+  colour: ChalkInstance;
+  stdout?: NodeJS.WritableStream;
+  stderr?: NodeJS.WritableStream;
+}
+
+/**
+ * Data goes to stdout; progress, hints and errors to stderr. With --json, stdout gets the
+ * service's body exactly as received (or a local command's own JSON) and nothing else.
+ */
+export function createOutput(options: OutputOptions) {
+  const stdout = options.stdout ?? process.stdout;
+  const stderr = options.stderr ?? process.stderr;
+  const c = options.colour;
+  const line = (stream: NodeJS.WritableStream, text: string) =>
+    stream.write(text.endsWith('\n') ? text : `${text}\n`);
+
+  return {
+    json: options.json,
+    colour: c,
+    /** A service body, byte for byte. */
+    raw(text: string) {
+      line(stdout, text);
+    },
+    /** A local command's JSON result. */
+    jsonValue(value: unknown) {
+      line(stdout, JSON.stringify(value, null, 2));
+    },
+    print(text: string) {
+      line(stdout, text);
+    },
+    table(head: string[], rows: Array<Array<string | number | boolean | null | undefined>>) {
+      const table = new Table({
+        head: head.map((title) => c.bold(title)),
+        style: { head: [], border: [] },
+      });
+      for (const row of rows)
+        table.push(row.map((cell) => (cell === null || cell === undefined ? '' : String(cell))));
+      line(stdout, table.toString());
+    },
+    /** Field: value lines, for single objects; nested values are shown as JSON. */
+    fields(value: Record<string, unknown>) {
+      const width = Math.max(0, ...Object.keys(value).map((key) => key.length));
+      for (const [key, field] of Object.entries(value)) {
+        const shown =
+          typeof field === 'object' && field !== null ? JSON.stringify(field) : String(field);
+        line(stdout, `${c.bold(key.padEnd(width))}  ${shown}`);
+      }
+    },
+    /**
+     * Any JSON value, for shapes the spec leaves open: its scalar fields as lines, then
+     * each array of objects as a table over the union of their keys.
+     */
+    generic(value: unknown) {
+      if (typeof value !== 'object' || value === null) return line(stdout, JSON.stringify(value));
+      const entries = Object.entries(value as Record<string, unknown>);
+      const scalars = Object.fromEntries(entries.filter(([, field]) => !isObjectArray(field)));
+      if (Object.keys(scalars).length > 0) this.fields(scalars);
+      for (const [key, field] of entries) {
+        if (!isObjectArray(field)) continue;
+        if (field.length === 0) {
+          line(stdout, `${key}: none`);
+          continue;
+        }
+        const head = [...new Set(field.flatMap((item) => Object.keys(item)))];
+        this.table(
+          head,
+          field.map((item) =>
+            head.map((column) => {
+              const cell = item[column];
+              return typeof cell === 'object' && cell !== null
+                ? JSON.stringify(cell)
+                : (cell as string);
+            }),
+          ),
+        );
+      }
+    },
+    /** Progress and hints (stderr); silenced by --quiet and by --json. */
+    info(text: string) {
+      if (!options.quiet && !options.json) line(stderr, text);
+    },
+    /** Only with --verbose (stderr). */
+    debug(text: string) {
+      if (options.verbose) line(stderr, c.dim(text));
+    },
+    error(text: string) {
+      line(stderr, text);
+    },
+  };
+}
+export type Output = ReturnType<typeof createOutput>;
+
+function isObjectArray(value: unknown): value is Array<Record<string, unknown>> {
+  return (
+    Array.isArray(value) &&
+    value.every((item) => typeof item === 'object' && item !== null && !Array.isArray(item))
+  );
+}

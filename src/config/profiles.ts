@@ -1,0 +1,56 @@
+import { dirname, join } from 'node:path';
+import Conf from 'conf';
+
+/** The sandbox `agentctl serve` listens on by default. */
+export const DEFAULT_BASE_URL = 'http://127.0.0.1:8787';
+export const DEFAULT_PROFILE = 'default';
+
+/** What a profile remembers. Every field is optional until `register` fills it in. */
+export interface Profile {
+  base_url?: string;
+  wallet_address?: string;
+  keystore?: string;
+  api_key?: string;
+}
+export const PROFILE_KEYS = ['base_url', 'wallet_address', 'keystore', 'api_key'] as const;
+export type ProfileKey = (typeof PROFILE_KEYS)[number];
+
+interface Stored {
+  profiles: Record<string, Profile>;
+}
+
+/**
+ * Profiles on top of conf: one JSON file, mode 0600, in the XDG config dir
+ * (`~/.config/agentctl/config.json`), or in `AGENTCTL_CONFIG_DIR`.
+ */
+export function openConfig(env: NodeJS.ProcessEnv = process.env) {
+  const store = new Conf<Stored>({
+    projectName: 'agentctl',
+    projectSuffix: '',
+    ...(env.AGENTCTL_CONFIG_DIR ? { cwd: env.AGENTCTL_CONFIG_DIR } : {}),
+    configFileMode: 0o600,
+    // A hand-edited file with a mistake is reported, not silently wiped.
+    clearInvalidConfig: false,
+    defaults: { profiles: {} },
+  });
+  const profiles = () => store.get('profiles') ?? {};
+  return {
+    path: store.path,
+    dir: dirname(store.path),
+    keystoreDir: join(dirname(store.path), 'keystores'),
+    profileNames: () => Object.keys(profiles()).sort(),
+    get(profile: string): Profile {
+      return { ...profiles()[profile] };
+    },
+    set(profile: string, values: Profile): void {
+      const all = profiles();
+      store.set('profiles', { ...all, [profile]: { ...all[profile], ...values } });
+    },
+    unset(profile: string, key: ProfileKey): void {
+      const all = profiles();
+      const { [key]: _removed, ...rest } = all[profile] ?? {};
+      store.set('profiles', { ...all, [profile]: rest });
+    },
+  };
+}
+export type Config = ReturnType<typeof openConfig>;

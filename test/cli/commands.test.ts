@@ -1,0 +1,224 @@
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CliResult, runCli } from '../helpers/cli.ts';
+import { type ServeProcess, startServe } from '../helpers/serve.ts';
+
+let sandbox: ServeProcess;
+let configDir: string;
+beforeAll(async () => {
+  sandbox = await startServe(['--admin-token', 'cli-test', '--log-level', 'warn']);
+  configDir = mkdtempSync(join(tmpdir(), 'agentctl-cli-config-'));
+});
+afterAll(async () => {
+  sandbox.child.kill('SIGTERM');
+  await sandbox.exited;
+  rmSync(configDir, { recursive: true, force: true });
+});
+
+const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  runCli(['--base-url', sandbox.url, ...args], { AGENTCTL_CONFIG_DIR: configDir, ...env });
+
+async function bodyOf(path: string): Promise<string> {
+  return (await fetch(`${sandbox.url}${path}`)).text();
+}
+
+function expectOk(result: CliResult) {
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+}
+
+describe('public read commands', () => {
+  it.each([
+    [['health'], '/health'],
+    [['vaults'], '/api/v1/vaults'],
+    [['leaderboard', '--limit', '5'], '/api/v1/agents?limit=5'],
+    [['stats'], '/api/v1/agents/stats'],
+    [['proposals'], '/api/v1/proposals'],
+    [
+      ['lookup', '0x000000000000000000000000000000000000dEaD'],
+      '/api/v1/agent/auth/lookup?wallet=0x000000000000000000000000000000000000dEaD',
+    ],
+  ])('%j --json prints the body exactly as received', async (args, path) => {
+    const result = await cli(['--json', ...args]);
+    expectOk(result);
+    expect(result.stdout).toBe(`${await bodyOf(path)}\n`);
+  });
+
+  it('shows vaults as a table with their identifiers', async () => {
+    const result = await cli(['vaults']);
+    expectOk(result);
+    for (const id of [
+      'conservative',
+      'moderate',
+      'aggressive',
+      'inverse',
+      'hedged',
+      'configurable',
+    ]) {
+      expect(result.stdout).toContain(id);
+    }
+    expect(result.stdout).toContain('Moderate USDC Vault');
+    // Not a terminal: no colour codes, same layout as on one.
+    expect(result.stdout).not.toContain('\u001b[');
+  });
+
+  it('colours only when asked, and NO_COLOR wins over nothing else', async () => {
+    expect((await cli(['health'], { FORCE_COLOR: '1' })).stdout).toContain('\u001b[');
+    expect((await cli(['health'], { FORCE_COLOR: '1', NO_COLOR: '1' })).stdout).not.toContain(
+      '\u001b[',
+    );
+    expect((await cli(['--no-color', 'health'], { FORCE_COLOR: '1' })).stdout).not.toContain(
+      '\u001b[',
+    );
+  });
+
+  it('shows health as fields', async () => {
+    const result = await cli(['health']);
+    expectOk(result);
+    expect(result.stdout).toMatch(/^status\s+ok$/m);
+    expect(result.stdout).toMatch(/^rpc_connected\s+true$/m);
+  });
+});
+
+describe('failures and exit codes', () => {
+  it('exits 2 before any request for a bad address or limit', async () => {
+    const lookup = await cli(['lookup', '0x1234']);
+    expect(lookup.code).toBe(2);
+    expect(lookup.stdout).toBe('');
+    expect(lookup.stderr).toBe('agentctl: wallet 0x1234: must be 0x followed by 40 hex digits\n');
+    const limit = await cli(['leaderboard', '--limit', '101']);
+    expect(limit.code).toBe(2);
+    expect(limit.stderr).toContain('must be an integer from 1 to 100');
+  });
+
+  it('exits 6 fast when the service is unreachable, with one JSON object on stderr under --json', async () => {
+    const started = Date.now();
+    const result = await runCli(['--json', '--base-url', 'http://127.0.0.1:1', 'health'], {
+      AGENTCTL_CONFIG_DIR: configDir,
+    });
+    expect(result.code).toBe(6);
+    expect(result.stdout).toBe('');
+    expect(JSON.parse(result.stderr)).toEqual({
+      error: expect.stringContaining('cannot reach http://127.0.0.1:1'),
+      status: null,
+      code: 'unreachable',
+    });
+    expect(Date.now() - started).toBeLessThan(15_000);
+  }, 20_000);
+
+  it('maps the 503 of a server without keys to exit 4, keeping the service body', async () => {
+    const result = await cli(['--json', 'api', 'GET', '/api/v1/agent/wallet']);
+    expect(result.code).toBe(4);
+    expect(result.stdout).toBe('');
+    expect(JSON.parse(result.stderr)).toEqual({
+      error: 'no API keys are configured on this server yet: register an agent first',
+      status: 503,
+      code: 'no_api_keys',
+    });
+  });
+
+  it('maps 404 to exit 2 and prints the error in one line', async () => {
+    const result = await cli(['api', 'GET', '/api/v1/nothing']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe('agentctl: 404: no such endpoint: GET /api/v1/nothing\n');
+  });
+
+  it('refuses invalid JSON for api --data with exit 2', async () => {
+    const result = await cli(['api', 'POST', '/api/v1/nfts', '--data', '{nope']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('must be valid JSON');
+  });
+
+  it('exits 5 on 429 without waiting out a long Retry-After', async () => {
+    const limited = await startServe(['--log-level', 'warn']);
+    try {
+      for (let i = 0; i < 60; i++) await fetch(`${limited.url}/health`);
+      const result = await runCli(['--json', '--base-url', limited.url, 'health'], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(result.code).toBe(5);
+      expect(JSON.parse(result.stderr)).toMatchObject({ status: 429, code: 'rate_limited' });
+    } finally {
+      limited.child.kill('SIGTERM');
+      await limited.exited;
+    }
+  });
+});
+
+describe('api', () => {
+  it('posts a body and prints the answer', async () => {
+    const result = await cli([
+      'api',
+      'POST',
+      '/api/v1/nfts',
+      '--data',
+      '{"wallet_address":"0x000000000000000000000000000000000000dEaD"}',
+    ]);
+    expectOk(result);
+    expect(JSON.parse(result.stdout)).toMatchObject({ nfts: [], total: 0 });
+  });
+});
+
+describe('config and precedence', () => {
+  it('stores profile settings in a 0600 file under AGENTCTL_CONFIG_DIR', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-cli-profile-'));
+    try {
+      const env = { AGENTCTL_CONFIG_DIR: dir };
+      const set = await runCli(
+        ['--profile', 'local', 'config', 'set', 'base_url', sandbox.url],
+        env,
+      );
+      expect(set.code).toBe(0);
+      expect(set.stderr).toBe('set base_url in profile "local"\n');
+      const key = `agk_${'a'.repeat(64)}`;
+      expect(
+        (await runCli(['--profile', 'local', 'config', 'set', 'api_key', key], env)).code,
+      ).toBe(0);
+      const path = await runCli(['config', 'path'], env);
+      expect(path.stdout.trim()).toBe(join(dir, 'config.json'));
+      expect(statSync(join(dir, 'config.json')).mode & 0o777).toBe(0o600);
+      const get = await runCli(['--profile', 'local', 'config', 'get', 'base_url'], env);
+      expect(get.stdout).toBe(`${sandbox.url}\n`);
+      const list = await runCli(['--profile', 'local', '--json', 'config', 'list'], env);
+      expect(JSON.parse(list.stdout)).toEqual({
+        profile: 'local',
+        base_url: sandbox.url,
+        wallet_address: null,
+        keystore: null,
+        api_key: 'agk_aaaaaaaa…',
+      });
+      // The profile's base_url is used when neither flag nor environment says otherwise.
+      expectOk(await runCli(['--profile', 'local', 'health'], env));
+      expect(
+        (await runCli(['--profile', 'other', 'health'], { ...env, AGENTCTL_BASE_URL: sandbox.url }))
+          .code,
+      ).toBe(0);
+      // Environment beats the profile; the flag beats the environment.
+      const envWins = await runCli(['--profile', 'local', 'health'], {
+        ...env,
+        AGENTCTL_BASE_URL: 'http://127.0.0.1:1',
+      });
+      expect(envWins.code).toBe(6);
+      const flagWins = await runCli(['--profile', 'local', '--base-url', sandbox.url, 'health'], {
+        ...env,
+        AGENTCTL_BASE_URL: 'http://127.0.0.1:1',
+      });
+      expect(flagWins.code).toBe(0);
+      const profileFromEnv = await runCli(['config', 'get', 'base_url'], {
+        ...env,
+        AGENTCTL_PROFILE: 'local',
+      });
+      expect(profileFromEnv.stdout).toBe(`${sandbox.url}\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('refuses bad settings with exit 2', async () => {
+    expect((await cli(['config', 'set', 'base_url', 'ftp://x'])).code).toBe(2);
+    expect((await cli(['config', 'set', 'wallet_address', '0x12'])).code).toBe(2);
+    expect((await cli(['config', 'set', 'colour', 'blue'])).code).toBe(2);
+  });
+});
