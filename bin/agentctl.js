@@ -1,9 +1,16 @@
 #!/usr/bin/env node
 // Version gate first: this file must parse and run on any Node still in use,
 // so it uses nothing newer than ES2017 and imports nothing until the check passes.
-const required = [22, 13];
-const [major, minor] = process.versions.node.split('.').map(Number);
-if (major < required[0] || (major === required[0] && minor < required[1])) {
+const required = [22, 22, 2];
+const current = process.versions.node.split('.').map(Number);
+let older = false;
+for (let i = 0; i < required.length; i++) {
+  if (current[i] !== required[i]) {
+    older = current[i] < required[i];
+    break;
+  }
+}
+if (older) {
   process.stderr.write(
     `agentctl requires Node.js ${required.join('.')} or newer; this is Node.js ${process.versions.node}.\n`,
   );

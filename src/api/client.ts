@@ -4,12 +4,18 @@ import { z } from 'zod';
 import { ApiError, UnexpectedResponseError, UnreachableError } from './errors.ts';
 import {
   AgentStats,
+  DepositResult,
   describeZodError,
   ErrorBody,
+  FaucetSuccess,
   Health,
   Leaderboard,
   LookupResponse,
+  Positions,
+  StrategyList,
+  StrategySubmitResult,
   VaultList,
+  WalletStatus,
 } from './schemas/index.ts';
 
 export interface ApiClientOptions {
@@ -60,7 +66,7 @@ export function createApiClient(options: ApiClientOptions) {
   async function send(
     method: string,
     path: string,
-    init: { body?: unknown; auth?: boolean },
+    init: { body?: unknown; auth?: boolean; headers?: Record<string, string> },
   ): Promise<ApiResponse> {
     const url = `${base}${path}`;
     const headers: Record<string, string> = {
@@ -69,6 +75,7 @@ export function createApiClient(options: ApiClientOptions) {
     };
     if (init.auth && options.apiKey) headers['x-api-key'] = options.apiKey;
     if (init.body !== undefined) headers['content-type'] = 'application/json';
+    Object.assign(headers, init.headers);
     const deadline = Date.now() + budgetMs;
     for (let attempt = 0; ; attempt++) {
       let status: number;
@@ -148,6 +155,42 @@ export function createApiClient(options: ApiClientOptions) {
       call(Leaderboard, 'GET', `/api/v1/agents${limit === undefined ? '' : `?limit=${limit}`}`),
     lookup: (wallet: string) =>
       call(LookupResponse, 'GET', `/api/v1/agent/auth/lookup?wallet=${encodeURIComponent(wallet)}`),
+    // Authenticated reads.
+    wallet: () => call(WalletStatus, 'GET', '/api/v1/agent/wallet', { auth: true }),
+    positions: () => call(Positions, 'GET', '/api/v1/agent/vault/positions', { auth: true }),
+    strategies: () => call(StrategyList, 'GET', '/api/v1/agent/strategy/list', { auth: true }),
+    eligibility: () => call(OpenShape, 'GET', '/api/v1/agent/galaxy/eligibility', { auth: true }),
+    // Public reads of any wallet.
+    walletPositions: (wallet: string) =>
+      call(OpenShape, 'POST', '/api/v1/positions', { body: { wallet_address: wallet } }),
+    nfts: (wallet: string) =>
+      call(OpenShape, 'POST', '/api/v1/nfts', { body: { wallet_address: wallet } }),
+    // Writes: never retried.
+    deposit: (body: { vault_id: string; amount_usdc: number }) =>
+      call(DepositResult, 'POST', '/api/v1/agent/vault/deposit', { body, auth: true }),
+    submitStrategy: (body: Record<string, unknown>) =>
+      call(StrategySubmitResult, 'POST', '/api/v1/agent/strategy/submit', { body, auth: true }),
+    vote: (body: { proposal_id: number; support: number; reason?: string }) =>
+      call(OpenShape, 'POST', '/api/v1/agent/governance/vote', { body, auth: true }),
+    async faucet() {
+      const response = await send('POST', '/api/v1/agent/faucet', { auth: true });
+      // A service may answer the cooldown with 200 and success: false; it is a failure either way.
+      const cooldown = ErrorBody.safeParse(response.data);
+      if (cooldown.success && (response.data as { success?: unknown }).success === false) {
+        throw new ApiError(response.status, cooldown.data, true);
+      }
+      const parsed = FaucetSuccess.safeParse(response.data);
+      if (!parsed.success) {
+        throw new UnexpectedResponseError(
+          response.status,
+          `unexpected answer from POST /api/v1/agent/faucet: ${describeZodError(parsed.error, 'body')}`,
+        );
+      }
+      return { ...response, data: parsed.data };
+    },
+    /** The sandbox admin API (`agentctl serve` only), with its X-Admin-Token. */
+    sandbox: (adminToken: string, method: 'GET' | 'POST', path: string, body?: unknown) =>
+      send(method, path, { body, headers: { 'x-admin-token': adminToken } }),
     close: () => dispatcher.close(),
   };
 }

@@ -2,13 +2,19 @@ import { Command, CommanderError } from 'commander';
 import { VERSION } from '../version.ts';
 import { apiCommand } from './commands/api.ts';
 import { configCommand } from './commands/config.ts';
+import { depositCommand } from './commands/deposit.ts';
 import { healthCommand } from './commands/health.ts';
 import { leaderboardCommand } from './commands/leaderboard.ts';
 import { lookupCommand } from './commands/lookup.ts';
+import { nftsCommand, positionsCommand } from './commands/positions.ts';
 import { proposalsCommand } from './commands/proposals.ts';
+import { sandboxCommand } from './commands/sandbox.ts';
 import { serveCommand } from './commands/serve.ts';
 import { statsCommand } from './commands/stats.ts';
+import { strategyCommand } from './commands/strategy.ts';
 import { vaultsCommand } from './commands/vaults.ts';
+import { voteCommand } from './commands/vote.ts';
+import { eligibilityCommand, faucetCommand, walletCommand } from './commands/wallet.ts';
 import { describeFailure } from './errors.ts';
 import { EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
 
@@ -45,8 +51,17 @@ export function buildProgram(): Command {
     .addCommand(statsCommand())
     .addCommand(lookupCommand())
     .addCommand(proposalsCommand())
+    .addCommand(positionsCommand())
+    .addCommand(nftsCommand())
+    .addCommand(walletCommand())
+    .addCommand(depositCommand())
+    .addCommand(strategyCommand())
+    .addCommand(voteCommand())
+    .addCommand(faucetCommand())
+    .addCommand(eligibilityCommand())
     .addCommand(apiCommand())
     .addCommand(configCommand())
+    .addCommand(sandboxCommand())
     .addCommand(serveCommand());
   forEachCommand(program, (command) => command.exitOverride());
   return program;

@@ -18,8 +18,9 @@ export function createOutput(options: OutputOptions) {
   const stdout = options.stdout ?? process.stdout;
   const stderr = options.stderr ?? process.stderr;
   const c = options.colour;
-  const line = (stream: NodeJS.WritableStream, text: string) =>
+  const line = (stream: NodeJS.WritableStream, text: string): void => {
     stream.write(text.endsWith('\n') ? text : `${text}\n`);
+  };
 
   return {
     json: options.json,
@@ -80,6 +81,25 @@ export function createOutput(options: OutputOptions) {
             }),
           ),
         );
+      }
+    },
+    /**
+     * A spinner on stderr while `work` runs: only on a terminal, never with --json or
+     * --quiet. Elsewhere the message is printed once (unless quiet).
+     */
+    async progress<T>(text: string, work: () => Promise<T>): Promise<T> {
+      const tty = (stderr as NodeJS.WriteStream).isTTY === true;
+      if (options.json || options.quiet || !tty) return work();
+      const frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+      let frame = 0;
+      const timer = setInterval(() => {
+        stderr.write(`\r${c.cyan(frames[frame++ % frames.length] ?? '')} ${text}`);
+      }, 80);
+      try {
+        return await work();
+      } finally {
+        clearInterval(timer);
+        stderr.write('\r\u001b[K');
       }
     },
     /** Progress and hints (stderr); silenced by --quiet and by --json. */

@@ -18,14 +18,14 @@ describe('bin/agentctl.js', () => {
     expect(result.status).toBe(1);
     expect(result.stdout).toBe('');
     expect(result.stderr).toBe(
-      'agentctl requires Node.js 22.13 or newer; this is Node.js 20.1.0.\n',
+      'agentctl requires Node.js 22.22.2 or newer; this is Node.js 20.1.0.\n',
     );
   });
 
   it('matches the engines field of package.json', () => {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
-    expect(pkg.engines.node).toBe('>=22.13.0');
-    expect(readFileSync(BIN, 'utf8')).toContain('const required = [22, 13];');
+    expect(pkg.engines.node).toBe('>=22.22.2');
+    expect(readFileSync(BIN, 'utf8')).toContain('const required = [22, 22, 2];');
   });
 
   it('prints the version', () => {

@@ -1,0 +1,137 @@
+import { Command, Option } from 'commander';
+import { action } from '../action.ts';
+import type { Context } from '../context.ts';
+import { CliError, EXIT } from '../exit-codes.ts';
+import { checkAddress } from './lookup.ts';
+
+/** Calls the sandbox admin API with the token from --admin-token or AGENTCTL_ADMIN_TOKEN. */
+async function adminCall(
+  context: Context,
+  command: Command,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+) {
+  const token = command.optsWithGlobals<{ adminToken?: string }>().adminToken;
+  if (!token) {
+    throw new CliError(
+      'no admin token: pass --admin-token or set AGENTCTL_ADMIN_TOKEN (agentctl serve prints it at start)',
+      EXIT.auth,
+    );
+  }
+  const client = await context.client();
+  const out = await context.output();
+  const response = await client.sandbox(token, method, path, body);
+  if (out.json) return out.raw(response.text);
+  out.generic(response.data);
+}
+
+function numberArg(name: string, value: string): number {
+  if (!/^\d+(\.\d+)?$/.test(value)) {
+    throw new CliError(`${name} ${value}: must be a positive number`, EXIT.usage);
+  }
+  return Number(value);
+}
+
+export function sandboxCommand(): Command {
+  const sandbox = new Command('sandbox')
+    .summary('the sandbox admin API (agentctl serve only)')
+    .description(
+      'Drive the local sandbox: its clock, tiers, funds, proposals and strategy statuses.',
+    )
+    .addOption(
+      new Option('--admin-token <token>', 'the token serve printed at start').env(
+        'AGENTCTL_ADMIN_TOKEN',
+      ),
+    );
+  sandbox
+    .command('info')
+    .description('chain, contract addresses, clock and state of the sandbox')
+    .addHelpText('after', '\nExample:\n  agentctl sandbox info --json')
+    .action(action((context, command) => adminCall(context, command, 'GET', '/sandbox/info')));
+  sandbox
+    .command('advance')
+    .description('move the sandbox clock (and chain time) forward')
+    .argument('<seconds>', 'an integer, for example 86400 for a day')
+    .addHelpText('after', '\nExample:\n  agentctl sandbox advance 86400')
+    .action(
+      action(async (context, command) => {
+        const seconds = command.processedArgs[0] as string;
+        if (!/^\d+$/.test(seconds))
+          throw new CliError(`seconds ${seconds}: must be an integer`, EXIT.usage);
+        await adminCall(context, command, 'POST', '/sandbox/clock/advance', {
+          seconds: Number(seconds),
+        });
+      }),
+    );
+  sandbox
+    .command('tier')
+    .description("set an agent's tier")
+    .argument('<wallet>', "the agent's registered wallet")
+    .argument('<tier>', 'unverified | observer | registered | established | core_contributor')
+    .addHelpText('after', '\nExample:\n  agentctl sandbox tier 0xYourWallet established')
+    .action(
+      action(async (context, command) => {
+        const [wallet, tier] = command.processedArgs as [string, string];
+        await adminCall(context, command, 'POST', '/sandbox/agents/tier', {
+          wallet_address: await checkAddress('wallet', wallet),
+          tier,
+        });
+      }),
+    );
+  sandbox
+    .command('fund')
+    .description('mint test USDC and send ETH to an address')
+    .argument('<address>', 'the address to fund')
+    .option('--usdc <amount>', 'USDC to mint')
+    .option('--eth <amount>', 'ETH to send')
+    .addHelpText('after', '\nExample:\n  agentctl sandbox fund 0xAgentWallet --usdc 5000 --eth 1')
+    .action(
+      action(async (context, command) => {
+        const address = await checkAddress('address', command.processedArgs[0] as string);
+        const { usdc, eth } = command.opts<{ usdc?: string; eth?: string }>();
+        if (usdc === undefined && eth === undefined) {
+          throw new CliError('give --usdc, --eth or both', EXIT.usage);
+        }
+        await adminCall(context, command, 'POST', '/sandbox/fund', {
+          address,
+          ...(usdc !== undefined ? { usdc: numberArg('--usdc', usdc) } : {}),
+          ...(eth !== undefined ? { eth: numberArg('--eth', eth) } : {}),
+        });
+      }),
+    );
+  sandbox
+    .command('proposal')
+    .description('open a governance proposal for votes')
+    .argument('<title>', 'the title')
+    .option('--description <text>', 'the description')
+    .addHelpText('after', '\nExample:\n  agentctl sandbox proposal "Raise the conservative APY"')
+    .action(
+      action(async (context, command) => {
+        const { description } = command.opts<{ description?: string }>();
+        await adminCall(context, command, 'POST', '/sandbox/proposals', {
+          title: command.processedArgs[0],
+          ...(description !== undefined ? { description } : {}),
+        });
+      }),
+    );
+  sandbox
+    .command('strategy-status')
+    .description('move a strategy along its lifecycle')
+    .argument('<strategy-id>', 'the 0x… id')
+    .argument(
+      '<status>',
+      'shadow | guardian_review | paper_trading | pending_oracle_approval | live | paused | deprecated',
+    )
+    .addHelpText('after', '\nExample:\n  agentctl sandbox strategy-status 0x… guardian_review')
+    .action(
+      action(async (context, command) => {
+        const [strategyId, status] = command.processedArgs as [string, string];
+        await adminCall(context, command, 'POST', '/sandbox/strategies/status', {
+          strategy_id: strategyId,
+          status,
+        });
+      }),
+    );
+  return sandbox;
+}

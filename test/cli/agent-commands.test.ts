@@ -1,0 +1,226 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
+import { runCli } from '../helpers/cli.ts';
+import { type ServeProcess, startServe } from '../helpers/serve.ts';
+
+const ADMIN = 'agent-commands-admin';
+let sandbox: ServeProcess;
+let dir: string;
+let apiKey: string;
+let wallet: string;
+
+beforeAll(async () => {
+  sandbox = await startServe([
+    '--admin-token',
+    ADMIN,
+    '--log-level',
+    'warn',
+    '--rate-limit',
+    'off',
+  ]);
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-agent-cli-'));
+  const account = privateKeyToAccount(generatePrivateKey());
+  wallet = account.address;
+  const { nonce, message } = NonceResponse.parse(
+    await (await fetch(`${sandbox.url}/api/v1/agent/auth/nonce?wallet=${wallet}`)).json(),
+  );
+  const registered = RegisterResponse.parse(
+    await (
+      await fetch(`${sandbox.url}/api/v1/agent/auth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          wallet_address: wallet,
+          signature: await account.signMessage({ message }),
+          nonce,
+          agent_name: 'CLI Agent',
+          operator_address: wallet,
+        }),
+      })
+    ).json(),
+  );
+  apiKey = registered.api_key;
+});
+afterAll(async () => {
+  sandbox.child.kill('SIGTERM');
+  await sandbox.exited;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  runCli(args, {
+    AGENTCTL_CONFIG_DIR: dir,
+    AGENTCTL_BASE_URL: sandbox.url,
+    AGENTCTL_API_KEY: apiKey,
+    AGENTCTL_ADMIN_TOKEN: ADMIN,
+    ...env,
+  });
+
+describe('agent commands against serve', () => {
+  it('wallet: human and --json', async () => {
+    const human = await cli(['wallet']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^usdc_balance\s+10000$/m);
+    const json = await cli(['--json', 'wallet']);
+    expect(JSON.parse(json.stdout)).toMatchObject({ configured: true, usdc_balance: 10000 });
+  });
+
+  it('deposit --yes prints the tx hashes; positions shows the shares', async () => {
+    const deposit = await cli(['deposit', 'moderate', '12.5', '--yes']);
+    expect(deposit.code).toBe(0);
+    expect(deposit.stdout).toMatch(/^approve tx {2}0x[0-9a-f]{64}$/m);
+    expect(deposit.stdout).toMatch(/^deposit tx {2}0x[0-9a-f]{64}$/m);
+    const positions = await cli(['positions']);
+    expect(positions.stdout).toContain('moderate');
+    expect(positions.stdout).toContain('12.5');
+    const json = await cli(['--json', 'deposit', 'hedged', '1']);
+    expect(json.code).toBe(0);
+    const body = JSON.parse(json.stdout);
+    expect(body).toMatchObject({ success: true, amount_usdc: 1, vault: 'Hedged USDC Vault' });
+    const onchain = await cli(['--json', 'positions', '--wallet', body.agent_address]);
+    expect(JSON.parse(onchain.stdout).positions).toHaveLength(2);
+  });
+
+  it('deposit refuses an unknown vault and a bad amount with exit 2, naming the allowed values', async () => {
+    const vault = await cli(['deposit', 'savings', '10', '--yes']);
+    expect(vault.code).toBe(2);
+    expect(vault.stderr).toContain(
+      'conservative, moderate, aggressive, inverse, hedged, configurable',
+    );
+    const amount = await cli(['deposit', 'moderate', '1.1234567', '--yes']);
+    expect(amount.code).toBe(2);
+    expect(amount.stderr).toContain('at most 6 decimal places');
+    const over = await cli(['--json', 'deposit', 'moderate', '50000', '--yes']);
+    expect(over.code).toBe(2);
+    expect(JSON.parse(over.stderr)).toMatchObject({ status: 400, code: 'bad_request' });
+  });
+
+  it('strategy submit, from flags and from --file, then strategy list', async () => {
+    const submit = await cli([
+      'strategy',
+      'submit',
+      '--name',
+      'Mean reversion',
+      '--description',
+      'Buys dips, sells rips.',
+      '--max-leverage',
+      '300',
+    ]);
+    expect(submit.code).toBe(0);
+    expect(submit.stdout).toMatch(/^submitted "Mean reversion" as 0x[0-9a-f]{64} \(shadow\)$/m);
+    const file = join(dir, 'strategy.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        name: 'From file',
+        description: 'Read from a JSON file.',
+        stop_loss_percent: 250,
+      }),
+    );
+    const fromFile = await cli(['--json', 'strategy', 'submit', '--file', file]);
+    expect(fromFile.code).toBe(0);
+    expect(JSON.parse(fromFile.stdout).risk_params.stop_loss_percent).toBe(250);
+    const list = await cli(['--json', 'strategy', 'list']);
+    expect(JSON.parse(list.stdout).strategies.map((s: { name: string }) => s.name)).toEqual([
+      'Mean reversion',
+      'From file',
+    ]);
+    const human = await cli(['strategy', 'list']);
+    expect(human.stdout).toContain('From file');
+  });
+
+  it('strategy submit checks bounds and names missing flags before any request', async () => {
+    const bounds = await cli([
+      'strategy',
+      'submit',
+      '--name',
+      'abc',
+      '--description',
+      'long enough',
+      '--max-leverage',
+      '5000',
+    ]);
+    expect(bounds.code).toBe(2);
+    expect(bounds.stderr).toContain('max_leverage: must be 100 to 1000');
+    const missing = await cli(['strategy', 'submit']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('missing --name and --description');
+    const dry = await cli([
+      '--json',
+      'strategy',
+      'submit',
+      '--name',
+      'Dry',
+      '--description',
+      'Not sent at all.',
+      '--dry-run',
+    ]);
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ name: 'Dry', max_leverage: 200 });
+  });
+
+  it('vote: 403 below established (exit 4), then a vote, then a second is a conflict (exit 2)', async () => {
+    const proposal = await cli(['--json', 'sandbox', 'proposal', 'CLI proposal']);
+    const { proposal_id } = JSON.parse(proposal.stdout);
+    const low = await cli(['vote', String(proposal_id), 'for']);
+    expect(low.code).toBe(4);
+    expect((await cli(['sandbox', 'tier', wallet, 'established'])).code).toBe(0);
+    const vote = await cli(['--json', 'vote', String(proposal_id), 'for', '--reason', 'yes']);
+    expect(vote.code).toBe(0);
+    expect(JSON.parse(vote.stdout)).toMatchObject({ success: true, support: 1, reason: 'yes' });
+    const again = await cli(['vote', String(proposal_id), 'against']);
+    expect(again.code).toBe(2);
+    const bad = await cli(['vote', String(proposal_id), 'maybe']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('must be for, against or abstain');
+  });
+
+  it('faucet drips once, then exits 5 with the cooldown fields in the --json error', async () => {
+    const drip = await cli(['faucet']);
+    expect(drip.code).toBe(0);
+    expect(drip.stdout).toMatch(/^received 0\.1 ETH in 0x/m);
+    const again = await cli(['--json', 'faucet']);
+    expect(again.code).toBe(5);
+    expect(again.stdout).toBe('');
+    expect(JSON.parse(again.stderr)).toMatchObject({
+      success: false,
+      status: 429,
+      code: 'cooldown',
+      next_eligible_timestamp: expect.any(Number),
+      seconds_remaining: expect.any(Number),
+    });
+  });
+
+  it('eligibility and nfts', async () => {
+    const eligibility = await cli(['--json', 'eligibility']);
+    expect(JSON.parse(eligibility.stdout).criteria.length).toBeGreaterThan(0);
+    const nfts = await cli(['--json', 'nfts', '--wallet', wallet]);
+    expect(JSON.parse(nfts.stdout)).toMatchObject({ total: 1 });
+    const none = await cli(['nfts']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('pass --wallet');
+  });
+
+  it('no key configured: exit 4 with a hint naming agentctl register', async () => {
+    const result = await cli(['wallet'], { AGENTCTL_API_KEY: '' });
+    expect(result.code).toBe(4);
+    expect(result.stderr).toContain('agentctl register');
+    const wrong = await cli(['wallet'], { AGENTCTL_API_KEY: 'agk_wrong' });
+    expect(wrong.code).toBe(4);
+  });
+
+  it('sandbox commands need the admin token', async () => {
+    const info = await cli(['--json', 'sandbox', 'info']);
+    expect(JSON.parse(info.stdout).chain_id).toBe(84532);
+    const noToken = await cli(['sandbox', 'info'], { AGENTCTL_ADMIN_TOKEN: '' });
+    expect(noToken.code).toBe(4);
+    const advance = await cli(['--json', 'sandbox', 'advance', '60']);
+    expect(JSON.parse(advance.stdout).offset_seconds).toBeGreaterThanOrEqual(60);
+    const fund = await cli(['--json', 'sandbox', 'fund', wallet, '--eth', '0.5']);
+    expect(JSON.parse(fund.stdout).eth_balance_wei).toBe('500000000000000000');
+  });
+});
