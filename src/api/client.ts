@@ -11,7 +11,9 @@ import {
   Health,
   Leaderboard,
   LookupResponse,
+  NonceResponse,
   Positions,
+  RegisterResponse,
   StrategyList,
   StrategySubmitResult,
   VaultList,
@@ -153,6 +155,10 @@ export function createApiClient(options: ApiClientOptions) {
     stats: () => call(AgentStats, 'GET', '/api/v1/agents/stats'),
     leaderboard: (limit?: number) =>
       call(Leaderboard, 'GET', `/api/v1/agents${limit === undefined ? '' : `?limit=${limit}`}`),
+    nonce: (wallet: string) =>
+      call(NonceResponse, 'GET', `/api/v1/agent/auth/nonce?wallet=${encodeURIComponent(wallet)}`),
+    register: (body: Record<string, unknown>) =>
+      call(RegisterResponse, 'POST', '/api/v1/agent/auth/register', { body }),
     lookup: (wallet: string) =>
       call(LookupResponse, 'GET', `/api/v1/agent/auth/lookup?wallet=${encodeURIComponent(wallet)}`),
     // Authenticated reads.

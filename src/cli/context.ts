@@ -104,6 +104,10 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
       }
       return api;
     },
+    async keystores() {
+      const { openKeystoreDir } = await import('../keystore/store.ts');
+      return openKeystoreDir((await context.config()).keystoreDir);
+    },
     async close() {
       await client?.close();
     },

@@ -34,6 +34,11 @@ export function describeFailure(error: unknown): Failure {
     };
   }
   if (error instanceof CliError) return local(error.message, error.exitCode);
+  // By name, so this module does not load the keystore code.
+  if (error instanceof Error && error.name === 'KeystoreError') {
+    const kind = (error as Error & { kind?: string }).kind;
+    return local(error.message, kind === 'auth' ? EXIT.auth : EXIT.usage);
+  }
   if (error instanceof Error && error.name === 'ExitPromptError') {
     return local('cancelled', EXIT.cancelled);
   }

@@ -4,10 +4,12 @@ import { apiCommand } from './commands/api.ts';
 import { configCommand } from './commands/config.ts';
 import { depositCommand } from './commands/deposit.ts';
 import { healthCommand } from './commands/health.ts';
+import { keysCommand } from './commands/keys.ts';
 import { leaderboardCommand } from './commands/leaderboard.ts';
 import { lookupCommand } from './commands/lookup.ts';
 import { nftsCommand, positionsCommand } from './commands/positions.ts';
 import { proposalsCommand } from './commands/proposals.ts';
+import { registerCommand, whoamiCommand } from './commands/register.ts';
 import { sandboxCommand } from './commands/sandbox.ts';
 import { serveCommand } from './commands/serve.ts';
 import { statsCommand } from './commands/stats.ts';
@@ -45,6 +47,9 @@ export function buildProgram(): Command {
     .option('-v, --verbose', 'show retries and other details on stderr')
     .addHelpText('after', ENVIRONMENT_HELP + EXIT_CODE_HELP)
     .showHelpAfterError('(run with --help for usage)')
+    .addCommand(keysCommand())
+    .addCommand(registerCommand())
+    .addCommand(whoamiCommand())
     .addCommand(healthCommand())
     .addCommand(vaultsCommand())
     .addCommand(leaderboardCommand())
@@ -99,6 +104,13 @@ export function exitCodeFor(
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // `agentctl vaults | head`: a reader that leaves early is not an error.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+      throw error;
+    });
+  }
   const program = buildProgram();
   if (argv.length <= 2) {
     // No command is a usage error: help goes to stderr so scripts do not mistake it for output.

@@ -15,3 +15,27 @@ export async function confirmUnlessYes(message: string, yes: boolean | undefined
   if (yes || !canPrompt()) return;
   if (!(await confirm(message))) throw new CliError('cancelled', EXIT.cancelled);
 }
+
+/** A hidden prompt (a password or a private key), or undefined when prompting is not allowed. */
+export function hiddenPrompt(): ((message: string) => Promise<string>) | undefined {
+  if (!canPrompt()) return undefined;
+  return async (message) => {
+    const { password } = await import('@inquirer/prompts');
+    return password({ message, mask: '*' });
+  };
+}
+
+/** A new password, typed twice. */
+export async function askNewPassword(): Promise<string> {
+  const { password } = await import('@inquirer/prompts');
+  for (;;) {
+    const first = await password({
+      message: 'New keystore password',
+      mask: '*',
+      validate: (value) => value.length >= 8 || 'at least 8 characters',
+    });
+    const again = await password({ message: 'Repeat the password', mask: '*' });
+    if (first === again) return first;
+    process.stderr.write('The passwords differ; try again.\n');
+  }
+}
