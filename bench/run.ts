@@ -3,7 +3,7 @@
  * --state persistence), and read throughput of the sandbox next to a bare node:http server
  * measured in the same run on the same machine. Figures are printed, never asserted.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,6 +170,24 @@ async function concurrentWrites(
   return (keys.length * WRITES_PER_AGENT) / ((performance.now() - started) / 1000);
 }
 
+const CLI_RUNS = Number(process.env.BENCH_CLI_RUNS ?? 15);
+
+/** Median wall time of running `args` with node, start to exit. */
+function medianRunMs(args: string[], env: NodeJS.ProcessEnv = process.env): number {
+  const times: number[] = [];
+  for (let i = 0; i < CLI_RUNS; i++) {
+    const started = performance.now();
+    const result = spawnSync(process.execPath, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    times.push(performance.now() - started);
+    if (result.status !== 0)
+      throw new Error(`${args.join(' ')} exited ${result.status}: ${result.stderr}`);
+  }
+  return percentile(
+    times.sort((a, b) => a - b),
+    50,
+  );
+}
+
 const stateDir = mkdtempSync(join(tmpdir(), 'agentctl-bench-'));
 let stateRuns = 0;
 const freshState = () => ['--state', join(stateDir, `run-${stateRuns++}`)];
@@ -189,6 +207,31 @@ const sandbox = await startChild(SERVE_ARGS);
 const durable = await startChild([...SERVE_ARGS, ...freshState()]);
 
 try {
+  const bareNode = medianRunMs(['-e', '0']);
+  const cliEnv = { ...process.env, AGENTCTL_CONFIG_DIR: join(stateDir, 'cli-config') };
+  const cliRows: Array<[string, number]> = [
+    ['agentctl --version', medianRunMs([BIN, '--version'], cliEnv)],
+    ['agentctl --help', medianRunMs([BIN, '--help'], cliEnv)],
+    [
+      'agentctl vaults --json (warm serve)',
+      medianRunMs([BIN, '--base-url', sandbox.url, 'vaults', '--json'], cliEnv),
+    ],
+  ];
+  console.log(
+    `command (median of ${CLI_RUNS})`.padEnd(52),
+    'ms'.padStart(10),
+    'vs node -e 0'.padStart(14),
+  );
+  console.log('node -e 0'.padEnd(52), bareNode.toFixed(1).padStart(10), '1.00x'.padStart(14));
+  for (const [name, ms] of cliRows) {
+    console.log(
+      name.padEnd(52),
+      ms.toFixed(1).padStart(10),
+      `${(ms / bareNode).toFixed(2)}x`.padStart(14),
+    );
+  }
+  console.log();
+
   const writeRows: Array<[string, number, number]> = [];
   const temporaryLatency = await depositLatency(sandbox.url);
   const durableLatency = await depositLatency(durable.url);

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../version.ts';
 import { apiCommand } from './commands/api.ts';
+import { completionCommand } from './commands/completion.ts';
 import { configCommand } from './commands/config.ts';
 import { depositCommand } from './commands/deposit.ts';
 import { healthCommand } from './commands/health.ts';
@@ -29,7 +30,7 @@ Environment:
 
 /** The command tree. Command modules import only commander up front; work loads lazily. */
 export function buildProgram(): Command {
-  const program = new Command('agentctl')
+  const program: Command = new Command('agentctl')
     .description(
       'Operate software agents on the agent-vault protocol (Base Sepolia, chain id 84532), ' +
         'against the live service or the local sandbox (agentctl serve).',
@@ -66,6 +67,7 @@ export function buildProgram(): Command {
     .addCommand(eligibilityCommand())
     .addCommand(apiCommand())
     .addCommand(configCommand())
+    .addCommand(completionCommand(() => program))
     .addCommand(sandboxCommand())
     .addCommand(serveCommand());
   forEachCommand(program, (command) => command.exitOverride());
