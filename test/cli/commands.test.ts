@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -220,5 +222,27 @@ describe('config and precedence', () => {
     expect((await cli(['config', 'set', 'base_url', 'ftp://x'])).code).toBe(2);
     expect((await cli(['config', 'set', 'wallet_address', '0x12'])).code).toBe(2);
     expect((await cli(['config', 'set', 'colour', 'blue'])).code).toBe(2);
+  });
+});
+
+describe('an answer that breaks the contract', () => {
+  it('exits 1 when a 200 is not JSON', async () => {
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/html' });
+      response.end('<html>not the service</html>');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const result = await runCli(['--base-url', `http://127.0.0.1:${port}`, 'health'], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(
+        'agentctl: the service answered 200 with a body that is not JSON\n',
+      );
+    } finally {
+      server.close();
+    }
   });
 });
