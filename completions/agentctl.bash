@@ -20,7 +20,7 @@ _agentctl_options() {
     "keys list") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "keys address") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "keys remove") echo "--yes --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "register") echo "--key --password-file --name --type --description --operator --operator-email --operator-name --framework --repo-url --yes --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "register") echo "--key --password-file --name --type --description --operator --operator-email --operator-name --framework --repo-url --yes --force --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "whoami") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "health") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "vaults") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;

@@ -28,8 +28,15 @@ export interface ApiClientOptions {
   timeoutMs?: number;
   /** All attempts of one GET together, retries and waits included. */
   retryBudgetMs?: number;
+  /** One write (POST), which is never retried. */
+  writeTimeoutMs?: number;
   /** Called before each retry, for --verbose. */
   onRetry?: (reason: string, waitMs: number) => void;
+}
+
+/** A write's answer: `parsed` is set when the body matches the contract. */
+export interface WriteResponse<T> extends ApiResponse {
+  parsed: T | undefined;
 }
 
 /** One answer: the body exactly as received, and parsed JSON. */
@@ -45,6 +52,8 @@ const OpenShape = z.unknown();
 const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
 const DEFAULT_TIMEOUT_MS = 15_000;
 const DEFAULT_RETRY_BUDGET_MS = 10_000;
+const DEFAULT_WRITE_TIMEOUT_MS = 120_000;
+const MIN_RETRY_WAIT_MS = 100;
 const MAX_BACKOFF_MS = 4_000;
 
 /**
@@ -58,17 +67,14 @@ const MAX_BACKOFF_MS = 4_000;
 export function createApiClient(options: ApiClientOptions) {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const budgetMs = options.retryBudgetMs ?? DEFAULT_RETRY_BUDGET_MS;
-  const dispatcher = new Agent({
-    connectTimeout: Math.min(timeoutMs, 5_000),
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-  });
+  const writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
+  const dispatcher = new Agent({ connectTimeout: Math.min(timeoutMs, 5_000) });
   const base = options.baseUrl.replace(/\/+$/, '');
 
   async function send(
     method: string,
     path: string,
-    init: { body?: unknown; auth?: boolean; headers?: Record<string, string> },
+    init: { body?: unknown; auth?: boolean; headers?: Record<string, string>; json?: boolean },
   ): Promise<ApiResponse> {
     const url = `${base}${path}`;
     const headers: Record<string, string> = {
@@ -78,16 +84,22 @@ export function createApiClient(options: ApiClientOptions) {
     if (init.auth && options.apiKey) headers['x-api-key'] = options.apiKey;
     if (init.body !== undefined) headers['content-type'] = 'application/json';
     Object.assign(headers, init.headers);
-    const deadline = Date.now() + budgetMs;
+    const retries = method === 'GET';
+    // A GET's attempts, waits included, share the budget; a write gets one long attempt,
+    // since confirming transactions on a public chain takes a while.
+    const deadline = Date.now() + (retries ? budgetMs : writeTimeoutMs);
     for (let attempt = 0; ; attempt++) {
       let status: number;
       let text: string;
       let retryAfterMs: number | undefined;
       try {
+        // One signal covers connecting, the headers and the whole body.
+        const signal = AbortSignal.timeout(Math.max(1, Math.min(timeoutMs, deadline - Date.now())));
         const response = await undiciRequest(url, {
           method,
           headers,
           dispatcher,
+          signal,
           ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
         });
         status = response.statusCode;
@@ -95,22 +107,31 @@ export function createApiClient(options: ApiClientOptions) {
         retryAfterMs = parseRetryAfter(response.headers['retry-after']);
       } catch (error) {
         const reason = networkReason(error);
+        if (!retries && reason.timedOut) {
+          throw new UnreachableError(
+            base,
+            `${reason.text}; the ${method} may still have taken effect: check before retrying`,
+          );
+        }
         const wait = backoff(attempt);
-        if (method === 'GET' && Date.now() + wait < deadline) {
-          options.onRetry?.(reason, wait);
+        if (retries && reason.transient && Date.now() + wait < deadline) {
+          options.onRetry?.(reason.text, wait);
           await sleep(wait);
           continue;
         }
-        throw new UnreachableError(base, reason);
+        throw new UnreachableError(base, reason.text);
       }
 
-      if (status >= 200 && status < 300) return { status, text, data: parseJson(status, text) };
+      if (status >= 200 && status < 300) {
+        return { status, text, data: init.json === false ? text : parseJson(status, text) };
+      }
       const body = errorBody(status, text);
       const error = new ApiError(status, body, Boolean(init.auth && options.apiKey));
-      // A Retry-After beyond the budget is not waited out: the caller hears 429 at once.
-      const wait = retryAfterMs ?? backoff(attempt);
+      // Never sooner than the backoff (a Retry-After of 0 is not an invitation to spin);
+      // a Retry-After beyond the budget is not waited out: the caller hears 429 at once.
+      const wait = Math.max(retryAfterMs ?? 0, backoff(attempt), MIN_RETRY_WAIT_MS);
       const retryable =
-        method === 'GET' &&
+        retries &&
         RETRYABLE_STATUSES.has(status) &&
         !error.isCooldown &&
         // The spec's 503 "no API keys configured" will not change by waiting.
@@ -122,6 +143,17 @@ export function createApiClient(options: ApiClientOptions) {
       }
       throw error;
     }
+  }
+
+  /** A write: the body as received, and the parsed value when it matches the contract. */
+  async function write<S extends z.ZodType>(
+    schema: S,
+    path: string,
+    body: unknown,
+  ): Promise<WriteResponse<z.output<S>>> {
+    const response = await send('POST', path, { body, auth: true });
+    const parsed = schema.safeParse(response.data);
+    return { ...response, parsed: parsed.success ? parsed.data : undefined };
   }
 
   /** A call whose answer must match `schema`; `data` is the parsed value. */
@@ -147,7 +179,7 @@ export function createApiClient(options: ApiClientOptions) {
     hasApiKey: Boolean(options.apiKey),
     /** Any request, for `agentctl api`: the key is attached when there is one. */
     raw: (method: string, path: string, body?: unknown) =>
-      send(method, path.startsWith('/') ? path : `/${path}`, { body, auth: true }),
+      send(method, path.startsWith('/') ? path : `/${path}`, { body, auth: true, json: false }),
     health: () => call(Health, 'GET', '/health'),
     vaults: () => call(VaultList, 'GET', '/api/v1/vaults'),
     // Shapes the spec leaves open: any JSON is accepted and shown generically.
@@ -157,8 +189,14 @@ export function createApiClient(options: ApiClientOptions) {
       call(Leaderboard, 'GET', `/api/v1/agents${limit === undefined ? '' : `?limit=${limit}`}`),
     nonce: (wallet: string) =>
       call(NonceResponse, 'GET', `/api/v1/agent/auth/nonce?wallet=${encodeURIComponent(wallet)}`),
-    register: (body: Record<string, unknown>) =>
-      call(RegisterResponse, 'POST', '/api/v1/agent/auth/register', { body }),
+    /** Lenient: the one-time API key must never be lost to a shape check. */
+    async register(
+      body: Record<string, unknown>,
+    ): Promise<WriteResponse<z.output<typeof RegisterResponse>>> {
+      const response = await send('POST', '/api/v1/agent/auth/register', { body });
+      const parsed = RegisterResponse.safeParse(response.data);
+      return { ...response, parsed: parsed.success ? parsed.data : undefined };
+    },
     lookup: (wallet: string) =>
       call(LookupResponse, 'GET', `/api/v1/agent/auth/lookup?wallet=${encodeURIComponent(wallet)}`),
     // Authenticated reads.
@@ -172,12 +210,13 @@ export function createApiClient(options: ApiClientOptions) {
     nfts: (wallet: string) =>
       call(OpenShape, 'POST', '/api/v1/nfts', { body: { wallet_address: wallet } }),
     // Writes: never retried.
+    // Writes: never retried, and never rejected for their shape once they have happened.
     deposit: (body: { vault_id: string; amount_usdc: number }) =>
-      call(DepositResult, 'POST', '/api/v1/agent/vault/deposit', { body, auth: true }),
+      write(DepositResult, '/api/v1/agent/vault/deposit', body),
     submitStrategy: (body: Record<string, unknown>) =>
-      call(StrategySubmitResult, 'POST', '/api/v1/agent/strategy/submit', { body, auth: true }),
+      write(StrategySubmitResult, '/api/v1/agent/strategy/submit', body),
     vote: (body: { proposal_id: number; support: number; reason?: string }) =>
-      call(OpenShape, 'POST', '/api/v1/agent/governance/vote', { body, auth: true }),
+      write(OpenShape, '/api/v1/agent/governance/vote', body),
     async faucet() {
       const response = await send('POST', '/api/v1/agent/faucet', { auth: true });
       // A service may answer the cooldown with 200 and success: false; it is a failure either way.
@@ -227,35 +266,59 @@ function parseJson(status: number, text: string): unknown {
   }
 }
 
-/** The error body; a non-JSON error page still gets a readable message. */
+/**
+ * The error body with all its fields. A JSON object without `error` gets one from its
+ * `message` or `detail`; a non-JSON error page still gets a readable message.
+ */
 function errorBody(status: number, text: string): ErrorBody {
+  let parsed: unknown;
   try {
-    const parsed = ErrorBody.safeParse(JSON.parse(text));
-    if (parsed.success) return parsed.data;
+    parsed = JSON.parse(text);
   } catch {
-    // Not JSON: fall through.
+    const snippet = text.trim().slice(0, 200);
+    return { error: snippet ? `HTTP ${status}: ${snippet}` : `HTTP ${status}` };
   }
-  const snippet = text.trim().slice(0, 200);
-  return { error: snippet ? `HTTP ${status}: ${snippet}` : `HTTP ${status}` };
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return { error: `HTTP ${status}: ${text.trim().slice(0, 200)}` };
+  }
+  const fields = parsed as Record<string, unknown>;
+  const message = [fields.error, fields.message, fields.detail].find(
+    (value): value is string => typeof value === 'string' && value !== '',
+  );
+  return { ...fields, error: message ?? `HTTP ${status}` };
 }
 
-function networkReason(error: unknown): string {
-  const code = (error as { code?: string }).code;
-  switch (code) {
+/** Why a request failed, whether waiting may help, and whether it timed out. */
+function networkReason(error: unknown): { text: string; transient: boolean; timedOut: boolean } {
+  const { code, name } = error as { code?: unknown; name?: unknown };
+  // DOMException (an aborted request) has a numeric code; its name says what happened.
+  switch (typeof code === 'string' ? code : name) {
     case 'ECONNREFUSED':
-      return 'connection refused (is the service running?)';
+      return {
+        text: 'connection refused (is the service running?)',
+        transient: true,
+        timedOut: false,
+      };
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
-      return 'host not found';
+      return { text: 'host not found', transient: true, timedOut: false };
     case 'UND_ERR_CONNECT_TIMEOUT':
-      return 'timed out connecting';
+      return { text: 'timed out connecting', transient: true, timedOut: false };
+    case 'TimeoutError':
+    case 'AbortError':
+    case 'UND_ERR_ABORTED':
     case 'UND_ERR_HEADERS_TIMEOUT':
     case 'UND_ERR_BODY_TIMEOUT':
-      return 'timed out waiting for an answer';
+      return { text: 'timed out waiting for an answer', transient: true, timedOut: true };
     case 'ECONNRESET':
+    case 'EPIPE':
     case 'UND_ERR_SOCKET':
-      return 'the connection was closed';
+      return { text: 'the connection was closed', transient: true, timedOut: false };
     default:
-      return error instanceof Error ? error.message : String(error);
+      return {
+        text: error instanceof Error ? error.message : String(error),
+        transient: false,
+        timedOut: false,
+      };
   }
 }

@@ -24,6 +24,9 @@ export interface GlobalOptions {
  */
 export function createContext(command: Command, env: NodeJS.ProcessEnv = process.env) {
   const globals = command.optsWithGlobals<GlobalOptions>();
+  // An empty variable counts as unset (CI templates often expand a missing secret to "").
+  const fromEnv = (name: string) => (env[name] === '' ? undefined : env[name]);
+  const namedProfile = globals.profile ?? fromEnv('AGENTCTL_PROFILE');
   let config: Config | undefined;
   let output: Output | undefined;
   let client: ApiClient | undefined;
@@ -31,7 +34,7 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
   const context = {
     globals,
     env,
-    profileName: globals.profile ?? env.AGENTCTL_PROFILE ?? 'default',
+    profileName: namedProfile ?? 'default',
     async config(): Promise<Config> {
       if (!config) {
         const { openConfig } = await import('../config/profiles.ts');
@@ -46,20 +49,36 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
       }
       return config;
     },
-    async profile(): Promise<Profile> {
-      return (await context.config()).get(context.profileName);
+    /**
+     * The profile's settings. A profile named with --profile or AGENTCTL_PROFILE must exist
+     * (a typo would otherwise run against the default sandbox), unless `mayBeNew`.
+     */
+    async profile({ mayBeNew = false } = {}): Promise<Profile> {
+      const config = await context.config();
+      if (
+        namedProfile !== undefined &&
+        !mayBeNew &&
+        !config.profileNames().includes(namedProfile)
+      ) {
+        const known = config.profileNames();
+        throw new CliError(
+          `no profile named "${namedProfile}"${known.length ? ` (profiles: ${known.join(', ')})` : ''}; create it with \`agentctl --profile ${namedProfile} config set …\` or \`register\``,
+          EXIT.usage,
+        );
+      }
+      return config.get(context.profileName);
     },
     async baseUrl(): Promise<string> {
       const { DEFAULT_BASE_URL } = await import('../config/profiles.ts');
       return (
         globals.baseUrl ??
-        env.AGENTCTL_BASE_URL ??
+        fromEnv('AGENTCTL_BASE_URL') ??
         (await context.profile()).base_url ??
         DEFAULT_BASE_URL
       );
     },
     async apiKey(): Promise<string | undefined> {
-      return globals.apiKey ?? env.AGENTCTL_API_KEY ?? (await context.profile()).api_key;
+      return globals.apiKey ?? fromEnv('AGENTCTL_API_KEY') ?? (await context.profile()).api_key;
     },
     async output(): Promise<Output> {
       if (!output) {
@@ -81,8 +100,11 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
         const { createApiClient } = await import('../api/client.ts');
         const out = await context.output();
         const baseUrl = await context.baseUrl();
-        if (!/^https?:\/\//.test(baseUrl)) {
-          throw new CliError(`base URL ${baseUrl} must start with http:// or https://`, EXIT.usage);
+        if (!isHttpUrl(baseUrl)) {
+          throw new CliError(
+            `base URL ${JSON.stringify(baseUrl)} must be an http(s) URL, for example http://127.0.0.1:8787`,
+            EXIT.usage,
+          );
         }
         client = createApiClient({
           baseUrl,
@@ -115,3 +137,12 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
   return context;
 }
 export type Context = ReturnType<typeof createContext>;
+
+function isHttpUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}

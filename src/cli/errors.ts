@@ -73,7 +73,7 @@ function classify(error: ApiError): { exitCode: ExitCode; code: string } {
 }
 
 function hint(error: ApiError): string {
-  if (error.status === 401 || (error.status === 503 && /api key/i.test(error.message))) {
+  if ((error.status === 401 || error.status === 503) && /api key/i.test(error.message)) {
     return ' (register with `agentctl register`, or check --api-key / AGENTCTL_API_KEY)';
   }
   return '';

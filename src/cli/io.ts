@@ -26,6 +26,7 @@ export function colours(
     return new Chalk({ level: 0 });
   const forced = env.FORCE_COLOR;
   if (forced !== undefined) {
+    if (forced === 'false' || forced === '0') return new Chalk({ level: 0 });
     const level = forced === '' || forced === 'true' ? 1 : Number(forced);
     return new Chalk({
       level: Number.isInteger(level) ? (Math.min(3, Math.max(0, level)) as 0 | 1 | 2 | 3) : 1,

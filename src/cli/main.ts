@@ -90,13 +90,12 @@ export function exitCodeFor(
   json = false,
 ): number {
   if (error instanceof CommanderError) {
-    // Commander has already printed its message (or the help/version text).
-    if (
-      error.code === 'commander.helpDisplayed' ||
-      error.code === 'commander.version' ||
-      error.code === 'commander.help'
-    ) {
-      return EXIT.ok;
+    // --help and --version end here with exit code 0. Anything else is a usage error:
+    // commander has printed it already, except with --json, where it is one JSON object.
+    if (error.exitCode === 0) return EXIT.ok;
+    if (json) {
+      const message = error.message.replace(/^error: /, '');
+      writeError(JSON.stringify({ error: message, status: null, code: 'usage' }));
     }
     return EXIT.usage;
   }
@@ -120,10 +119,16 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = EXIT.usage;
     return;
   }
+  // Known before parsing, so that commander's own usage errors can be JSON too.
+  const json = argv.slice(2).includes('--json');
+  if (json) {
+    forEachCommand(program, (command) =>
+      command.configureOutput({ writeErr: () => undefined }).showHelpAfterError(false),
+    );
+  }
   try {
     await program.parseAsync(argv);
   } catch (error) {
-    const json = program.opts().json === true;
     process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`), json);
   }
 }

@@ -102,6 +102,22 @@ export function createOutput(options: OutputOptions) {
         stderr.write('\r\u001b[K');
       }
     },
+    /**
+     * A write's answer: the body as received with --json; otherwise `render` when it has
+     * the contract's shape, else every field with a warning (the write has happened).
+     */
+    writeResult<T>(
+      response: { text: string; data: unknown; parsed: T | undefined },
+      render: (value: T) => void,
+    ) {
+      if (options.json) return line(stdout, response.text);
+      if (response.parsed !== undefined) return render(response.parsed);
+      line(
+        stderr,
+        c.yellow('warning: the answer does not have the documented shape; showing it as sent'),
+      );
+      this.generic(response.data);
+    },
     /** Progress and hints (stderr); silenced by --quiet and by --json. */
     info(text: string) {
       if (!options.quiet && !options.json) line(stderr, text);

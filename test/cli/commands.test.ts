@@ -193,10 +193,11 @@ describe('config and precedence', () => {
       });
       // The profile's base_url is used when neither flag nor environment says otherwise.
       expectOk(await runCli(['--profile', 'local', 'health'], env));
+      // A profile named explicitly must exist, so a typo never runs against the wrong service.
       expect(
         (await runCli(['--profile', 'other', 'health'], { ...env, AGENTCTL_BASE_URL: sandbox.url }))
           .code,
-      ).toBe(0);
+      ).toBe(2);
       // Environment beats the profile; the flag beats the environment.
       const envWins = await runCli(['--profile', 'local', 'health'], {
         ...env,
@@ -244,5 +245,109 @@ describe('an answer that breaks the contract', () => {
     } finally {
       server.close();
     }
+  });
+});
+
+/** A fake service: `handle` answers every request; `count` says how many arrived. */
+async function fakeService(handle: (response: import('node:http').ServerResponse) => void) {
+  let count = 0;
+  const server = createServer((_request, response) => {
+    count += 1;
+    handle(response);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    count: () => count,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+describe('the HTTP client against misbehaving services', () => {
+  it('does not spin on Retry-After: 0', async () => {
+    const service = await fakeService((response) => {
+      response.writeHead(429, { 'content-type': 'application/json', 'retry-after': '0' });
+      response.end('{"error":"slow down"}');
+    });
+    try {
+      const result = await runCli(['--base-url', service.url, 'health'], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(result.code).toBe(5);
+      expect(service.count()).toBeLessThan(40);
+    } finally {
+      service.close();
+    }
+  }, 20_000);
+
+  it('gives up on a body that never ends, within the budget (exit 6)', async () => {
+    const service = await fakeService((response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      const timer = setInterval(() => response.write(' '), 500);
+      response.on('close', () => clearInterval(timer));
+    });
+    const started = Date.now();
+    try {
+      const result = await runCli(['--base-url', service.url, 'health'], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(result.code).toBe(6);
+      expect(result.stderr).toContain('timed out');
+      expect(Date.now() - started).toBeLessThan(14_000);
+    } finally {
+      service.close();
+    }
+  }, 20_000);
+
+  it('keeps every field of an error body without "error"', async () => {
+    const service = await fakeService((response) => {
+      response.writeHead(400, { 'content-type': 'application/json' });
+      response.end('{"message":"nope","statusCode":400,"hint":"x"}');
+    });
+    try {
+      const result = await runCli(['--json', '--base-url', service.url, 'health'], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(result.code).toBe(2);
+      expect(JSON.parse(result.stderr)).toEqual({
+        error: 'nope',
+        message: 'nope',
+        statusCode: 400,
+        hint: 'x',
+        status: 400,
+        code: 'bad_request',
+      });
+    } finally {
+      service.close();
+    }
+  });
+});
+
+describe('usage errors', () => {
+  it('are one JSON object with --json, and a missing subcommand is exit 2', async () => {
+    const unknown = await cli(['--json', 'nosuch']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stdout).toBe('');
+    expect(JSON.parse(unknown.stderr)).toEqual({
+      error: "unknown command 'nosuch'",
+      status: null,
+      code: 'usage',
+    });
+    expect((await cli(['keys'])).code).toBe(2);
+    expect((await cli(['--base-url', 'http://a b', 'health'])).code).toBe(2);
+    const typo = await runCli(['--profile', 'nosuch', 'health'], {
+      AGENTCTL_CONFIG_DIR: configDir,
+    });
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('no profile named "nosuch"');
+  });
+
+  it('api HEAD prints nothing and succeeds', async () => {
+    const result = await cli(['api', 'HEAD', '/health']);
+    expect(result.code).toBe(0);
   });
 });

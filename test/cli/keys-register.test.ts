@@ -203,7 +203,11 @@ describe('agentctl register (scripted)', () => {
     const key = generatePrivateKey();
     const args = ['register', '--name', 'Twice', '--operator', OPERATOR];
     expect((await cli(args, { AGENTCTL_PRIVATE_KEY: key })).code).toBe(0);
-    const again = await cli(['--json', ...args], { AGENTCTL_PRIVATE_KEY: key });
+    // The profile already holds a key: refused locally unless --force.
+    const kept = await cli(['--json', ...args], { AGENTCTL_PRIVATE_KEY: key });
+    expect(kept.code).toBe(2);
+    expect(JSON.parse(kept.stderr).error).toContain('already holds an API key');
+    const again = await cli(['--json', ...args, '--force'], { AGENTCTL_PRIVATE_KEY: key });
     expect(again.code).toBe(2);
     expect(JSON.parse(again.stderr)).toMatchObject({ status: 409, code: 'conflict' });
   });

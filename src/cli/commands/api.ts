@@ -36,8 +36,13 @@ export function apiCommand(): Command {
         const { data } = command.opts<{ data?: unknown }>();
         const response = await (await context.client()).raw(method, path, data);
         const out = await context.output();
+        if (response.text === '') return;
         if (out.json) return out.raw(response.text);
-        out.jsonValue(response.data);
+        try {
+          out.jsonValue(JSON.parse(response.text));
+        } catch {
+          out.raw(response.text);
+        }
       }),
     );
 }

@@ -35,14 +35,14 @@ export function depositCommand(): Command {
         const response = await out.progress('waiting for approve and deposit to confirm', () =>
           client.deposit(parsed.data),
         );
-        if (out.json) return out.raw(response.text);
-        const result = response.data;
-        out.print(
-          `deposited ${result.amount_usdc} USDC into ${result.vault} (${result.vault_address})`,
-        );
-        out.print(`approve tx  ${result.approve_tx}`);
-        out.print(`deposit tx  ${result.deposit_tx}`);
-        out.print(`shares      ${result.shares_balance} (raw units)`);
+        out.writeResult(response, (result) => {
+          out.print(
+            `deposited ${result.amount_usdc} USDC into ${result.vault} (${result.vault_address})`,
+          );
+          out.print(`approve tx  ${result.approve_tx}`);
+          out.print(`deposit tx  ${result.deposit_tx}`);
+          out.print(`shares      ${result.shares_balance} (raw units)`);
+        });
       }),
     );
 }

@@ -17,6 +17,7 @@ interface RegisterFlags {
   framework?: string;
   repoUrl?: string;
   yes?: boolean;
+  force?: boolean;
 }
 
 const AGENT_TYPES = ['trading', 'governance', 'analytics', 'custom', 'quant', 'cfo', 'research'];
@@ -48,7 +49,7 @@ async function wizard(
   let newKeyPassword: string | undefined;
   const { input, select, confirm } = await import('@inquirer/prompts');
   const filled = { ...flags };
-  const profile = await context.profile();
+  const profile = await context.profile({ mayBeNew: true });
   if (!filled.key && !context.env.AGENTCTL_PRIVATE_KEY && !profile.keystore) {
     const store = await context.keystores();
     const existing = store.list();
@@ -87,20 +88,23 @@ async function wizard(
     message: 'Agent name (3 to 100 characters)',
     validate: (value) => (value.length >= 3 && value.length <= 100) || '3 to 100 characters',
   });
-  filled.type ??= await select({
-    message: 'Agent type',
-    choices: AGENT_TYPES.map((type) => ({ name: type, value: type })),
-    default: 'custom',
-  });
-  filled.description ??= await input({ message: 'Description (optional, at most 500)' });
+  filled.type ??= filled.yes
+    ? undefined
+    : await select({
+        message: 'Agent type',
+        choices: AGENT_TYPES.map((type) => ({ name: type, value: type })),
+        default: 'custom',
+      });
+  const optional = async (message: string) => (filled.yes ? undefined : input({ message }));
+  filled.description ??= await optional('Description (optional, at most 500)');
   filled.operator ??= await input({
     message: 'Operator address (the human or organisation controlling the agent)',
     validate: (value) => /^0x[0-9a-fA-F]{40}$/.test(value) || '0x followed by 40 hex digits',
   });
-  filled.operatorEmail ??= await input({ message: 'Operator e-mail (optional)' });
-  filled.operatorName ??= await input({ message: 'Operator name (optional)' });
-  filled.framework ??= await input({ message: 'Framework, e.g. langchain, eliza (optional)' });
-  filled.repoUrl ??= await input({ message: 'Public repository URL (optional)' });
+  filled.operatorEmail ??= await optional('Operator e-mail (optional)');
+  filled.operatorName ??= await optional('Operator name (optional)');
+  filled.framework ??= await optional('Framework, e.g. langchain, eliza (optional)');
+  filled.repoUrl ??= await optional('Public repository URL (optional)');
   if (!filled.yes && !(await confirm({ message: `Register ${filled.name}?`, default: true }))) {
     throw new CliError('cancelled', EXIT.cancelled);
   }
@@ -123,7 +127,8 @@ export function registerCommand(): Command {
     .option('--operator-name <name>', 'operator display name')
     .option('--framework <name>', 'agent framework, e.g. langchain, autogen, crewai, eliza')
     .option('--repo-url <url>', 'public repository URL')
-    .option('-y, --yes', 'do not ask for confirmation')
+    .option('-y, --yes', 'do not ask for confirmation, nor for the optional fields')
+    .option('--force', 'replace the API key the profile already holds')
     .addHelpText(
       'after',
       '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader --name "Trend Bot" --operator 0xYourOperator --type trading --yes',
@@ -150,8 +155,14 @@ export function registerCommand(): Command {
         if (!checked.success)
           throw new CliError(describeZodError(checked.error, 'registration'), EXIT.usage);
 
+        const profile = await context.profile({ mayBeNew: true });
+        if (profile.api_key && !flags.force) {
+          throw new CliError(
+            `profile "${context.profileName}" already holds an API key; register into another profile (--profile NAME), or pass --force to replace it`,
+            EXIT.usage,
+          );
+        }
         const { resolveSigner } = await import('../../keystore/signer.ts');
-        const profile = await context.profile();
         const signer = await resolveSigner({
           keyName: flags.key,
           profileKeystore: profile.keystore,
@@ -172,21 +183,41 @@ export function registerCommand(): Command {
           nonce: nonce.data.nonce,
           signature,
         });
-        const config = await context.config();
-        config.set(context.profileName, {
-          api_key: response.data.api_key,
-          wallet_address: wallet,
-          base_url: client.baseUrl,
-          ...(signer.keystore ? { keystore: signer.keystore } : {}),
-        });
+        // The key is shown once: print the body first with --json, and never drop the key.
         if (out.json) out.raw(response.text);
-        else {
-          out.print(
-            `registered ${response.data.agent_name} (${wallet}) as agent ${response.data.agent_id}, tier ${response.data.tier}`,
+        const apiKey = (response.data as { api_key?: unknown } | null)?.api_key;
+        if (typeof apiKey !== 'string' || apiKey === '') {
+          if (!out.json) out.generic(response.data);
+          throw new CliError(
+            'the service answered without an api_key; nothing was stored',
+            EXIT.failure,
+          );
+        }
+        const config = await context.config();
+        try {
+          config.set(context.profileName, {
+            api_key: apiKey,
+            wallet_address: wallet,
+            base_url: client.baseUrl,
+          });
+          if (signer.keystore) config.set(context.profileName, { keystore: signer.keystore });
+          else config.unset(context.profileName, 'keystore');
+        } catch (error) {
+          // Losing a one-time key is worse than showing it: say it once, on stderr.
+          out.error(
+            `warning: could not store the API key (${(error as Error).message}); it is ${apiKey}`,
+          );
+          throw new CliError('registered, but the API key could not be stored', EXIT.failure);
+        }
+        if (!out.json) {
+          out.writeResult(response, (result) =>
+            out.print(
+              `registered ${result.agent_name} (${wallet}) as agent ${result.agent_id}, tier ${result.tier}`,
+            ),
           );
         }
         out.info(
-          `API key ${response.data.api_key_prefix}… stored in profile "${context.profileName}" (${config.path})`,
+          `API key ${apiKey.slice(0, 12)}… stored in profile "${context.profileName}" (${config.path})`,
         );
       }),
     );

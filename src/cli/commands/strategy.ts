@@ -48,7 +48,11 @@ function requestFrom(flags: SubmitFlags): Record<string, unknown> {
   if (flags.dna !== undefined) body.dna_string = flags.dna;
   for (const [flag, field] of Object.entries(NUMERIC_FLAGS)) {
     const value = flags[flag as keyof typeof NUMERIC_FLAGS];
-    if (value !== undefined) body[field] = Number(value);
+    if (value === undefined) continue;
+    const flagName = `--${flag.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
+    if (!/^\d+$/.test(value))
+      throw new CliError(`${flagName} ${value}: must be a whole number`, EXIT.usage);
+    body[field] = Number(value);
   }
   if (flags.flashLoans) body.flash_loans_enabled = true;
   const missing = [
@@ -104,13 +108,13 @@ export function strategyCommand(): Command {
         const response = await out.progress('waiting for the submission to confirm', () =>
           client.submitStrategy(body),
         );
-        if (out.json) return out.raw(response.text);
-        const result = response.data;
-        out.print(
-          `submitted "${result.strategy_name}" as ${result.strategy_id} (${result.status})`,
-        );
-        out.print(`dna ${result.dna_string}`);
-        out.print(`tx  ${result.tx_hash} (block ${result.block_number}, gas ${result.gas_used})`);
+        out.writeResult(response, (result) => {
+          out.print(
+            `submitted "${result.strategy_name}" as ${result.strategy_id} (${result.status})`,
+          );
+          out.print(`dna ${result.dna_string}`);
+          out.print(`tx  ${result.tx_hash} (block ${result.block_number}, gas ${result.gas_used})`);
+        });
       }),
     );
   strategy

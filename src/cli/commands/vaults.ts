@@ -1,6 +1,13 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
 
+const VAULT_IDS = ['conservative', 'moderate', 'aggressive', 'inverse', 'hedged', 'configurable'];
+
+/** The deposit identifier, for a service that does not send `vault_id`: from the name. */
+function identifierOf(name: string): string {
+  return VAULT_IDS.find((id) => name.toLowerCase().includes(id)) ?? '';
+}
+
 export function vaultsCommand(): Command {
   return new Command('vaults')
     .summary('the active vaults')
@@ -14,7 +21,7 @@ export function vaultsCommand(): Command {
         out.table(
           ['vault', 'name', 'apy %', 'total assets', 'status', 'address'],
           response.data.vaults.map((vault) => [
-            vault.vault_id ?? '',
+            vault.vault_id ?? identifierOf(vault.name),
             vault.name,
             vault.apy,
             vault.total_assets,

@@ -35,8 +35,7 @@ export function voteCommand(): Command {
         const response = await out.progress('waiting for the vote to confirm', () =>
           client.vote(body),
         );
-        if (out.json) return out.raw(response.text);
-        out.generic(response.data);
+        out.writeResult(response, (result) => out.generic(result));
       }),
     );
 }
