@@ -69,6 +69,7 @@ export function createOutput(options: OutputOptions) {
           line(stdout, `${key}: none`);
           continue;
         }
+        line(stdout, c.bold(key));
         const head = [...new Set(field.flatMap((item) => Object.keys(item)))];
         this.table(
           head,

@@ -223,4 +223,25 @@ describe('agent commands against serve', () => {
     const fund = await cli(['--json', 'sandbox', 'fund', wallet, '--eth', '0.5']);
     expect(JSON.parse(fund.stdout).eth_balance_wei).toBe('500000000000000000');
   });
+
+  it.each([
+    [['stats'], /^total_agents\s+\d+$/m],
+    [['leaderboard', '--limit', '3'], /CLI Agent/],
+    [['proposals'], /proposals/],
+    [['eligibility'], /^eligible\s+(true|false)$/m],
+    [['keys', 'list'], /no keys|name/],
+    [['sandbox', 'info'], /^chain_id\s+84532$/m],
+  ])('%j in human mode', async (args, expected) => {
+    const result = await cli(args);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(expected);
+    expect(result.stdout).not.toMatch(/^\s*[{[]/);
+  });
+
+  it('lookup and nfts in human mode', async () => {
+    const lookup = await cli(['lookup', wallet]);
+    expect(lookup.stdout).toMatch(/^agent_name\s+CLI Agent$/m);
+    const nfts = await cli(['nfts', '--wallet', wallet]);
+    expect(nfts.stdout).toContain('Agent Pass');
+  });
 });
