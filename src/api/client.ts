@@ -22,7 +22,8 @@ import {
 
 export interface ApiClientOptions {
   baseUrl: string;
-  apiKey?: string;
+  /** Looked up only when an authenticated request is made (it may read the profile). */
+  apiKey?: () => Promise<string | undefined>;
   userAgent: string;
   /** Per attempt: connecting, then waiting for headers and body. */
   timeoutMs?: number;
@@ -81,7 +82,8 @@ export function createApiClient(options: ApiClientOptions) {
       'user-agent': options.userAgent,
       accept: 'application/json',
     };
-    if (init.auth && options.apiKey) headers['x-api-key'] = options.apiKey;
+    const apiKey = init.auth ? await options.apiKey?.() : undefined;
+    if (apiKey) headers['x-api-key'] = apiKey;
     if (init.body !== undefined) headers['content-type'] = 'application/json';
     Object.assign(headers, init.headers);
     const retries = method === 'GET';
@@ -126,7 +128,7 @@ export function createApiClient(options: ApiClientOptions) {
         return { status, text, data: init.json === false ? text : parseJson(status, text) };
       }
       const body = errorBody(status, text);
-      const error = new ApiError(status, body, Boolean(init.auth && options.apiKey));
+      const error = new ApiError(status, body, Boolean(apiKey));
       // Never sooner than the backoff (a Retry-After of 0 is not an invitation to spin);
       // a Retry-After beyond the budget is not waited out: the caller hears 429 at once.
       const wait = Math.max(retryAfterMs ?? 0, backoff(attempt), MIN_RETRY_WAIT_MS);
@@ -176,7 +178,7 @@ export function createApiClient(options: ApiClientOptions) {
 
   return {
     baseUrl: base,
-    hasApiKey: Boolean(options.apiKey),
+    hasApiKey: async () => Boolean(await options.apiKey?.()),
     /** Any request, for `agentctl api`: the key is attached when there is one. */
     raw: (method: string, path: string, body?: unknown) =>
       send(method, path.startsWith('/') ? path : `/${path}`, { body, auth: true, json: false }),

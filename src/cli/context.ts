@@ -99,6 +99,8 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
       if (!client) {
         const { createApiClient } = await import('../api/client.ts');
         const out = await context.output();
+        // A profile named explicitly must exist, even when flags supply everything else.
+        if (namedProfile !== undefined) await context.profile();
         const baseUrl = await context.baseUrl();
         if (!isHttpUrl(baseUrl)) {
           throw new CliError(
@@ -108,7 +110,7 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
         }
         client = createApiClient({
           baseUrl,
-          apiKey: await context.apiKey(),
+          apiKey: () => context.apiKey(),
           userAgent: `agentctl/${VERSION}`,
           onRetry: (reason, wait) => out.debug(`retrying in ${wait} ms (${reason})`),
         });
@@ -118,7 +120,7 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
     /** The client, after checking an API key is configured (exit 4 with a hint otherwise). */
     async authenticatedClient(): Promise<ApiClient> {
       const api = await context.client();
-      if (!api.hasApiKey) {
+      if (!(await api.hasApiKey())) {
         throw new CliError(
           `no API key for profile "${context.profileName}": run \`agentctl register\`, or pass --api-key or set AGENTCTL_API_KEY`,
           EXIT.auth,
