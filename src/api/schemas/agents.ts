@@ -1,7 +1,5 @@
 import { z } from 'zod';
-
-export const LEADERBOARD_DEFAULT_LIMIT = 50;
-export const LEADERBOARD_MAX_LIMIT = 100;
+import { LEADERBOARD_DEFAULT_LIMIT, LEADERBOARD_MAX_LIMIT } from './values.ts';
 
 export const LeaderboardQuery = z.object({
   limit: z.coerce

@@ -1,15 +1,6 @@
 import { z } from 'zod';
 import { Address, boundedText, textUpTo } from './common.ts';
-
-export const AGENT_TYPES = [
-  'trading',
-  'governance',
-  'analytics',
-  'custom',
-  'quant',
-  'cfo',
-  'research',
-] as const;
+import { AGENT_TYPES } from './values.ts';
 export const AgentType = z.enum(AGENT_TYPES);
 
 /** A nonce is valid this long after issue (spec: 600 s). */

@@ -1,5 +1,6 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
 import { z } from 'zod';
+import { TIERS } from './values.ts';
 
 /**
  * Plain-language messages for the failures every schema shares, so both the sandbox's
@@ -75,14 +76,6 @@ export const boundedInt = (min: number, max: number) => {
     .max(max, { error });
 };
 
-/** Agent tiers, lowest first. The order is the permission order. */
-export const TIERS = [
-  'unverified',
-  'observer',
-  'registered',
-  'established',
-  'core_contributor',
-] as const;
 export const Tier = z.enum(TIERS);
 export type Tier = z.infer<typeof Tier>;
 

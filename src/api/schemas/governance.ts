@@ -1,9 +1,6 @@
 import { z } from 'zod';
 import { requiredOr } from './common.ts';
 
-/** Vote support values, as in OpenZeppelin's Governor. */
-export const VOTE_SUPPORT = { against: 0, for: 1, abstain: 2 } as const;
-
 export const VoteRequest = z.object({
   proposal_id: z
     .number({ error: requiredOr('must be an integer') })

@@ -9,5 +9,6 @@ export * from './governance.ts';
 export * from './health.ts';
 export * from './sandbox.ts';
 export * from './strategies.ts';
+export * from './values.ts';
 export * from './vaults.ts';
 export * from './wallet.ts';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Address, boundedInt, Tier } from './common.ts';
-import { STRATEGY_STATUSES } from './strategies.ts';
-import { UsdcAmount, VAULT_IDS } from './vaults.ts';
+import { STRATEGY_STATUSES, VAULT_IDS } from './values.ts';
+import { UsdcAmount } from './vaults.ts';
 
 /** The sandbox admin API (header X-Admin-Token). Not part of the live service. */
 

@@ -1,17 +1,6 @@
 import { z } from 'zod';
 import { boundedInt, boundedText } from './common.ts';
 
-/** Strategy lifecycle states, in pipeline order; paused and deprecated are off to the side. */
-export const STRATEGY_STATUSES = [
-  'shadow',
-  'guardian_review',
-  'paper_trading',
-  'pending_oracle_approval',
-  'live',
-  'paused',
-  'deprecated',
-] as const;
-
 /** Risk parameters with the spec's bounds and defaults. */
 export const RISK_BOUNDS = {
   max_position_size_percent: { min: 1, max: 100, default: 10 },

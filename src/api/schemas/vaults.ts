@@ -1,15 +1,6 @@
 import { z } from 'zod';
 import { Address, requiredOr } from './common.ts';
-
-/** The six vault identifiers that deposit accepts. */
-export const VAULT_IDS = [
-  'conservative',
-  'moderate',
-  'aggressive',
-  'inverse',
-  'hedged',
-  'configurable',
-] as const;
+import { VAULT_IDS } from './values.ts';
 export const VaultId = z.enum(VAULT_IDS, {
   error: requiredOr(`must be one of ${VAULT_IDS.join(', ')}`),
 });

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { confirmUnlessYes } from '../prompts.ts';
@@ -9,7 +10,7 @@ export function depositCommand(): Command {
     .description(
       "Deposit USDC from the agent's server-side wallet into a vault (the service sends approve, then deposit). Asks first on a terminal unless --yes.",
     )
-    .argument('<vault>', 'conservative | moderate | aggressive | inverse | hedged | configurable')
+    .argument('<vault>', VAULT_IDS.join(' | '))
     .argument('<amount>', 'USDC, up to 6 decimals, for example 100 or 12.5')
     .option('-y, --yes', 'do not ask for confirmation')
     .addHelpText('after', '\nExample:\n  agentctl deposit moderate 100 --yes')

@@ -1,8 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { LEADERBOARD_MAX_LIMIT } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
-
-/** The service's maximum (LEADERBOARD_MAX_LIMIT in the schemas, which --help must not load). */
-const LEADERBOARD_MAX_LIMIT = 100;
 
 function parseLimit(value: string): number {
   const limit = Number(value);

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { AGENT_TYPES } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
@@ -19,8 +20,6 @@ interface RegisterFlags {
   yes?: boolean;
   force?: boolean;
 }
-
-const AGENT_TYPES = ['trading', 'governance', 'analytics', 'custom', 'quant', 'cfo', 'research'];
 
 /** The fields of the register body, from the flags (the wizard fills the gaps first). */
 function fieldsFrom(flags: RegisterFlags) {

@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import { STRATEGY_STATUSES, TIERS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
@@ -68,7 +69,7 @@ export function sandboxCommand(): Command {
     .command('tier')
     .description("set an agent's tier")
     .argument('<wallet>', "the agent's registered wallet")
-    .argument('<tier>', 'unverified | observer | registered | established | core_contributor')
+    .argument('<tier>', TIERS.join(' | '))
     .addHelpText('after', '\nExample:\n  agentctl sandbox tier 0xYourWallet established')
     .action(
       action(async (context, command) => {
@@ -119,10 +120,7 @@ export function sandboxCommand(): Command {
     .command('strategy-status')
     .description('move a strategy along its lifecycle')
     .argument('<strategy-id>', 'the 0x… id')
-    .argument(
-      '<status>',
-      'shadow | guardian_review | paper_trading | pending_oracle_approval | live | paused | deprecated',
-    )
+    .argument('<status>', STRATEGY_STATUSES.join(' | '))
     .addHelpText('after', '\nExample:\n  agentctl sandbox strategy-status 0x… guardian_review')
     .action(
       action(async (context, command) => {

@@ -1,7 +1,6 @@
 import { Command } from 'commander';
+import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
-
-const VAULT_IDS = ['conservative', 'moderate', 'aggressive', 'inverse', 'hedged', 'configurable'];
 
 /** The deposit identifier, for a service that does not send `vault_id`: from the name. */
 function identifierOf(name: string): string {

@@ -1,8 +1,7 @@
 import { Command } from 'commander';
+import { VOTE_SUPPORT } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-
-const SUPPORT = { against: 0, for: 1, abstain: 2 } as const;
 
 export function voteCommand(): Command {
   return new Command('vote')
@@ -15,7 +14,7 @@ export function voteCommand(): Command {
     .action(
       action(async (context, command) => {
         const [id, support] = command.processedArgs as [string, string];
-        if (!(support in SUPPORT)) {
+        if (!Object.hasOwn(VOTE_SUPPORT, support)) {
           throw new CliError(`support ${support}: must be for, against or abstain`, EXIT.usage);
         }
         if (!/^\d+$/.test(id))
@@ -23,7 +22,7 @@ export function voteCommand(): Command {
         const { VoteRequest, describeZodError } = await import('../../api/schemas/index.ts');
         const body = {
           proposal_id: Number(id),
-          support: SUPPORT[support as keyof typeof SUPPORT],
+          support: VOTE_SUPPORT[support as keyof typeof VOTE_SUPPORT],
           ...(command.opts().reason !== undefined
             ? { reason: command.opts().reason as string }
             : {}),
