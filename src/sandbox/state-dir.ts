@@ -15,6 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { StartupError } from './errors.ts';
+import { isRunning } from './process.ts';
 
 /**
  * Bumped whenever the on-disk layout changes in a way migrations cannot carry forward.
@@ -126,15 +127,6 @@ function lock(path: string): void {
     rmSync(pidPath, { force: true });
   }
   throw new StateDirError(`could not lock ${path}: another agentctl serve is starting there`);
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 function writeAtomically(path: string, content: string): void {

@@ -1,4 +1,4 @@
-import { type Address, formatEther, type Hash, parseEther } from 'viem';
+import { type Address, type Hash, parseEther } from 'viem';
 import { AgentPass, MockUSDC, ProtocolToken } from './contracts/artifacts.ts';
 import type { SandboxChain } from './index.ts';
 import { usdcBalanceOf } from './vaults.ts';
@@ -136,5 +136,3 @@ export async function agentPassesOf(chain: SandboxChain, owner: Address) {
     })),
   );
 }
-
-export { formatEther };

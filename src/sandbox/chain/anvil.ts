@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { CHAIN_ID } from '../../api/schemas/index.ts';
 import { StartupError } from '../errors.ts';
+import { isRunning } from '../process.ts';
 
 const PID_FILE = 'anvil.pid';
 const READY_TIMEOUT_MS = 15_000;
@@ -161,15 +162,6 @@ export function stopAbandonedAnvil(dir: string, { ownerGone = false } = {}): boo
   }
   rmSync(pidFile, { force: true });
   return true;
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Only kill the pid if it still is an anvil: pids are reused. */

@@ -15,6 +15,7 @@ import {
   type Transport,
 } from 'viem';
 import { english, generateMnemonic, mnemonicToAccount } from 'viem/accounts';
+import { createKeyedLock } from '../keyed-lock.ts';
 import { TransactionFailedError } from './errors.ts';
 
 const MNEMONIC_FILE = 'wallet.mnemonic';
@@ -105,7 +106,7 @@ export function createServerWallet(
     chain: publicClient.chain,
     transport: () => publicClient.transport as never,
   });
-  let queue: Promise<unknown> = Promise.resolve();
+  const lock = createKeyedLock();
   let nextNonce: number | undefined;
 
   async function broadcast(request: TxRequest): Promise<Hash> {
@@ -170,10 +171,6 @@ export function createServerWallet(
 
   return {
     address: account.address,
-    exclusive<T>(work: (session: WalletSession) => Promise<T>): Promise<T> {
-      const run = queue.then(() => work(session));
-      queue = run.catch(() => undefined);
-      return run;
-    },
+    exclusive: (work) => lock(account.address, () => work(session)),
   };
 }
