@@ -1,11 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
 import { runCli } from '../helpers/cli.ts';
-import { type ServeProcess, startServe } from '../helpers/serve.ts';
+import { registerOver, type ServeProcess, startServe } from '../helpers/serve.ts';
 
 const ADMIN = 'agent-commands-admin';
 let sandbox: ServeProcess;
@@ -23,27 +21,9 @@ beforeAll(async () => {
     'off',
   ]);
   dir = mkdtempSync(join(tmpdir(), 'agentctl-agent-cli-'));
-  const account = privateKeyToAccount(generatePrivateKey());
-  wallet = account.address;
-  const { nonce, message } = NonceResponse.parse(
-    await (await fetch(`${sandbox.url}/api/v1/agent/auth/nonce?wallet=${wallet}`)).json(),
-  );
-  const registered = RegisterResponse.parse(
-    await (
-      await fetch(`${sandbox.url}/api/v1/agent/auth/register`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          wallet_address: wallet,
-          signature: await account.signMessage({ message }),
-          nonce,
-          agent_name: 'CLI Agent',
-          operator_address: wallet,
-        }),
-      })
-    ).json(),
-  );
-  apiKey = registered.api_key;
+  const registered = await registerOver(sandbox.url, 'CLI Agent');
+  wallet = registered.account.address;
+  apiKey = registered.apiKey;
 });
 afterAll(async () => {
   sandbox.child.kill('SIGTERM');

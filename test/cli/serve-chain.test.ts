@@ -3,12 +3,17 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Address, createPublicClient, http } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { NonceResponse, RegisterResponse, SandboxInfo } from '../../src/api/schemas/index.ts';
+import { SandboxInfo } from '../../src/api/schemas/index.ts';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
-import { BIN, type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
+import {
+  BIN,
+  registerOver,
+  type ServeProcess,
+  serveFailure,
+  startServe,
+} from '../helpers/serve.ts';
 
 const TOKEN = 'chain-test-admin';
 let dir: string;
@@ -54,19 +59,7 @@ async function request(url: string, method: string, path: string, body?: object,
 }
 
 async function registerAgent(url: string) {
-  const account = privateKeyToAccount(generatePrivateKey());
-  const nonce = NonceResponse.parse(
-    (await request(url, 'GET', `/api/v1/agent/auth/nonce?wallet=${account.address}`)).body,
-  );
-  const registered = await request(url, 'POST', '/api/v1/agent/auth/register', {
-    wallet_address: account.address,
-    signature: await account.signMessage({ message: nonce.message }),
-    nonce: nonce.nonce,
-    agent_name: 'Durable Agent',
-    operator_address: account.address,
-  });
-  expect(registered.status).toBe(200);
-  return RegisterResponse.parse(registered.body).api_key;
+  return (await registerOver(url)).apiKey;
 }
 
 describe('serve with the chain', () => {

@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { NonceResponse, RegisterResponse, SandboxInfo } from '../../src/api/schemas/index.ts';
-import { type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
+import { NonceResponse, SandboxInfo } from '../../src/api/schemas/index.ts';
+import { registerOver, type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
 
 let dir: string;
 const running: ServeProcess[] = [];
@@ -34,26 +34,6 @@ async function serve(args: string[], env: NodeJS.ProcessEnv = {}) {
   const started = await startServe(args, env);
   running.push(started);
   return started;
-}
-
-async function registerOver(url: string) {
-  const account = privateKeyToAccount(generatePrivateKey());
-  const nonce = NonceResponse.parse(
-    await (await fetch(`${url}/api/v1/agent/auth/nonce?wallet=${account.address}`)).json(),
-  );
-  const response = await fetch(`${url}/api/v1/agent/auth/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      wallet_address: account.address,
-      signature: await account.signMessage({ message: nonce.message }),
-      nonce: nonce.nonce,
-      agent_name: 'Durable Agent',
-      operator_address: account.address,
-    }),
-  });
-  expect(response.status).toBe(200);
-  return { account, apiKey: RegisterResponse.parse(await response.json()).api_key };
 }
 
 /** Status of an authenticated read with `apiKey`: 200 if the key is known, 401 if not. */

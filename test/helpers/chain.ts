@@ -1,7 +1,8 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { type Address, createPublicClient, http } from 'viem';
+import { afterAll, beforeAll } from 'vitest';
 import type { Tier } from '../../src/api/schemas/index.ts';
-import { admin, registeredAgent, type TestSandbox } from './sandbox.ts';
+import { admin, createTestSandbox, registeredAgent, type TestSandbox } from './sandbox.ts';
 
 /**
  * A viem client of our own on the sandbox's RPC URL: tests check onchain effects with it,
@@ -9,6 +10,23 @@ import { admin, registeredAgent, type TestSandbox } from './sandbox.ts';
  */
 export function chainReader(sandbox: TestSandbox) {
   return createPublicClient({ transport: http(sandbox.chain.rpcUrl) });
+}
+
+export type ChainReader = ReturnType<typeof chainReader>;
+
+/**
+ * One sandbox (app, SQLite, anvil) for a whole test file, with an independent chain
+ * reader; `use` receives both once they are up.
+ */
+export function useChainSandbox(use: (sandbox: TestSandbox, reader: ChainReader) => void): void {
+  let sandbox: TestSandbox | undefined;
+  beforeAll(async () => {
+    sandbox = await createTestSandbox();
+    use(sandbox, chainReader(sandbox));
+  });
+  afterAll(async () => {
+    await sandbox?.close();
+  });
 }
 
 /** A registered agent with its API key and its server-side wallet (`agent_address`). */

@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
 
 export const BIN = fileURLToPath(new URL('../../bin/agentctl.js', import.meta.url));
 
@@ -54,4 +56,26 @@ export function serveFailure(args: string[]): Promise<{ code: number | null; std
     err += chunk;
   });
   return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stderr: err })));
+}
+
+/** Registers a new wallet over HTTP with a running serve; fails unless the answer is 200. */
+export async function registerOver(url: string, agentName = 'Durable Agent') {
+  const account = privateKeyToAccount(generatePrivateKey());
+  const nonce = NonceResponse.parse(
+    await (await fetch(`${url}/api/v1/agent/auth/nonce?wallet=${account.address}`)).json(),
+  );
+  const response = await fetch(`${url}/api/v1/agent/auth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      wallet_address: account.address,
+      signature: await account.signMessage({ message: nonce.message }),
+      nonce: nonce.nonce,
+      agent_name: agentName,
+      operator_address: account.address,
+    }),
+  });
+  if (response.status !== 200)
+    throw new Error(`register answered ${response.status}: ${await response.text()}`);
+  return { account, apiKey: RegisterResponse.parse(await response.json()).api_key };
 }

@@ -1,16 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentGovernor } from '../../../src/sandbox/chain/contracts/artifacts.ts';
-import { call, chainAgent, chainReader } from '../../helpers/chain.ts';
-import { admin, createTestSandbox, type TestSandbox } from '../../helpers/sandbox.ts';
+import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
+import { admin, type TestSandbox } from '../../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
-let reader: ReturnType<typeof chainReader>;
-beforeAll(async () => {
-  sandbox = await createTestSandbox();
-  reader = chainReader(sandbox);
-});
-afterAll(async () => {
-  await sandbox.close();
+let reader: ChainReader;
+useChainSandbox((started, chain) => {
+  sandbox = started;
+  reader = chain;
 });
 
 async function propose(title: string, description?: string) {

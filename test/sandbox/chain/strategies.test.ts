@@ -1,18 +1,15 @@
 import { keccak256, toHex } from 'viem';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { STRATEGY_STATUSES } from '../../../src/api/schemas/index.ts';
 import { StrategyRegistryV3 } from '../../../src/sandbox/chain/contracts/artifacts.ts';
-import { call, chainAgent, chainReader } from '../../helpers/chain.ts';
-import { admin, createTestSandbox, type TestSandbox } from '../../helpers/sandbox.ts';
+import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
+import { admin, type TestSandbox } from '../../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
-let reader: ReturnType<typeof chainReader>;
-beforeAll(async () => {
-  sandbox = await createTestSandbox();
-  reader = chainReader(sandbox);
-});
-afterAll(async () => {
-  await sandbox.close();
+let reader: ChainReader;
+useChainSandbox((started, chain) => {
+  sandbox = started;
+  reader = chain;
 });
 
 const STRATEGY = { name: 'Mean reversion', description: 'Buys dips, sells rips, sizes small.' };

@@ -1,10 +1,9 @@
 import { formatEther } from 'viem';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentPass } from '../../../src/sandbox/chain/contracts/artifacts.ts';
-import { call, chainAgent, chainReader } from '../../helpers/chain.ts';
+import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
 import {
   admin,
-  createTestSandbox,
   getNonce,
   newAccount,
   postRegister,
@@ -13,13 +12,10 @@ import {
 } from '../../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
-let reader: ReturnType<typeof chainReader>;
-beforeAll(async () => {
-  sandbox = await createTestSandbox();
-  reader = chainReader(sandbox);
-});
-afterAll(async () => {
-  await sandbox.close();
+let reader: ChainReader;
+useChainSandbox((started, chain) => {
+  sandbox = started;
+  reader = chain;
 });
 
 const faucet = (apiKey: string) => call(sandbox, apiKey, 'POST', '/api/v1/agent/faucet');
