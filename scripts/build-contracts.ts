@@ -26,6 +26,7 @@ const DEPLOYED = [
   'ProtocolToken',
   'AgentGovernor',
   'AgentPass',
+  'AgentOnboarding',
 ] as const;
 
 interface SolcOutput {

@@ -4,14 +4,17 @@ const OFFSET_KEY = 'clock_offset_seconds';
 
 /**
  * Sandbox time: the real clock plus an offset that only moves forward.
- * Nonce expiry and cooldowns read this clock, so tests and operators can skip ahead
- * with POST /sandbox/clock/advance instead of waiting. The offset is persisted.
+ * Nonce expiry, cooldowns and chain time read this clock, so tests and operators can skip
+ * ahead with POST /sandbox/clock/advance instead of waiting. The offset is persisted.
  */
 export interface SandboxClock {
   nowMs(): number;
   nowSeconds(): number;
   offsetSeconds(): number;
-  advance(seconds: number): void;
+  /** Sets and persists the offset; call inside the transaction that commits its block. */
+  setOffset(seconds: number): void;
+  /** Moves the offset forward so that now is at least `seconds` (never back). */
+  raiseTo(seconds: number): void;
 }
 
 export function createSandboxClock(
@@ -20,13 +23,19 @@ export function createSandboxClock(
 ): SandboxClock {
   let offset = Number(meta.get(OFFSET_KEY) ?? 0);
   const nowMs = () => realNowMs() + offset * 1000;
+  const nowSeconds = () => Math.floor(nowMs() / 1000);
+  const setOffset = (seconds: number) => {
+    meta.set(OFFSET_KEY, String(seconds));
+    offset = seconds;
+  };
   return {
     nowMs,
-    nowSeconds: () => Math.floor(nowMs() / 1000),
+    nowSeconds,
     offsetSeconds: () => offset,
-    advance(seconds) {
-      offset += seconds;
-      meta.set(OFFSET_KEY, String(offset));
+    setOffset,
+    raiseTo(seconds) {
+      const behind = seconds - nowSeconds();
+      if (behind > 0) setOffset(offset + behind);
     },
   };
 }

@@ -88,14 +88,21 @@ function usableNonce(row: NonceRow | undefined, wallet: string, now: number): No
 }
 
 /**
- * Verifies the signed nonce and creates the agent. The nonce is consumed in the same
- * transaction that inserts the agent, so one nonce registers at most one agent.
+ * Verifies the signed nonce and creates the agent. The nonce is consumed, and the agent's
+ * wallet index taken, before any transaction is sent: a nonce that expires while the
+ * registration runs, or a retry, can never fund a second wallet. `onboard` funds the wallet
+ * onchain and commits `record` (the agent's rows, given the wallet's address) with the block
+ * that does it.
  */
 export async function registerAgent(
   store: Store,
   clock: SandboxClock,
   request: z.output<typeof RegisterRequest>,
-  provisionWallet: (registeredWallet: Address) => Promise<{ index: number; address: Address }>,
+  onboard: (
+    walletIndex: number,
+    registeredWallet: Address,
+    record: (agentAddress: Address) => void,
+  ) => Promise<void>,
 ) {
   const wallet = request.wallet_address.toLowerCase();
   if (store.agents.findByWallet(wallet)) {
@@ -115,29 +122,8 @@ export async function registerAgent(
     );
   }
 
-  // Funded onchain before the agent exists off-chain: a crash in between leaves a funded
-  // wallet nobody uses, never an agent without its wallet.
-  const agentWallet = await provisionWallet(getAddress(wallet));
-  const apiKey = newApiKey();
   const now = clock.nowMs();
-  const agent = {
-    agent_id: randomUUID(),
-    wallet_address: getAddress(wallet),
-    wallet_key: wallet,
-    agent_name: request.agent_name,
-    agent_type: request.agent_type,
-    description: request.description ?? null,
-    operator_address: getAddress(request.operator_address),
-    operator_email: request.operator_email ?? null,
-    operator_name: request.operator_name ?? null,
-    framework: request.framework ?? null,
-    repo_url: request.repo_url ?? null,
-    tier: 'unverified' as const,
-    created_at: now,
-    wallet_index: agentWallet.index,
-    agent_address: agentWallet.address,
-  };
-  store.transaction(() => {
+  const walletIndex = store.transaction(() => {
     // Re-checked inside the write lock: another request may have won the race since the reads above.
     if (!store.nonces.consume(row.nonce, Math.floor(now / 1000))) {
       usableNonce(store.nonces.find(row.nonce), wallet, Math.floor(now / 1000));
@@ -146,16 +132,41 @@ export async function registerAgent(
     if (store.agents.findByWallet(wallet)) {
       throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);
     }
-    store.agents.insert(agent, apiKey);
+    return store.takeWalletIndex();
+  });
+
+  const apiKey = newApiKey();
+  const agentId = randomUUID();
+  await onboard(walletIndex, getAddress(wallet), (agentAddress) => {
+    store.agents.insert(
+      {
+        agent_id: agentId,
+        wallet_address: getAddress(wallet),
+        wallet_key: wallet,
+        agent_name: request.agent_name,
+        agent_type: request.agent_type,
+        description: request.description ?? null,
+        operator_address: getAddress(request.operator_address),
+        operator_email: request.operator_email ?? null,
+        operator_name: request.operator_name ?? null,
+        framework: request.framework ?? null,
+        repo_url: request.repo_url ?? null,
+        tier: 'unverified' as const,
+        created_at: now,
+        wallet_index: walletIndex,
+        agent_address: agentAddress,
+      },
+      apiKey,
+    );
   });
 
   return {
     success: true,
-    agent_id: agent.agent_id,
-    agent_name: agent.agent_name,
+    agent_id: agentId,
+    agent_name: request.agent_name,
     api_key: apiKey.key,
     api_key_prefix: apiKey.prefix,
-    tier: agent.tier,
+    tier: 'unverified' as const,
     message: 'Agent registered. Store the API key now: it is shown only once.',
   };
 }

@@ -1,13 +1,14 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { formatHostPort } from './address.ts';
 import { buildApp } from './app.ts';
 import { stopAbandonedAnvil } from './chain/anvil.ts';
-import { type SandboxChain, startChain } from './chain/index.ts';
+import { type ChainLogger, type SandboxChain, startChain } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
+import { StartupError } from './errors.ts';
 import type { SandboxOptions } from './options.ts';
 import type { App } from './routes/types.ts';
-import { openStateDir, reapAbandonedTempDirs } from './state-dir.ts';
-import { openStore } from './store/index.ts';
+import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
+import { openStore, type Store } from './store/index.ts';
 
 export interface RunningSandbox {
   url: string;
@@ -26,17 +27,28 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
   let chain: SandboxChain | undefined;
+  // The chain logs through the app's logger once there is one (recoveries happen later).
+  let logger: Pick<App['log'], 'info' | 'warn' | 'error'> | undefined;
+  const log: ChainLogger = {
+    info: (message) => logger?.info(message),
+    warn: (message) => (logger ? logger.warn(message) : process.stderr.write(`${message}\n`)),
+    error: (message) => (logger ? logger.error(message) : process.stderr.write(`${message}\n`)),
+  };
   try {
-    store = openStore(stateDir.databasePath);
+    store = openStore(stateDir.databasePath, { durable: stateDir.persistent });
+    const sandboxId = sandboxIdOf(stateDir, store);
     const clock = createSandboxClock(store.meta);
     chain = await startChain({
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
       clock,
+      store,
+      sandboxId,
+      log,
       rpcUrl: options.rpcUrl,
       deploymentFile: options.deploymentFile,
-      hasAgents: store.agents.hasAny(),
     });
+    if (stateDir.sandboxId === undefined) stateDir.markCreated(sandboxId);
     const adminToken = options.adminToken ?? randomBytes(24).toString('base64url');
     const app = await buildApp({
       store,
@@ -49,6 +61,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       trustProxy: options.trustProxy,
       logger: { level: options.logLevel, stream: process.stderr },
     });
+    logger = app.log;
     const openedStore = store;
     const startedChain = chain;
     app.addHook('onClose', async () => {
@@ -75,6 +88,28 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     stateDir.release();
     throw error;
   }
+}
+
+/**
+ * The sandbox's id: the state's format file and sandbox.db must name the same one, or the
+ * database is not this state's (lost and recreated, or copied from another sandbox).
+ */
+function sandboxIdOf(stateDir: StateDir, store: Store): string {
+  const recorded = store.meta.get('sandbox_id');
+  if (stateDir.sandboxId === undefined) {
+    // A new state, or a first start that was cut short before it wrote the format file.
+    if (recorded) return recorded;
+    const id = randomUUID();
+    store.meta.set('sandbox_id', id);
+    return id;
+  }
+  if (recorded === stateDir.sandboxId) return recorded;
+  throw new StartupError(
+    recorded === undefined
+      ? `${stateDir.databasePath} is missing or empty, but ${stateDir.path} holds a sandbox whose agents and chain log were kept there; ` +
+          'restore sandbox.db from a backup, or start with a new --state directory'
+      : `${stateDir.databasePath} belongs to another sandbox (${recorded}, not ${stateDir.sandboxId}); restore this sandbox's own sandbox.db`,
+  );
 }
 
 /**

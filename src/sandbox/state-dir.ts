@@ -10,21 +10,33 @@ import {
   renameSync,
   rmSync,
   writeFileSync,
-  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { StartupError } from './errors.ts';
-import { isRunning } from './process.ts';
 
 /**
  * Bumped whenever the on-disk layout changes in a way migrations cannot carry forward.
  * A state dir written with another format is refused rather than misread.
+ * 3: the chain as a checkpoint in chain/ plus the chain log in sandbox.db.
  */
-export const STATE_FORMAT = 2;
+export const STATE_FORMAT = 3;
 const FORMAT_FILE = 'agentctl-state.json';
+const LOCK_FILE = 'serve.lock';
 const PID_FILE = 'serve.pid';
 const TEMP_PREFIX = 'agentctl-sandbox-';
+/** What a first start can leave behind before it writes the format file (a crash mid-way). */
+const FIRST_START_FILES = new Set([
+  'sandbox.db',
+  'sandbox.db-wal',
+  'sandbox.db-shm',
+  'wallet.mnemonic',
+  'anvil.pid',
+  'chain',
+  LOCK_FILE,
+  PID_FILE,
+]);
 
 /**
  * Removes temporary state dirs left by a serve that was killed with kill -9, after
@@ -51,82 +63,130 @@ export interface StateDir {
   path: string;
   persistent: boolean;
   databasePath: string;
-  /** Gives the directory up: drops the pid lock; a temporary directory is deleted. */
+  /** The sandbox's id from the format file; undefined for a new state. */
+  sandboxId: string | undefined;
+  /** Writes the format file, naming the sandbox: from now on the dir is a state dir. */
+  markCreated(sandboxId: string): void;
+  /** Gives the directory up: drops the lock; a temporary directory is deleted. */
   release(): void;
 }
 
 /**
  * Opens `--state DIR` (creating it, or checking its format version), or makes a
- * temporary directory when no DIR is given. Takes a pid lock so two `serve`
- * processes never share one state; a lock left by a killed process is taken over.
+ * temporary directory when no DIR is given. A persistent dir is locked for as long as this
+ * process runs: an exclusive SQLite lock on serve.lock, which the kernel drops when the
+ * process dies however it dies, so there is no stale lock to take over and no race doing so.
  */
 export function openStateDir(dir: string | undefined): StateDir {
   const persistent = dir !== undefined;
   const path = persistent ? resolve(dir) : mkdtempSync(join(tmpdir(), TEMP_PREFIX));
-  // A fresh temporary directory cannot be shared, so only a persistent one needs the lock.
+  let unlock = () => {};
+  let sandboxId: string | undefined;
   if (persistent) {
-    prepareFormat(path);
-    lock(path);
+    mkdirSync(path, { recursive: true, mode: 0o700 });
+    readFormat(path);
+    unlock = lock(path);
+    try {
+      // Read again under the lock: another serve may have created the state meanwhile.
+      sandboxId = readFormat(path);
+      tightenPermissions(path);
+    } catch (error) {
+      unlock();
+      throw error;
+    }
   }
   return {
     path,
     persistent,
     databasePath: join(path, 'sandbox.db'),
+    sandboxId,
+    markCreated(id) {
+      sandboxId = id;
+      writeAtomically(
+        join(path, FORMAT_FILE),
+        `${JSON.stringify({ format: STATE_FORMAT, sandbox_id: id })}\n`,
+      );
+    },
     release() {
-      if (persistent) rmSync(join(path, PID_FILE), { force: true });
+      if (persistent) unlock();
       else rmSync(path, { recursive: true, force: true });
     },
   };
 }
 
-function prepareFormat(path: string): void {
-  mkdirSync(path, { recursive: true, mode: 0o700 });
-  chmodSync(path, 0o700);
+/** The sandbox id the format file names; undefined for a dir that is new (or whose first start was cut short). */
+function readFormat(path: string): string | undefined {
   const formatPath = join(path, FORMAT_FILE);
-  if (existsSync(formatPath)) {
-    let format: unknown;
-    try {
-      format = JSON.parse(readFileSync(formatPath, 'utf8')).format;
-    } catch {
+  if (!existsSync(formatPath)) {
+    const foreign = readdirSync(path).filter((name) => !FIRST_START_FILES.has(name));
+    if (foreign.length > 0) {
       throw new StateDirError(
-        `${formatPath} is unreadable; is ${path} an agentctl state directory?`,
+        `${path} is not empty and is not an agentctl state directory; give --state an empty or new directory`,
       );
     }
-    if (format !== STATE_FORMAT) {
-      throw new StateDirError(
-        `state directory ${path} has format version ${String(format)}, but this agentctl uses format ${STATE_FORMAT}; ` +
-          'use a matching agentctl or start with a new --state directory',
-      );
-    }
-    return;
+    return undefined;
   }
-  if (readdirSync(path).length > 0) {
+  let parsed: { format?: unknown; sandbox_id?: unknown } | null;
+  try {
+    parsed = JSON.parse(readFileSync(formatPath, 'utf8'));
+  } catch {
+    parsed = null;
+  }
+  if (typeof parsed !== 'object' || parsed === null) {
+    throw new StateDirError(`${formatPath} is unreadable; is ${path} an agentctl state directory?`);
+  }
+  if (parsed.format !== STATE_FORMAT) {
     throw new StateDirError(
-      `${path} is not empty and is not an agentctl state directory; give --state an empty or new directory`,
+      `state directory ${path} has format version ${String(parsed.format)}, but this agentctl uses format ${STATE_FORMAT}` +
+        (parsed.format === 2
+          ? ' (a chain checkpoint plus a write-ahead log, where format 2 rewrote one snapshot on every write) and cannot convert it'
+          : '') +
+        '; use a matching agentctl or start with a new --state directory',
     );
   }
-  writeAtomically(formatPath, `${JSON.stringify({ format: STATE_FORMAT })}\n`);
+  if (typeof parsed.sandbox_id !== 'string' || parsed.sandbox_id.length === 0) {
+    throw new StateDirError(
+      `${formatPath} names no sandbox; is ${path} an agentctl state directory?`,
+    );
+  }
+  return parsed.sandbox_id;
 }
 
-/** Creates serve.pid exclusively; a file left by a process that is gone is replaced. */
-function lock(path: string): void {
+/** Takes the dir's lock, or says which serve holds it. Returns the function that drops it. */
+function lock(path: string): () => void {
+  const lockPath = join(path, LOCK_FILE);
   const pidPath = join(path, PID_FILE);
-  for (let attempt = 0; attempt < 2; attempt++) {
+  closeSync(openSync(lockPath, 'a', 0o600));
+  const db = new DatabaseSync(lockPath, { timeout: 0 });
+  try {
+    db.exec('PRAGMA journal_mode = MEMORY; PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE');
+  } catch {
+    db.close();
+    let holder = '';
     try {
-      const fd = openSync(pidPath, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
-      return;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const pid = Number(readFileSync(pidPath, 'utf8').trim());
+      if (Number.isInteger(pid) && pid > 0) holder = ` (pid ${pid})`;
+    } catch {
+      // It has not written its pid yet.
     }
-    const pid = Number(readFileSync(pidPath, 'utf8').trim());
-    if (Number.isInteger(pid) && pid > 0 && isRunning(pid)) {
-      throw new StateDirError(`another agentctl serve (pid ${pid}) is using ${path}`);
-    }
-    rmSync(pidPath, { force: true });
+    throw new StateDirError(`another agentctl serve${holder} is using ${path}`);
   }
-  throw new StateDirError(`could not lock ${path}: another agentctl serve is starting there`);
+  writeAtomically(pidPath, `${process.pid}\n`);
+  return () => {
+    rmSync(pidPath, { force: true });
+    db.exec('ROLLBACK');
+    db.close();
+  };
+}
+
+/** Files 0600 and directories 0700, whatever an earlier version or a restore left. */
+function tightenPermissions(path: string): void {
+  chmodSync(path, 0o700);
+  for (const entry of readdirSync(path, { withFileTypes: true, recursive: true })) {
+    const full = join(entry.parentPath, entry.name);
+    if (entry.isDirectory()) chmodSync(full, 0o700);
+    else if (entry.isFile()) chmodSync(full, 0o600);
+  }
 }
 
 function writeAtomically(path: string, content: string): void {

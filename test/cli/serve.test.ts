@@ -2,6 +2,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -121,17 +122,24 @@ describe('agentctl serve', () => {
         await fetch(`${second.url}/sandbox/info`, { headers: { 'x-admin-token': 't' } })
       ).json(),
     );
-    expect(info.clock.offset_seconds).toBe(7200);
+    // A restart within the second of the last block moves the clock one second on, so that
+    // chain time never stands still or goes back.
+    expect(info.clock.offset_seconds).toBeGreaterThanOrEqual(7200);
+    expect(info.clock.offset_seconds).toBeLessThanOrEqual(7201);
     expect(info.persistent).toBe(true);
     // State is private to its owner.
     expect(statSync(state).mode & 0o777).toBe(0o700);
+    const checkpoints = readdirSync(join(state, 'chain'));
+    expect(checkpoints).toEqual([expect.stringMatching(/^checkpoint-\d+\.json$/)]);
+    expect(statSync(join(state, 'chain')).mode & 0o777).toBe(0o700);
     for (const file of [
       'sandbox.db',
       'sandbox.db-wal',
       'agentctl-state.json',
       'wallet.mnemonic',
-      'chain-snapshot.json',
+      `chain/${checkpoints[0]}`,
       'anvil.pid',
+      'serve.pid',
     ]) {
       expect(statSync(join(state, file)).mode & 0o777).toBe(0o600);
     }
@@ -157,8 +165,21 @@ describe('agentctl serve', () => {
     const result = await serveFailure(['--port', '0', '--state', state]);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('format version 99');
-    expect(result.stderr).toContain('format 2');
+    expect(result.stderr).toContain('format 3');
     expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('refuses a format-2 state dir, saying why it cannot be read', async () => {
+    const state = join(dir, 'state');
+    mkdirSync(state);
+    writeFileSync(join(state, 'agentctl-state.json'), '{"format": 2}\n');
+    writeFileSync(join(state, 'chain-snapshot.json'), '{}');
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`state directory ${state} has format version 2`);
+    expect(result.stderr).toContain('start with a new --state directory');
+    // Nothing was touched: the old state is still there for the agentctl that wrote it.
+    expect(readdirSync(state).sort()).toEqual(['agentctl-state.json', 'chain-snapshot.json']);
   });
 
   it('refuses a non-empty directory that is not a state dir', async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +12,8 @@ import type { App } from '../../src/sandbox/routes/types.ts';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token';
+
+const SILENT = { info() {}, warn() {}, error() {} };
 
 export interface TestSandbox {
   app: App;
@@ -35,9 +38,16 @@ export async function createTestSandbox(
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
-  const store = openStore(join(dir, 'sandbox.db'));
+  const store = openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = createSandboxClock(store.meta);
-  const chain = await startChain({ stateDir: dir, persistent: false, clock, hasAgents: false });
+  const chain = await startChain({
+    stateDir: dir,
+    persistent: false,
+    clock,
+    store,
+    sandboxId: randomUUID(),
+    log: SILENT,
+  });
   const app = await buildApp({
     store,
     clock,

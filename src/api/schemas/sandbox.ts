@@ -30,6 +30,7 @@ export const ContractAddresses = z.object({
   strategy_registry: Address,
   governor: Address,
   agent_pass: Address,
+  agent_onboarding: Address,
   vaults: z.object(
     Object.fromEntries(VAULT_IDS.map((id) => [id, Address])) as Record<
       (typeof VAULT_IDS)[number],

@@ -1,14 +1,10 @@
 import { type Address, type Hash, parseEther } from 'viem';
-import { AgentPass, MockUSDC, ProtocolToken } from './contracts/artifacts.ts';
+import { AgentOnboarding, AgentPass, MockUSDC, ProtocolToken } from './contracts/artifacts.ts';
+import { AGENT_FUNDING } from './deployment.ts';
 import type { SandboxChain } from './index.ts';
 import { usdcBalanceOf } from './vaults.ts';
 
-/** What a new agent wallet receives: 1 ETH is gas for thousands of transactions. */
-export const AGENT_FUNDING = {
-  eth: parseEther('1'),
-  usdcRaw: 10_000n * 10n ** 6n,
-  protocolTokens: parseEther('100'),
-} as const;
+export { AGENT_FUNDING } from './deployment.ts';
 
 /** One faucet drip. */
 export const FAUCET_DRIP_WEI = parseEther('0.1');
@@ -16,46 +12,73 @@ export const FAUCET_DRIP_WEI = parseEther('0.1');
 /** Below this a wallet is reported as having no gas: about 20 simple transactions. */
 const GAS_THRESHOLD_WEI = parseEther('0.001');
 
-/**
- * Funds a new agent's server-side wallet (ETH, test USDC, protocol tokens) and mints the
- * agent pass to its registered wallet. Resolves once every transfer has confirmed and is durable.
- */
-export async function provisionAgentWallet(
-  chain: SandboxChain,
-  walletIndex: number,
-  registeredWallet: Address,
-): Promise<Address> {
-  const agentAddress = chain.wallet(walletIndex).address;
-  const { deployment } = chain;
-  await chain.treasury.exclusive((session) =>
-    session.sendAll([
-      { label: 'funding the agent wallet with ETH', to: agentAddress, value: AGENT_FUNDING.eth },
-      {
-        label: 'minting test USDC to the agent wallet',
-        address: deployment.usdc,
-        abi: MockUSDC.abi,
-        functionName: 'mint',
-        args: [agentAddress, AGENT_FUNDING.usdcRaw],
-      },
-      {
-        label: 'minting protocol tokens to the agent wallet',
-        address: deployment.protocol_token,
-        abi: ProtocolToken.abi,
-        functionName: 'mint',
-        args: [agentAddress, AGENT_FUNDING.protocolTokens],
-      },
-      {
-        label: 'minting the agent pass',
-        address: deployment.agent_pass,
-        abi: AgentPass.abi,
-        functionName: 'mint',
-        args: [registeredWallet],
-      },
-    ]),
-  );
-  await chain.persist();
-  return agentAddress;
+/** Agents onboarded by one transaction at most (about 300k gas each). */
+const MAX_AGENTS_PER_ONBOARDING = 64;
+
+interface OnboardingRequest {
+  agentWallet: Address;
+  registeredWallet: Address;
+  /** The agent's off-chain rows: committed with the block that onboards it. */
+  record(): void;
+  resolve(): void;
+  reject(error: unknown): void;
 }
+
+/**
+ * Onboards new agents: the treasury funds each agent's server-side wallet (ETH, test USDC,
+ * protocol tokens) and mints the agent pass to its registered wallet, through the onboarding
+ * contract. Registrations that arrive while one onboarding transaction is being mined share
+ * the next one, so the cost per registration falls as they come faster.
+ */
+export function createOnboarder(chain: SandboxChain) {
+  const queue: OnboardingRequest[] = [];
+  let flushing = false;
+
+  async function flush(): Promise<void> {
+    if (flushing) return;
+    flushing = true;
+    try {
+      while (queue.length > 0) {
+        const batch = queue.splice(0, MAX_AGENTS_PER_ONBOARDING);
+        try {
+          await chain.treasury.exclusive((session) =>
+            session.send(
+              [
+                {
+                  label: 'onboarding the agent wallet',
+                  address: chain.deployment.agent_onboarding,
+                  abi: AgentOnboarding.abi,
+                  functionName: 'onboard',
+                  args: [batch.map((r) => r.agentWallet), batch.map((r) => r.registeredWallet)],
+                  value: AGENT_FUNDING.eth * BigInt(batch.length),
+                },
+              ],
+              () => {
+                for (const request of batch) request.record();
+              },
+            ),
+          );
+          for (const request of batch) request.resolve();
+        } catch (error) {
+          for (const request of batch) request.reject(error);
+        }
+      }
+    } finally {
+      flushing = false;
+    }
+  }
+
+  return {
+    /** Resolves once the agent is onboarded onchain and `record` has committed with it. */
+    onboard(agentWallet: Address, registeredWallet: Address, record: () => void): Promise<void> {
+      return new Promise((resolve, reject) => {
+        queue.push({ agentWallet, registeredWallet, record, resolve, reject });
+        void flush();
+      });
+    },
+  };
+}
+export type Onboarder = ReturnType<typeof createOnboarder>;
 
 /** ETH, USDC and protocol-token balances of a wallet, read onchain. */
 export async function balancesOf(chain: SandboxChain, address: Address) {
@@ -72,13 +95,21 @@ export async function balancesOf(chain: SandboxChain, address: Address) {
   return { eth, usdc, tokens, hasGas: eth >= GAS_THRESHOLD_WEI };
 }
 
-/** Sends one drip of ETH from the faucet account; resolves once it is confirmed and durable. */
-export async function dripFromFaucet(chain: SandboxChain, to: Address): Promise<Hash> {
-  const receipt = await chain.faucet.exclusive((session) =>
-    session.send({ label: 'faucet drip', to, value: FAUCET_DRIP_WEI }),
+/**
+ * Sends one drip of ETH from the faucet account; `record` gets the transaction's hash and
+ * commits with its block. Resolves once both are durable.
+ */
+export async function dripFromFaucet(
+  chain: SandboxChain,
+  to: Address,
+  record: (txHash: Hash) => void,
+): Promise<Hash> {
+  const { receipts } = await chain.faucet.exclusive((session) =>
+    session.send([{ label: 'faucet drip', to, value: FAUCET_DRIP_WEI }], ([receipt]) =>
+      record((receipt as { transactionHash: Hash }).transactionHash),
+    ),
   );
-  await chain.persist();
-  return receipt.transactionHash;
+  return (receipts[0] as { transactionHash: Hash }).transactionHash;
 }
 
 /** Sandbox admin: mints test USDC and sends ETH from the treasury. */
@@ -87,25 +118,28 @@ export async function fundAddress(
   address: Address,
   amounts: { usdcRaw?: bigint; ethWei?: bigint },
 ) {
-  const txs = await chain.treasury.exclusive(async (session) => {
-    const usdc =
-      amounts.usdcRaw === undefined
-        ? undefined
-        : await session.send({
+  const requests = [
+    ...(amounts.usdcRaw === undefined
+      ? []
+      : [
+          {
             label: 'minting test USDC',
             address: chain.deployment.usdc,
             abi: MockUSDC.abi,
             functionName: 'mint',
             args: [address, amounts.usdcRaw],
-          });
-    const eth =
-      amounts.ethWei === undefined
-        ? undefined
-        : await session.send({ label: 'sending ETH', to: address, value: amounts.ethWei });
-    return { usdc: usdc?.transactionHash ?? null, eth: eth?.transactionHash ?? null };
-  });
-  await chain.persist();
-  return txs;
+          },
+        ]),
+    ...(amounts.ethWei === undefined
+      ? []
+      : [{ label: 'sending ETH', to: address, value: amounts.ethWei }]),
+  ];
+  const { receipts } = await chain.treasury.exclusive((session) => session.send(requests));
+  const hashes = receipts.map((receipt) => receipt.transactionHash);
+  return {
+    usdc: amounts.usdcRaw === undefined ? null : (hashes.shift() ?? null),
+    eth: amounts.ethWei === undefined ? null : (hashes.shift() ?? null),
+  };
 }
 
 /** Agent passes held by a wallet, enumerated onchain. */

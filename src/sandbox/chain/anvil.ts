@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -9,6 +9,13 @@ import { isRunning } from '../process.ts';
 
 const PID_FILE = 'anvil.pid';
 const READY_TIMEOUT_MS = 15_000;
+/**
+ * Set in the environment of every anvil a sandbox starts: a later serve finds an anvil left
+ * behind by its state dir even when anvil.pid is gone.
+ */
+const STATE_DIR_MARKER = 'AGENTCTL_SANDBOX_STATE_DIR';
+/** Room for many batched writes per block; a real L2 block holds far more than 30M gas. */
+const BLOCK_GAS_LIMIT = 300_000_000;
 
 export class AnvilError extends StartupError {}
 
@@ -37,6 +44,8 @@ export interface AnvilProcess {
   pid: number;
   /** False once anvil has exited, for whatever reason. */
   running(): boolean;
+  /** Resolves when anvil exits, for whatever reason. */
+  exited: Promise<void>;
   /** Stops anvil and removes its pidfile. */
   stop(): Promise<void>;
 }
@@ -50,6 +59,16 @@ export async function startAnvil(options: {
   stateDir: string;
   chainId?: number;
   binary?: string;
+  /** A fixed port (a restarted anvil keeps its URL); a free one when 0 or absent. */
+  port?: number;
+  /**
+   * `manual`: no block is mined until the sandbox mines one (it is then the only block
+   * producer, and every block goes into its log). `auto`: a block per transaction, as anvil
+   * does by default (a plain dev node, as a test's external chain).
+   */
+  mining?: 'manual' | 'auto';
+  /** The genesis block's timestamp (a repeatable build); now when absent. */
+  genesisTimestamp?: number;
 }): Promise<AnvilProcess> {
   const pidFile = join(options.stateDir, PID_FILE);
   // This state dir is locked by us, so whatever serve started that anvil is gone.
@@ -61,17 +80,27 @@ export async function startAnvil(options: {
       '--host',
       '127.0.0.1',
       '--port',
-      '0',
+      String(options.port ?? 0),
       '--chain-id',
       String(options.chainId ?? CHAIN_ID),
       // The sandbox funds its own accounts; anvil's well-known dev keys get nothing.
       '--accounts',
       '0',
       '--disable-console-log',
+      // No web page may drive the chain from a browser (anvil_reset, say).
+      '--no-cors',
+      '--gas-limit',
+      String(BLOCK_GAS_LIMIT),
+      ...(options.mining === 'manual' ? ['--no-mining'] : []),
+      ...(options.genesisTimestamp ? ['--timestamp', String(options.genesisTimestamp)] : []),
     ],
     // Its own process group: a Ctrl-C in the terminal reaches serve, which then stops
     // anvil after the work in flight, instead of killing the chain under it.
-    { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      env: { ...process.env, [STATE_DIR_MARKER]: options.stateDir },
+    },
   );
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
   // Recorded before anything can go wrong, so a serve killed during start-up is cleaned up too:
@@ -91,6 +120,7 @@ export async function startAnvil(options: {
     rpcUrl,
     pid,
     running: () => child.exitCode === null && child.signalCode === null,
+    exited,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
@@ -150,18 +180,52 @@ function waitForListening(child: ChildProcess, binary: string): Promise<string> 
  */
 export function stopAbandonedAnvil(dir: string, { ownerGone = false } = {}): boolean {
   const pidFile = join(dir, PID_FILE);
-  if (!existsSync(pidFile)) return true;
+  if (!existsSync(pidFile)) {
+    // anvil.pid was lost: look for an anvil started for this dir. Only a serve that holds
+    // the dir's lock (ownerGone) may do that, since a running serve's anvil looks the same.
+    if (ownerGone) for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
+    return true;
+  }
   const [anvilPid, servePid] = readFileSync(pidFile, 'utf8').trim().split(/\s+/).map(Number);
   if (!ownerGone && servePid !== undefined && isRunning(servePid)) return false;
   if (anvilPid !== undefined && Number.isInteger(anvilPid) && anvilPid > 0 && isAnvil(anvilPid)) {
-    try {
-      process.kill(anvilPid, 'SIGKILL');
-    } catch {
-      // Already gone.
-    }
+    killQuietly(anvilPid);
   }
+  if (ownerGone) for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
   rmSync(pidFile, { force: true });
   return true;
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+/** Pids of running anvils whose environment names `dir` (Linux /proc; none elsewhere). */
+export function anvilsStartedFor(dir: string): number[] {
+  const marker = `${STATE_DIR_MARKER}=${dir}`;
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const found: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('anvil')) continue;
+      if (readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(marker)) {
+        found.push(Number(entry));
+      }
+    } catch {
+      // Gone meanwhile, or another user's.
+    }
+  }
+  return found;
 }
 
 /** Only kill the pid if it still is an anvil: pids are reused. */

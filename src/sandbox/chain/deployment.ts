@@ -1,7 +1,8 @@
-import { type Abi, type Address, getAddress, type Hex } from 'viem';
+import { type Abi, type Address, getAddress, type Hex, keccak256, parseEther, toHex } from 'viem';
 import { VAULT_IDS, type VaultId } from '../../api/schemas/index.ts';
 import {
   AgentGovernor,
+  AgentOnboarding,
   AgentPass,
   MockUSDC,
   ProtocolToken,
@@ -18,8 +19,16 @@ export interface Deployment {
   strategy_registry: Address;
   governor: Address;
   agent_pass: Address;
+  agent_onboarding: Address;
   vaults: Record<VaultId, Address>;
 }
+
+/** What the onboarding contract gives each new agent's wallet: 1 ETH is gas for thousands of transactions. */
+export const AGENT_FUNDING = {
+  eth: parseEther('1'),
+  usdcRaw: 10_000n * 10n ** 6n,
+  protocolTokens: parseEther('100'),
+} as const;
 
 /** Each vault's name, share symbol and yearly yield in basis points. */
 export const VAULT_CONFIG: Record<VaultId, { name: string; symbol: string; apyBps: number }> = {
@@ -34,11 +43,13 @@ export const VAULT_CONFIG: Record<VaultId, { name: string; symbol: string; apyBp
 /** How long a proposal stays open for votes. */
 export const VOTING_PERIOD_SECONDS = 7 * 24 * 3600;
 
-const MINTER_ROLE = '0x9f2df0fed2c77648de5860a4cc508cd0818c85b8b8a1ab4ceeef8d981c8956a6' as Hex;
+const MINTER_ROLE = keccak256(toHex('MINTER_ROLE'));
 
 /**
  * Deploys every contract from the treasury, which keeps the admin, minter, guardian and
- * proposer roles, and lets each vault mint its own yield.
+ * proposer roles; each vault may mint its own yield, and the onboarding contract may mint
+ * what new agents receive. Each contract is mined before the next is deployed: a vault's
+ * constructor reads its asset's decimals.
  */
 export function deployProtocol(treasury: ServerWallet): Promise<Deployment> {
   return treasury.exclusive((session) => deployFrom(session));
@@ -47,14 +58,12 @@ export function deployProtocol(treasury: ServerWallet): Promise<Deployment> {
 async function deployFrom(session: WalletSession): Promise<Deployment> {
   const admin = session.address;
   const deploy = async (label: string, abi: Abi, bytecode: Hex, args: readonly unknown[]) => {
-    const receipt = await session.send({
-      label: `deploying ${label}`,
-      deploy: { abi, bytecode, args },
-    });
-    if (!receipt.contractAddress) {
-      throw new TransactionFailedError(`deploying ${label}`, 'no contract was created');
-    }
-    return getAddress(receipt.contractAddress);
+    const { receipts } = await session.send([
+      { label: `deploying ${label}`, deploy: { abi, bytecode, args } },
+    ]);
+    const address = receipts[0]?.contractAddress;
+    if (!address) throw new TransactionFailedError(`deploying ${label}`, 'no contract was created');
+    return getAddress(address);
   };
 
   const usdc = await deploy('MockUSDC', MockUSDC.abi, MockUSDC.bytecode, [admin]);
@@ -71,6 +80,20 @@ async function deployFrom(session: WalletSession): Promise<Deployment> {
     admin,
   ]);
   const pass = await deploy('AgentPass', AgentPass.abi, AgentPass.bytecode, [admin]);
+  const onboarding = await deploy(
+    'AgentOnboarding',
+    AgentOnboarding.abi,
+    AgentOnboarding.bytecode,
+    [
+      usdc,
+      token,
+      pass,
+      AGENT_FUNDING.eth,
+      AGENT_FUNDING.usdcRaw,
+      AGENT_FUNDING.protocolTokens,
+      admin,
+    ],
+  );
   const vaults = {} as Record<VaultId, Address>;
   for (const id of VAULT_IDS) {
     const { name, symbol, apyBps } = VAULT_CONFIG[id];
@@ -83,21 +106,28 @@ async function deployFrom(session: WalletSession): Promise<Deployment> {
       admin,
     ]);
   }
-  await session.sendAll(
-    VAULT_IDS.map((id) => ({
-      label: `letting the ${id} vault mint its yield`,
-      address: usdc,
-      abi: MockUSDC.abi,
-      functionName: 'grantRole',
-      args: [MINTER_ROLE, vaults[id]],
-    })),
-  );
+  const grant = (label: string, address: Address, abi: Abi, minter: Address) => ({
+    label,
+    address,
+    abi,
+    functionName: 'grantRole',
+    args: [MINTER_ROLE, minter],
+  });
+  await session.send([
+    ...VAULT_IDS.map((id) =>
+      grant(`letting the ${id} vault mint its yield`, usdc, MockUSDC.abi, vaults[id]),
+    ),
+    grant('letting onboarding mint USDC', usdc, MockUSDC.abi, onboarding),
+    grant('letting onboarding mint protocol tokens', token, ProtocolToken.abi, onboarding),
+    grant('letting onboarding mint agent passes', pass, AgentPass.abi, onboarding),
+  ]);
   return {
     usdc,
     protocol_token: token,
     strategy_registry: registry,
     governor,
     agent_pass: pass,
+    agent_onboarding: onboarding,
     vaults,
   };
 }

@@ -1,5 +1,16 @@
-import { BaseError, ContractFunctionRevertedError, HttpRequestError, TimeoutError } from 'viem';
+import {
+  type Abi,
+  BaseError,
+  ContractFunctionRevertedError,
+  decodeErrorResult,
+  type Hash,
+  type Hex,
+  HttpRequestError,
+  TimeoutError,
+} from 'viem';
 import { HttpError } from '../errors.ts';
+import * as artifacts from './contracts/artifacts.ts';
+import { type RpcClient, RpcUnreachableError } from './rpc.ts';
 
 /**
  * A transaction the sandbox tried to send did not succeed onchain: it was refused before
@@ -30,6 +41,7 @@ export class ChainUnavailableError extends HttpError {
 }
 
 export function isUnreachable(error: unknown): boolean {
+  if (error instanceof RpcUnreachableError) return true;
   return (
     error instanceof BaseError &&
     Boolean(
@@ -38,13 +50,63 @@ export function isUnreachable(error: unknown): boolean {
   );
 }
 
-/** The custom error's name and arguments when the ABI decodes it, else viem's short message. */
+/**
+ * The custom error's name and arguments when a sandbox contract's ABI decodes it (from a
+ * simulated call or a gas estimate), else viem's short message.
+ */
 export function revertReason(error: unknown): string {
   if (!(error instanceof BaseError)) return error instanceof Error ? error.message : String(error);
   const reverted = error.walk((cause) => cause instanceof ContractFunctionRevertedError);
   if (reverted instanceof ContractFunctionRevertedError && reverted.data) {
-    const args = (reverted.data.args ?? []).map((arg) => String(arg)).join(', ');
-    return `${reverted.data.errorName}(${args})`;
+    return describeError(reverted.data.errorName, reverted.data.args);
+  }
+  const data = revertData(error);
+  if (data) {
+    const decoded = decodeContractError(data);
+    if (decoded) return decoded;
   }
   return error.shortMessage;
+}
+
+function describeError(name: string, args: readonly unknown[] | undefined): string {
+  return `${name}(${(args ?? []).map((arg) => String(arg)).join(', ')})`;
+}
+
+/** The revert data anywhere in an error's chain of causes. */
+function revertData(error: BaseError): Hex | undefined {
+  let found: Hex | undefined;
+  error.walk((cause) => {
+    const data = (cause as { data?: unknown }).data;
+    const hex = typeof data === 'string' ? data : (data as { data?: unknown } | undefined)?.data;
+    if (typeof hex === 'string' && /^0x[0-9a-f]{8,}$/i.test(hex)) found ??= hex as Hex;
+    return false;
+  });
+  return found;
+}
+
+function decodeContractError(data: Hex): string | undefined {
+  try {
+    const decoded = decodeErrorResult({ abi: CONTRACT_ERRORS, data });
+    return describeError(decoded.errorName, decoded.args);
+  } catch {
+    return undefined;
+  }
+}
+
+const CONTRACT_ERRORS: Abi = Object.values(artifacts).flatMap((artifact) =>
+  (artifact.abi as Abi).filter((item) => item.type === 'error'),
+);
+
+/**
+ * Why a mined transaction reverted, from anvil's call trace: the custom error's name and
+ * arguments when a sandbox contract's ABI decodes it, else the node's own words.
+ */
+export async function tracedRevertReason(rpc: RpcClient, hash: Hash): Promise<string> {
+  const trace = await rpc.call<{ output?: Hex; error?: string; revertReason?: string }>(
+    'debug_traceTransaction',
+    [hash, { tracer: 'callTracer' }],
+  );
+  const decoded =
+    trace.output && trace.output !== '0x' ? decodeContractError(trace.output) : undefined;
+  return decoded ?? trace.revertReason ?? trace.error ?? 'the transaction reverted';
 }

@@ -1,4 +1,4 @@
-import type { Address } from 'viem';
+import { type Address, parseEventLogs, type TransactionReceipt } from 'viem';
 import { HttpError } from '../errors.ts';
 import { AgentGovernor } from './contracts/artifacts.ts';
 import { revertReason } from './errors.ts';
@@ -18,29 +18,30 @@ function chainNow(chain: SandboxChain, latestBlockTimestamp: bigint): bigint {
 /** Opens a proposal for voting at once (sandbox admin). Ids count up from 1. */
 export async function createProposal(chain: SandboxChain, title: string, description: string) {
   const governor = chain.deployment.governor;
-  const receipt = await chain.treasury.exclusive((session) =>
-    session.send({
-      label: 'proposal',
-      address: governor,
-      abi: AgentGovernor.abi,
-      functionName: 'propose',
-      args: [title, description],
-    }),
+  const { receipts } = await chain.treasury.exclusive((session) =>
+    session.send([
+      {
+        label: 'proposal',
+        address: governor,
+        abi: AgentGovernor.abi,
+        functionName: 'propose',
+        args: [title, description],
+      },
+    ]),
   );
-  await chain.persist();
-  // The treasury is the only proposer and proposals are serialised on it, so the count
-  // right after this receipt is this proposal's id.
-  const proposalId = await chain.publicClient.readContract({
-    address: governor,
+  const receipt = receipts[0] as TransactionReceipt;
+  const created = parseEventLogs({
     abi: AgentGovernor.abi,
-    functionName: 'proposalCount',
-    blockNumber: receipt.blockNumber,
-  });
-  const proposal = await readProposal(chain, proposalId);
+    logs: receipt.logs,
+    eventName: 'ProposalCreated',
+  })[0];
+  if (!created) {
+    throw new HttpError(502, 'the governor confirmed the proposal but emitted no ProposalCreated');
+  }
   return {
-    proposal_id: Number(proposalId),
+    proposal_id: Number(created.args.proposalId),
     tx_hash: receipt.transactionHash,
-    vote_end: Number(proposal.voteEnd),
+    vote_end: Number(created.args.voteEnd),
   };
 }
 
@@ -93,6 +94,7 @@ export async function castVote(
   chain: SandboxChain,
   walletIndex: number,
   vote: { proposalId: number; support: 0 | 1 | 2; reason: string },
+  record: () => void,
 ) {
   const governor = chain.deployment.governor;
   const id = BigInt(vote.proposalId);
@@ -119,15 +121,20 @@ export async function castVote(
     if (voted) {
       throw new HttpError(409, `this agent has already voted on proposal ${vote.proposalId}`);
     }
-    return session.send({
-      label: 'vote',
-      address: governor,
-      abi: AgentGovernor.abi,
-      functionName: 'castVoteWithReason',
-      args: [id, vote.support, vote.reason],
-    });
+    const { receipts } = await session.send(
+      [
+        {
+          label: 'vote',
+          address: governor,
+          abi: AgentGovernor.abi,
+          functionName: 'castVoteWithReason',
+          args: [id, vote.support, vote.reason],
+        },
+      ],
+      record,
+    );
+    return receipts[0] as TransactionReceipt;
   });
-  await chain.persist();
   return {
     supportLabel: SUPPORT_LABELS[vote.support],
     txHash: receipt.transactionHash,

@@ -1,37 +1,35 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  type Address,
-  type Chain,
-  createPublicClient,
-  createTestClient,
-  defineChain,
-  http,
-  type PublicClient,
-  parseEther,
-  type Transport,
-} from 'viem';
+import type { Address, Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
-import { HttpError, StartupError } from '../errors.ts';
-import { type AnvilProcess, startAnvil } from './anvil.ts';
+import { StartupError } from '../errors.ts';
+import type { Store } from '../store/index.ts';
+import { createChainClients, SANDBOX_FEES } from './clients.ts';
+import { AgentOnboarding } from './contracts/artifacts.ts';
 import { type Deployment, deployProtocol } from './deployment.ts';
-import { isUnreachable, revertReason } from './errors.ts';
-import { createPersister, readSnapshot, SNAPSHOT_FORMAT, writeSnapshot } from './snapshot.ts';
+import { isUnreachable, TransactionFailedError, tracedRevertReason } from './errors.ts';
+import { type ChainLogger, type LocalChain, startLocalChain } from './local-chain.ts';
+import type { Submitted, TxSubmitter } from './producer.ts';
+import { createRpcClient, type RpcClient } from './rpc.ts';
 import {
   ACCOUNT_INDEX,
   createKeyring,
+  createMnemonic,
   createServerWallet,
-  loadOrCreateMnemonic,
+  type FeePolicy,
+  GENESIS_KEYS,
+  mnemonicFingerprint,
+  mnemonicPath,
+  readMnemonic,
   type ServerWallet,
 } from './wallets.ts';
 
 export type { Deployment } from './deployment.ts';
+export type { ChainLogger } from './local-chain.ts';
 
 const DEPLOYMENT_FILE = 'deployment.json';
-/** What the treasury and the faucet hold on a dev chain, topped up at every start. */
-const DEV_TREASURY_ETH = parseEther('1000000');
-const DEV_FAUCET_ETH = parseEther('100000');
 /** How long /health trusts its last look at the RPC endpoint. */
 const CONNECTION_CHECK_MS = 1000;
 
@@ -39,12 +37,14 @@ export interface ChainOptions {
   stateDir: string;
   persistent: boolean;
   clock: SandboxClock;
+  store: Store;
+  /** Identifies this sandbox's state; checkpoints carry it. */
+  sandboxId: string;
+  log: ChainLogger;
   /** An existing node instead of the sandbox's own anvil. */
   rpcUrl?: string;
   /** Contract addresses on a node that is not a dev chain. */
   deploymentFile?: string;
-  /** Agents exist off-chain, so a missing snapshot means lost state, not a new sandbox. */
-  hasAgents: boolean;
 }
 
 /** The running chain as the routes see it. */
@@ -60,154 +60,192 @@ export interface SandboxChain {
   faucet: ServerWallet;
   /** The server-side wallet at HD index `index`. */
   wallet(index: number): ServerWallet;
-  /** Resolves once every transaction confirmed so far is durable (a no-op without --state). */
-  persist(): Promise<void>;
-  /** Moves chain time to the sandbox clock and mines a block, so views see the new time. */
-  syncTime(): Promise<void>;
+  /**
+   * Moves chain time to at least `seconds` (a block is mined at that time) and runs
+   * `record` in the commit that makes the block durable.
+   */
+  advanceTime<T>(seconds: number, record: () => T): Promise<T>;
+  /** False while the RPC endpoint does not answer, or the chain is being rebuilt. */
   isConnected(): Promise<boolean>;
   /** Sandbox time, which chain time follows: the timestamp the next block will carry. */
   nowSeconds(): number;
+  /** Takes a checkpoint now (own chain only); resolves when it is on disk. */
+  checkpoint(): Promise<void>;
   close(): Promise<void>;
 }
 
 /**
- * Starts (or connects to) the chain, restores or deploys the protocol, and funds the
- * sandbox's own accounts. With its own anvil and a persistent state dir, the chain is
- * restored from the snapshot and a new snapshot is written after every acknowledged write.
+ * Starts the sandbox's own chain (restored from its checkpoint and log, or from the genesis
+ * checkpoint when new) or connects to `rpcUrl`, and checks that the chain, the database and
+ * wallet.mnemonic belong together.
  */
 export async function startChain(options: ChainOptions): Promise<SandboxChain> {
-  const keyring = createKeyring(loadOrCreateMnemonic(options.stateDir));
-  let anvil: AnvilProcess | undefined;
+  const keyring = createKeyring(openMnemonic(options.stateDir, options.store));
+  if (!options.rpcUrl) return startOwnChain(options, keyring);
   try {
-    anvil = options.rpcUrl ? undefined : await startAnvil({ stateDir: options.stateDir });
-    const rpcUrl = anvil?.rpcUrl ?? (options.rpcUrl as string);
-    return await connect(options, rpcUrl, keyring, anvil);
+    return await connectRemote(options, options.rpcUrl, keyring);
   } catch (error) {
-    await anvil?.stop();
     if (isUnreachable(error)) {
-      throw new StartupError(`cannot reach the chain at ${options.rpcUrl ?? 'the sandbox anvil'}`);
+      throw new StartupError(`cannot reach the chain at ${options.rpcUrl}`);
     }
     throw error;
   }
 }
 
-async function connect(
-  options: ChainOptions,
-  rpcUrl: string,
-  keyring: ReturnType<typeof createKeyring>,
-  anvil: AnvilProcess | undefined,
-): Promise<SandboxChain> {
-  const probe = createPublicClient({ transport: http(rpcUrl, { retryCount: 0, timeout: 5000 }) });
-  const chainId = await probe.getChainId();
-  const chainName = chainId === CHAIN_ID ? CHAIN_NAME : `chain ${chainId}`;
-  const chain = defineChain({
-    id: chainId,
-    name: chainName,
-    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-    rpcUrls: { default: { http: [rpcUrl] } },
-  });
-  // No automatic retries: a resent eth_sendRawTransaction whose first attempt landed would
-  // be reported as a failure of a transaction that happened.
-  const transport = http(rpcUrl, { retryCount: 0, timeout: 30_000 });
-  const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 });
-  const testClient = createTestClient({ chain, transport, mode: 'anvil' });
-  const dev = anvil !== undefined || (await isDevChain(testClient));
+/**
+ * wallet.mnemonic, created with a new sandbox and checked against the database ever after:
+ * every agent's wallet derives from it, so a missing or swapped file is refused.
+ */
+function openMnemonic(stateDir: string, store: Store): string {
+  const fingerprint = store.meta.get('mnemonic_fingerprint');
+  const mnemonic = readMnemonic(stateDir);
+  if (fingerprint === undefined) {
+    const created = mnemonic ?? createMnemonic(stateDir);
+    store.meta.set('mnemonic_fingerprint', mnemonicFingerprint(created));
+    return created;
+  }
+  if (mnemonic === undefined) {
+    throw new StartupError(
+      `${mnemonicPath(stateDir)} is missing, but every agent wallet of this sandbox derives from it; ` +
+        'restore it from a backup of this state directory',
+    );
+  }
+  if (mnemonicFingerprint(mnemonic) !== fingerprint) {
+    throw new StartupError(
+      `${mnemonicPath(stateDir)} is not the mnemonic this sandbox was created with; ` +
+        'restore the original from a backup of this state directory',
+    );
+  }
+  return mnemonic;
+}
 
+function walletRegistry(
+  keyring: ReturnType<typeof createKeyring>,
+  publicClient: PublicClient<Transport, Chain>,
+  submitter: TxSubmitter,
+  fees: FeePolicy,
+) {
   const wallets = new Map<number, ServerWallet>();
-  const wallet = (index: number) => {
+  return (index: number) => {
     let found = wallets.get(index);
     if (!found) {
-      found = createServerWallet(keyring(index), publicClient);
+      found = createServerWallet(keyring(index), publicClient, submitter, fees);
       wallets.set(index, found);
     }
     return found;
   };
-  const treasury = wallet(ACCOUNT_INDEX.treasury);
-  const faucet = wallet(ACCOUNT_INDEX.faucet);
+}
 
-  const snapshotting = anvil !== undefined && options.persistent;
-  const snapshot = snapshotting ? readSnapshot(options.stateDir) : undefined;
-  if (snapshot) {
-    if (snapshot.chain_id !== chainId) {
-      throw new StartupError(
-        `the chain snapshot is for chain ${snapshot.chain_id}, not ${chainId}`,
-      );
-    }
-    try {
-      await testClient.loadState({ state: snapshot.state });
-    } catch (error) {
-      throw new StartupError(
-        `anvil could not load the chain snapshot in ${options.stateDir}: ${revertReason(error).split('\n')[0]}`,
-      );
-    }
-  }
-
-  const syncTime = async () => {
-    if (!dev) return;
-    // anvil_setTime moves anvil's clock (it then runs on in real time), even backwards.
-    await testClient.request({
-      method: 'anvil_setTime',
-      params: [options.clock.nowSeconds()],
-    } as never);
-    await testClient.mine({ blocks: 1 });
-  };
-  if (dev) {
-    await syncTime();
-    await topUp(testClient, publicClient, treasury.address, DEV_TREASURY_ETH);
-    await topUp(testClient, publicClient, faucet.address, DEV_FAUCET_ETH);
-  }
-
-  let deployment = snapshot?.deployment ?? readDeployment(options, dev);
-  let fresh = false;
-  if (!deployment || !(await hasCode(publicClient, deployment.strategy_registry))) {
-    if (!dev) {
-      throw new StartupError(
-        deployment
-          ? `no contract at ${deployment.strategy_registry} on ${rpcUrl}: check --deployment`
-          : `${rpcUrl} is not a dev chain and no contracts are known there: pass --deployment FILE`,
-      );
-    }
-    // Deploying afresh would orphan every agent's wallet, shares and strategies.
-    if (deployment || options.hasAgents) {
-      throw new StartupError(
-        snapshotting
-          ? `${options.stateDir} has sandbox data but its chain is gone (no usable chain snapshot); start with a new --state directory`
-          : `the protocol's contracts are gone from ${rpcUrl} (was the chain reset?); start with a new --state directory`,
-      );
-    }
-    deployment = await deployProtocol(treasury);
-    fresh = true;
-    if (!anvil) writeFileSync(join(options.stateDir, DEPLOYMENT_FILE), JSON.stringify(deployment));
-  }
-  const deployed = deployment;
-
-  const persister = createPersister(async () => {
-    const state = await testClient.dumpState();
-    writeSnapshot(options.stateDir, {
-      format: SNAPSHOT_FORMAT,
-      chain_id: chainId,
-      saved_at: options.clock.nowSeconds(),
-      deployment: deployed,
-      state,
-    });
+async function startOwnChain(
+  options: ChainOptions,
+  keyring: ReturnType<typeof createKeyring>,
+): Promise<SandboxChain> {
+  const local: LocalChain = await startLocalChain({
+    stateDir: options.stateDir,
+    sandboxId: options.sandboxId,
+    store: options.store,
+    clock: options.clock,
+    log: options.log,
+    revertReason: tracedRevertReason,
   });
-  const persist = snapshotting
-    ? () =>
-        persister.persist().catch((error: unknown) => {
-          throw new HttpError(
-            503,
-            `the transaction confirmed, but the sandbox could not save its chain state: ${(error as Error).message}`,
-          );
-        })
-    : async () => {};
-  if (fresh) await persist();
+  try {
+    const { publicClient } = createChainClients(local.rpcUrl, CHAIN_ID, CHAIN_NAME);
+    const submitter: TxSubmitter = {
+      async submit(submission) {
+        const submitted = await local.producer.submit(submission);
+        local.afterCommit();
+        return submitted;
+      },
+    };
+    const wallet = walletRegistry(keyring, publicClient, submitter, SANDBOX_FEES);
+    await checkAgentsAgainstChain(options.store, publicClient, local.deployment, wallet);
+    await catchUpClock(options.clock, options.store, local.producer.head().timestamp);
+    const probe = createRpcClient(local.rpcUrl);
+    return {
+      rpcUrl: local.rpcUrl,
+      chainId: CHAIN_ID,
+      chainName: CHAIN_NAME,
+      dev: true,
+      publicClient,
+      deployment: local.deployment,
+      treasury: createServerWallet(
+        privateKeyToAccount(GENESIS_KEYS.treasury),
+        publicClient,
+        submitter,
+        SANDBOX_FEES,
+      ),
+      faucet: createServerWallet(
+        privateKeyToAccount(GENESIS_KEYS.faucet),
+        publicClient,
+        submitter,
+        SANDBOX_FEES,
+      ),
+      wallet,
+      async advanceTime(seconds, record) {
+        const { recorded } = await submitter.submit({ txs: [], notBefore: seconds, record });
+        return recorded;
+      },
+      isConnected: connectionCheck(probe, () => local.recovering()),
+      nowSeconds: () => options.clock.nowSeconds(),
+      checkpoint: () => local.checkpoint(),
+      close: () => local.close({ checkpoint: options.persistent }),
+    };
+  } catch (error) {
+    await local.close({ checkpoint: false });
+    throw error;
+  }
+}
 
+/**
+ * Refuses a database that does not know every agent the chain holds (an older or lost
+ * sandbox.db): its next registration would hand an existing agent's funded wallet to a
+ * new agent.
+ */
+async function checkAgentsAgainstChain(
+  store: Store,
+  publicClient: PublicClient<Transport, Chain>,
+  deployment: Deployment,
+  wallet: (index: number) => ServerWallet,
+): Promise<void> {
+  const onboarding = deployment.agent_onboarding;
+  const [onboarded, nextTaken] = await Promise.all([
+    publicClient.readContract({
+      address: onboarding,
+      abi: AgentOnboarding.abi,
+      functionName: 'onboardedCount',
+    }),
+    publicClient.readContract({
+      address: onboarding,
+      abi: AgentOnboarding.abi,
+      functionName: 'onboarded',
+      args: [wallet(store.nextWalletIndex()).address],
+    }),
+  ]);
+  const known = store.agents.count();
+  if (BigInt(known) !== onboarded || nextTaken) {
+    throw new StartupError(
+      `the chain holds ${onboarded} onboarded agents but sandbox.db knows ${known}` +
+        `${nextTaken ? ', and the next agent wallet is already funded' : ''}: ` +
+        'the database is older than the chain (was it restored or replaced?); restore the whole state directory from one backup',
+    );
+  }
+}
+
+/** Chain time never goes back: the sandbox clock moves up to just past the chain's last block. */
+async function catchUpClock(clock: SandboxClock, store: Store, latestTimestamp: number) {
+  if (clock.nowSeconds() <= latestTimestamp) {
+    store.transaction(() => clock.raiseTo(latestTimestamp + 1));
+  }
+}
+
+function connectionCheck(probe: RpcClient, busy: () => boolean) {
   let lastCheck = { at: 0, connected: true };
   let checking: Promise<boolean> | undefined;
-  const isConnected = async () => {
+  return async () => {
+    if (busy()) return false;
     if (Date.now() - lastCheck.at < CONNECTION_CHECK_MS) return lastCheck.connected;
     checking ??= probe
-      .getBlockNumber({ cacheTime: 0 })
+      .call('eth_blockNumber')
       .then(
         () => true,
         () => false,
@@ -219,7 +257,106 @@ async function connect(
       });
     return checking;
   };
+}
 
+/**
+ * Sends and waits for receipts on a node the sandbox does not mine (`--rpc-url`). Nothing is
+ * logged: that chain keeps its own history. `record` runs once every receipt is a success.
+ */
+function createDirectSubmitter(
+  rpc: RpcClient,
+  publicClient: PublicClient<Transport, Chain>,
+  store: Store,
+): TxSubmitter {
+  return {
+    async submit<T>(submission: Parameters<TxSubmitter['submit']>[0]): Promise<Submitted<T>> {
+      for (const tx of submission.txs) {
+        try {
+          await rpc.call('eth_sendRawTransaction', [tx.raw]);
+        } catch (error) {
+          throw TransactionFailedError.from(tx.label, error);
+        }
+      }
+      const receipts: TransactionReceipt[] = [];
+      for (const tx of submission.txs) {
+        const receipt = await publicClient
+          .waitForTransactionReceipt({ hash: tx.hash, timeout: 60_000 })
+          .catch((error: unknown) => {
+            throw TransactionFailedError.from(tx.label, error, tx.hash);
+          });
+        if (receipt.status !== 'success') {
+          throw new TransactionFailedError(tx.label, 'the transaction reverted', tx.hash);
+        }
+        receipts.push(receipt);
+      }
+      const [outcome] = store.commitBlocks([], [() => submission.record?.(receipts)]);
+      if (!outcome?.ok) throw outcome?.error;
+      return { receipts, recorded: outcome.value as T };
+    },
+  };
+}
+
+async function connectRemote(
+  options: ChainOptions,
+  rpcUrl: string,
+  keyring: ReturnType<typeof createKeyring>,
+): Promise<SandboxChain> {
+  const rpc = createRpcClient(rpcUrl);
+  const chainId = Number(await rpc.call<string>('eth_chainId'));
+  const chainName = chainId === CHAIN_ID ? CHAIN_NAME : `chain ${chainId}`;
+  const { publicClient, testClient } = createChainClients(rpcUrl, chainId, chainName);
+  const dev = await isDevChain(rpc);
+  const submitter = createDirectSubmitter(rpc, publicClient, options.store);
+  const fees: FeePolicy = 'estimate';
+  const wallet = walletRegistry(keyring, publicClient, submitter, fees);
+  const treasury = wallet(ACCOUNT_INDEX.treasury);
+  const faucet = wallet(ACCOUNT_INDEX.faucet);
+
+  const syncTime = async (seconds: number) => {
+    if (!dev) return;
+    const latest = await publicClient.getBlock();
+    // anvil_setTime moves anvil's clock (it then runs on in real time), even backwards:
+    // never below the latest block.
+    const target = Math.max(seconds, Number(latest.timestamp) + 1);
+    await testClient.request({ method: 'anvil_setTime', params: [target] } as never);
+    await testClient.mine({ blocks: 1 });
+  };
+  if (dev) {
+    await syncTime(options.clock.nowSeconds());
+    for (const [account, eth] of [
+      [treasury.address, 10n ** 24n],
+      [faucet.address, 10n ** 23n],
+    ] as const) {
+      if ((await publicClient.getBalance({ address: account })) < eth / 2n) {
+        await testClient.setBalance({ address: account, value: eth });
+      }
+    }
+  }
+
+  let deployment = readDeployment(options, dev);
+  const hasRegistry =
+    deployment !== undefined &&
+    (await publicClient.getCode({ address: deployment.strategy_registry })) !== undefined;
+  if (!deployment || !hasRegistry) {
+    if (!dev) {
+      throw new StartupError(
+        deployment
+          ? `no contract at ${deployment.strategy_registry} on ${rpcUrl}: check --deployment`
+          : `${rpcUrl} is not a dev chain and no contracts are known there: pass --deployment FILE`,
+      );
+    }
+    // Deploying afresh would orphan every agent's wallet, shares and strategies.
+    if (deployment || options.store.agents.hasAny()) {
+      throw new StartupError(
+        `the protocol's contracts are gone from ${rpcUrl} (was the chain reset?); start with a new --state directory`,
+      );
+    }
+    deployment = await deployProtocol(treasury);
+    writeFileSync(join(options.stateDir, DEPLOYMENT_FILE), JSON.stringify(deployment), {
+      mode: 0o600,
+    });
+  }
+  const deployed = deployment;
   return {
     rpcUrl,
     chainId,
@@ -230,46 +367,30 @@ async function connect(
     treasury,
     faucet,
     wallet,
-    persist,
-    syncTime,
-    isConnected,
+    async advanceTime(seconds, record) {
+      await syncTime(seconds);
+      const [outcome] = options.store.commitBlocks([], [record]);
+      if (!outcome?.ok) throw outcome?.error;
+      return outcome.value as ReturnType<typeof record>;
+    },
+    isConnected: connectionCheck(rpc, () => false),
     nowSeconds: () => options.clock.nowSeconds(),
-    async close() {
-      // Let queued sends settle so the last snapshot includes them; with the chain already
-      // gone there is nothing left to settle or save.
-      if (!anvil || anvil.running()) {
-        await Promise.all([...wallets.values()].map((w) => w.exclusive(async () => {})));
-        await persist().catch(() => undefined);
-      }
-      await anvil?.stop();
+    checkpoint: async () => {},
+    close: async () => {
+      // Let queued sends settle before the store closes.
+      await Promise.all([treasury, faucet].map((w) => w.exclusive(async () => undefined)));
     },
   };
 }
 
-async function isDevChain(testClient: ReturnType<typeof createTestClient>): Promise<boolean> {
+async function isDevChain(rpc: RpcClient): Promise<boolean> {
   try {
-    await testClient.request({ method: 'anvil_nodeInfo' } as never);
+    await rpc.call('anvil_nodeInfo');
     return true;
   } catch (error) {
     if (isUnreachable(error)) throw error;
     return false;
   }
-}
-
-async function topUp(
-  testClient: ReturnType<typeof createTestClient>,
-  publicClient: PublicClient<Transport, Chain>,
-  address: Address,
-  value: bigint,
-): Promise<void> {
-  if ((await publicClient.getBalance({ address })) < value / 2n) {
-    await testClient.setBalance({ address, value });
-  }
-}
-
-async function hasCode(client: PublicClient<Transport, Chain>, address: Address): Promise<boolean> {
-  const code = await client.getCode({ address });
-  return code !== undefined && code !== '0x';
 }
 
 /** `--deployment FILE`, or the addresses this state dir deployed on an external dev chain. */
@@ -288,7 +409,10 @@ function readDeployment(options: ChainOptions, dev: boolean): Deployment | undef
   }
   const parsed = ContractAddresses.safeParse(raw);
   if (!parsed.success) {
-    throw new StartupError(`${path} is not a deployment file: ${parsed.error.issues[0]?.message}`);
+    const issue = parsed.error.issues[0];
+    throw new StartupError(
+      `${path} is not a deployment file: ${issue?.path.join('.') || 'it'}: ${issue?.message}`,
+    );
   }
-  return parsed.data;
+  return parsed.data as Deployment & { [key: string]: Address | object };
 }

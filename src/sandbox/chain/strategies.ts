@@ -1,4 +1,11 @@
-import { type Address, decodeEventLog, type Hex, keccak256, toHex } from 'viem';
+import {
+  type Address,
+  decodeEventLog,
+  type Hex,
+  keccak256,
+  type TransactionReceipt,
+  toHex,
+} from 'viem';
 import { STRATEGY_STATUSES } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
 import { StrategyRegistryV3 } from './contracts/artifacts.ts';
@@ -27,32 +34,38 @@ export async function submitStrategy(
   chain: SandboxChain,
   walletIndex: number,
   strategy: { name: string; description: string; dna: Hex; risk: RiskParams },
+  record: () => void,
 ) {
   const registry = chain.deployment.strategy_registry;
   const { risk } = strategy;
-  const receipt = await chain.wallet(walletIndex).exclusive((session) =>
-    session.send({
-      label: 'strategy submission',
-      address: registry,
-      abi: StrategyRegistryV3.abi,
-      functionName: 'submit',
-      args: [
-        strategy.dna,
-        strategy.name,
-        strategy.description,
+  const { receipts } = await chain.wallet(walletIndex).exclusive((session) =>
+    session.send(
+      [
         {
-          maxPositionSizePercent: BigInt(risk.max_position_size_percent),
-          maxLeverage: BigInt(risk.max_leverage),
-          stopLossPercent: BigInt(risk.stop_loss_percent),
-          slippageToleranceBps: BigInt(risk.slippage_tolerance_bps),
-          correlationThreshold: BigInt(risk.correlation_threshold),
-          velocityLimit: BigInt(risk.velocity_limit),
-          flashLoansEnabled: risk.flash_loans_enabled,
+          label: 'strategy submission',
+          address: registry,
+          abi: StrategyRegistryV3.abi,
+          functionName: 'submit',
+          args: [
+            strategy.dna,
+            strategy.name,
+            strategy.description,
+            {
+              maxPositionSizePercent: BigInt(risk.max_position_size_percent),
+              maxLeverage: BigInt(risk.max_leverage),
+              stopLossPercent: BigInt(risk.stop_loss_percent),
+              slippageToleranceBps: BigInt(risk.slippage_tolerance_bps),
+              correlationThreshold: BigInt(risk.correlation_threshold),
+              velocityLimit: BigInt(risk.velocity_limit),
+              flashLoansEnabled: risk.flash_loans_enabled,
+            },
+          ],
         },
       ],
-    }),
+      record,
+    ),
   );
-  await chain.persist();
+  const receipt = receipts[0] as TransactionReceipt;
   const submitted = receipt.logs
     .filter((log) => log.address.toLowerCase() === registry.toLowerCase())
     .map((log) => decodeEventLog({ abi: StrategyRegistryV3.abi, ...log, strict: false }))
@@ -156,16 +169,17 @@ export async function setStrategyStatus(chain: SandboxChain, strategyId: Hex, to
         `a strategy cannot move from ${from} to ${to}${legalMovesHint(from)}`,
       );
     }
-    const receipt = await session.send({
-      label: 'status change',
-      address: registry,
-      abi: StrategyRegistryV3.abi,
-      functionName: 'setStatus',
-      args: [strategyId, target],
-    });
-    return { from, txHash: receipt.transactionHash };
+    const { receipts } = await session.send([
+      {
+        label: 'status change',
+        address: registry,
+        abi: StrategyRegistryV3.abi,
+        functionName: 'setStatus',
+        args: [strategyId, target],
+      },
+    ]);
+    return { from, txHash: (receipts[0] as TransactionReceipt).transactionHash };
   });
-  await chain.persist();
   return moved;
 }
 

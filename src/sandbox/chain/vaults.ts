@@ -1,4 +1,4 @@
-import { type Address, formatUnits, parseUnits } from 'viem';
+import { type Address, formatUnits, type Hash, parseUnits } from 'viem';
 import { VAULT_IDS, type VaultId } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
 import { MockUSDC, SandboxVault } from './contracts/artifacts.ts';
@@ -98,16 +98,20 @@ export function usdcBalanceOf(chain: SandboxChain, owner: Address): Promise<bigi
   });
 }
 
+/** Gas for a deposit, which cannot be estimated before its approve is mined; it uses about 120k. */
+const DEPOSIT_GAS = 400_000n;
+
 /**
- * Approves then deposits from the agent's server-side wallet. Each step must confirm
- * before the next is sent; an amount above the balance is refused before anything is sent.
- * `shares` is the vault's balanceOf for the wallet once the deposit has confirmed.
+ * Approves then deposits from the agent's server-side wallet, both signed at once and mined in
+ * one block. An amount above the balance is refused before anything is sent. `record` commits
+ * with the block. `shares` is the vault's balanceOf for the wallet once the deposit is durable.
  */
 export async function depositToVault(
   chain: SandboxChain,
   walletIndex: number,
   vaultId: VaultId,
   amountRaw: bigint,
+  record: () => void,
 ) {
   const vault = chain.deployment.vaults[vaultId];
   const result = await chain.wallet(walletIndex).exclusive(async (session) => {
@@ -118,20 +122,26 @@ export async function depositToVault(
         `amount_usdc ${formatUsdc(amountRaw)} is more than the wallet's USDC balance of ${formatUsdc(balance)}`,
       );
     }
-    const approve = await session.send({
-      label: 'approve',
-      address: chain.deployment.usdc,
-      abi: MockUSDC.abi,
-      functionName: 'approve',
-      args: [vault, amountRaw],
-    });
-    const deposit = await session.send({
-      label: 'deposit',
-      address: vault,
-      abi: SandboxVault.abi,
-      functionName: 'deposit',
-      args: [amountRaw, session.address],
-    });
+    const { receipts } = await session.send(
+      [
+        {
+          label: 'approve',
+          address: chain.deployment.usdc,
+          abi: MockUSDC.abi,
+          functionName: 'approve',
+          args: [vault, amountRaw],
+        },
+        {
+          label: 'deposit',
+          address: vault,
+          abi: SandboxVault.abi,
+          functionName: 'deposit',
+          args: [amountRaw, session.address],
+          gas: DEPOSIT_GAS,
+        },
+      ],
+      record,
+    );
     const shares = await chain.publicClient.readContract({
       address: vault,
       abi: SandboxVault.abi,
@@ -140,11 +150,10 @@ export async function depositToVault(
     });
     return {
       agentAddress: session.address,
-      approveTx: approve.transactionHash,
-      depositTx: deposit.transactionHash,
+      approveTx: receipts[0]?.transactionHash as Hash,
+      depositTx: receipts[1]?.transactionHash as Hash,
       shares,
     };
   });
-  await chain.persist();
   return { ...result, vault, vaultName: VAULT_CONFIG[vaultId].name };
 }

@@ -1,39 +1,44 @@
+import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { mnemonicToSeedSync, validateMnemonic } from '@scure/bip39';
+import { wordlist } from '@scure/bip39/wordlists/english';
 import {
   type Abi,
   type Address,
   type Chain,
-  type ContractFunctionArgs,
-  type ContractFunctionName,
-  createWalletClient,
-  type Hash,
-  type HDAccount,
+  encodeDeployData,
+  encodeFunctionData,
   type Hex,
+  keccak256,
+  type LocalAccount,
   type PublicClient,
   type TransactionReceipt,
   type Transport,
+  toHex,
 } from 'viem';
-import { english, generateMnemonic, mnemonicToAccount } from 'viem/accounts';
+import { english, generateMnemonic, HDKey, privateKeyToAccount } from 'viem/accounts';
+import { HttpError, StartupError } from '../errors.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { TransactionFailedError } from './errors.ts';
+import type { SignedTx, Submitted, TxSubmitter } from './producer.ts';
 
 const MNEMONIC_FILE = 'wallet.mnemonic';
-/** A local chain mines at once; a public testnet within a few blocks. */
-const RECEIPT_TIMEOUT_MS = 60_000;
 
-/** HD indexes (m/44'/60'/0'/0/i) of the sandbox's own accounts; agents start at 1000. */
-export const ACCOUNT_INDEX = { treasury: 0, faucet: 1, firstAgent: 1000 } as const;
+/** HD indexes (m/44'/60'/0'/0/i) of the treasury and faucet on a chain the sandbox does not own. */
+export const ACCOUNT_INDEX = { treasury: 0, faucet: 1 } as const;
+
+export function mnemonicPath(stateDir: string): string {
+  return join(stateDir, MNEMONIC_FILE);
+}
 
 /**
- * The sandbox's HD mnemonic, created on first use in `<stateDir>/wallet.mnemonic` (0600).
- * Every server-side wallet derives from it. No endpoint ever returns it.
+ * Creates the sandbox's HD mnemonic in `<stateDir>/wallet.mnemonic` (0600), once, when the
+ * state is new. Every agent's server-side wallet derives from it. No endpoint returns it.
  */
-export function loadOrCreateMnemonic(stateDir: string): string {
-  const path = join(stateDir, MNEMONIC_FILE);
-  if (existsSync(path)) return readFileSync(path, 'utf8').trim();
+export function createMnemonic(stateDir: string): string {
   const mnemonic = generateMnemonic(english, 256);
-  const fd = openSync(path, 'wx', 0o600);
+  const fd = openSync(mnemonicPath(stateDir), 'wx', 0o600);
   try {
     writeFileSync(fd, `${mnemonic}\n`);
     fsyncSync(fd);
@@ -43,21 +48,54 @@ export function loadOrCreateMnemonic(stateDir: string): string {
   return mnemonic;
 }
 
-/** Derives accounts once each: every derivation runs PBKDF2 over the mnemonic. */
-export function createKeyring(mnemonic: string): (index: number) => HDAccount {
-  const accounts = new Map<number, HDAccount>();
+/** Reads wallet.mnemonic; undefined when there is none, an error naming the file when it is bad. */
+export function readMnemonic(stateDir: string): string | undefined {
+  const path = mnemonicPath(stateDir);
+  if (!existsSync(path)) return undefined;
+  const mnemonic = readFileSync(path, 'utf8').trim().split(/\s+/).join(' ');
+  if (!validateMnemonic(mnemonic, wordlist)) {
+    throw new StartupError(
+      `${path} does not hold a valid BIP-39 mnemonic; restore the file from a backup of this state directory`,
+    );
+  }
+  return mnemonic;
+}
+
+/** Identifies a mnemonic without revealing it, so the database can tell if it was swapped. */
+export function mnemonicFingerprint(mnemonic: string): string {
+  return createHash('sha256').update(`agentctl wallet.mnemonic\n${mnemonic}`).digest('hex');
+}
+
+/** Derives accounts from the mnemonic's seed, which is computed once (PBKDF2 is slow). */
+export function createKeyring(mnemonic: string): (index: number) => LocalAccount {
+  const accounts = new Map<number, LocalAccount>();
+  let parent: HDKey | undefined;
   return (index) => {
     let account = accounts.get(index);
     if (!account) {
-      account = mnemonicToAccount(mnemonic, { addressIndex: index });
+      // m/44'/60'/0'/0/index, as mnemonicToAccount derives it; the parent node is shared.
+      parent ??= HDKey.fromMasterSeed(mnemonicToSeedSync(mnemonic)).derive("m/44'/60'/0'/0");
+      const child = parent.deriveChild(index);
+      account = privateKeyToAccount(toHex(child.privateKey as Uint8Array));
       accounts.set(index, account);
     }
     return account;
   };
 }
 
-/** A contract call or a plain ETH transfer, with a label for error messages. */
-export type TxRequest =
+/**
+ * The sandbox's own accounts on its own chain (treasury and faucet), fixed so that the
+ * genesis checkpoint built at build time is the same for every sandbox. Their keys are
+ * public, like anvil's dev accounts: anyone who can reach the RPC URL can rewrite the chain
+ * anyway. On any other chain, these accounts come from the state's mnemonic instead.
+ */
+export const GENESIS_KEYS = {
+  treasury: keccak256(toHex('agentctl sandbox treasury')),
+  faucet: keccak256(toHex('agentctl sandbox faucet')),
+} as const;
+
+/** A contract call, a plain ETH transfer or a deployment, with a label for error messages. */
+export type TxRequest = (
   | {
       label: string;
       address: Address;
@@ -67,14 +105,31 @@ export type TxRequest =
       value?: bigint;
     }
   | { label: string; to: Address; value: bigint }
-  | { label: string; deploy: { abi: Abi; bytecode: Hex; args: readonly unknown[] } };
+  | { label: string; deploy: { abi: Abi; bytecode: Hex; args: readonly unknown[] } }
+) & {
+  /**
+   * Gas limit. Without it the gas is estimated, which also refuses a call that would revert
+   * before anything is sent. Give it for a call that depends on an earlier one of the same
+   * send (a deposit after its approve), which cannot be estimated before that one is mined.
+   */
+  gas?: bigint;
+};
 
-/** Sends inside `exclusive`: each resolves with a receipt whose status is success. */
+/** Fees for every transaction: fixed on the sandbox's own chain, estimated elsewhere. */
+export type FeePolicy = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | 'estimate';
+
+/** Sends inside `exclusive`. */
 export interface WalletSession {
   address: Address;
-  send(request: TxRequest): Promise<TransactionReceipt>;
-  /** Sends several back to back (consecutive nonces), then waits for every receipt. */
-  sendAll(requests: TxRequest[]): Promise<TransactionReceipt[]>;
+  /**
+   * Signs `requests` with consecutive nonces and has them mined together (no receipt is
+   * awaited before the next is sent). `record` runs in the same transaction that makes their
+   * block durable, and only if every one succeeded; resolves after that commit.
+   */
+  send<T = undefined>(
+    requests: TxRequest[],
+    record?: (receipts: TransactionReceipt[]) => T,
+  ): Promise<Submitted<T>>;
 }
 
 export interface ServerWallet {
@@ -86,91 +141,94 @@ export interface ServerWallet {
   exclusive<T>(work: (session: WalletSession) => Promise<T>): Promise<T>;
 }
 
-type ContractWrite = {
-  address: Address;
-  abi: Abi;
-  functionName: ContractFunctionName<Abi, 'nonpayable' | 'payable'>;
-  args?: ContractFunctionArgs<Abi, 'nonpayable' | 'payable'>;
-};
-
 /**
- * A server-side wallet: signs locally with its HD key and keeps its own nonce, which is
+ * A server-side wallet: signs locally with its key and keeps its own nonce, which is
  * re-read from the chain after any failed send.
  */
 export function createServerWallet(
-  account: HDAccount,
+  account: LocalAccount,
   publicClient: PublicClient<Transport, Chain>,
+  submitter: TxSubmitter,
+  fees: FeePolicy,
 ): ServerWallet {
-  const walletClient = createWalletClient({
-    account,
-    chain: publicClient.chain,
-    transport: () => publicClient.transport as never,
-  });
   const lock = createKeyedLock();
   let nextNonce: number | undefined;
+  const chainId = publicClient.chain.id;
 
-  async function broadcast(request: TxRequest): Promise<Hash> {
-    const nonce =
-      nextNonce ??
-      (await publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' }));
+  async function sign(
+    request: TxRequest,
+    nonce: number,
+    feesPerGas: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint },
+  ): Promise<SignedTx> {
+    const call = toCall(request);
+    const gas =
+      request.gas ??
+      (await publicClient
+        .estimateGas({ account: account.address, ...call })
+        .then((estimate) => estimate + estimate / 2n)
+        .catch((error: unknown) => {
+          throw TransactionFailedError.from(request.label, error);
+        }));
+    const raw = await account.signTransaction({
+      type: 'eip1559',
+      chainId,
+      nonce,
+      gas,
+      ...feesPerGas,
+      ...call,
+    });
+    return { raw, hash: keccak256(raw), label: request.label };
+  }
+
+  async function send<T>(
+    requests: TxRequest[],
+    record?: (receipts: TransactionReceipt[]) => T,
+  ): Promise<Submitted<T>> {
     try {
-      let hash: Hash;
-      if ('to' in request) {
-        hash = await walletClient.sendTransaction({ to: request.to, value: request.value, nonce });
-      } else if ('deploy' in request) {
-        hash = await walletClient.deployContract({ ...request.deploy, nonce } as never);
-      } else {
-        const call = request as unknown as ContractWrite;
-        // Headroom over the estimate: gas can depend on the block's timestamp (a vault
-        // mints accrued yield only once some has accrued), which moves between the
-        // estimate and the block the transaction lands in.
-        const estimate = await publicClient.estimateContractGas({
-          ...call,
-          account,
-        } as never);
-        hash = await walletClient.writeContract({
-          ...call,
-          nonce,
-          gas: estimate + estimate / 2n,
-        } as never);
-      }
-      nextNonce = nonce + 1;
-      return hash;
+      let nonce =
+        nextNonce ??
+        (await publicClient.getTransactionCount({
+          address: account.address,
+          blockTag: 'pending',
+        }));
+      const feesPerGas =
+        fees === 'estimate'
+          ? await publicClient.estimateFeesPerGas().then((estimated) => ({
+              maxFeePerGas: estimated.maxFeePerGas,
+              maxPriorityFeePerGas: estimated.maxPriorityFeePerGas,
+            }))
+          : fees;
+      const txs: SignedTx[] = [];
+      for (const request of requests) txs.push(await sign(request, nonce++, feesPerGas));
+      const submitted = await submitter.submit({ txs, record });
+      nextNonce = nonce;
+      return submitted;
     } catch (error) {
       nextNonce = undefined;
-      throw TransactionFailedError.from(request.label, error);
+      if (error instanceof HttpError) throw error;
+      throw TransactionFailedError.from(requests[0]?.label ?? 'transaction', error);
     }
   }
 
-  async function confirm(label: string, hash: Hash): Promise<TransactionReceipt> {
-    let receipt: TransactionReceipt;
-    try {
-      receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: RECEIPT_TIMEOUT_MS });
-    } catch (error) {
-      nextNonce = undefined;
-      throw TransactionFailedError.from(label, error, hash);
-    }
-    if (receipt.status !== 'success') {
-      nextNonce = undefined;
-      throw new TransactionFailedError(label, 'the transaction reverted', hash);
-    }
-    return receipt;
-  }
-
-  const session: WalletSession = {
-    address: account.address,
-    send: async (request) => confirm(request.label, await broadcast(request)),
-    async sendAll(requests) {
-      const hashes: Hash[] = [];
-      for (const request of requests) hashes.push(await broadcast(request));
-      return Promise.all(
-        hashes.map((hash, i) => confirm(requests[i]?.label ?? 'transaction', hash)),
-      );
-    },
-  };
-
+  const session: WalletSession = { address: account.address, send };
   return {
     address: account.address,
     exclusive: (work) => lock(account.address, () => work(session)),
+  };
+}
+
+function toCall(request: TxRequest): { to?: Address; data?: Hex; value?: bigint } {
+  if ('to' in request) return { to: request.to, value: request.value };
+  if ('deploy' in request) {
+    return { data: encodeDeployData(request.deploy as Parameters<typeof encodeDeployData>[0]) };
+  }
+  return {
+    to: request.address,
+    data: encodeFunctionData({
+      abi: request.abi,
+      functionName: request.functionName,
+      args: request.args ?? [],
+    } as Parameters<typeof encodeFunctionData>[0]),
+    value: request.value,
   };
 }

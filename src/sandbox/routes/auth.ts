@@ -7,9 +7,8 @@ import {
   RegisterRequest,
   RegisterResponse,
 } from '../../api/schemas/index.ts';
-import { provisionAgentWallet } from '../chain/agent-wallets.ts';
+import { createOnboarder } from '../chain/agent-wallets.ts';
 import { strategyCountOf } from '../chain/strategies.ts';
-import { ACCOUNT_INDEX } from '../chain/wallets.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { issueNonce, registerAgent } from '../registration.ts';
 import type { App, RouteDeps } from './types.ts';
@@ -19,6 +18,7 @@ export function registerAuthRoutes(
   { store, clock, limits, serviceDomain, chain }: RouteDeps,
 ): void {
   const perWallet = createKeyedLock();
+  const onboarder = createOnboarder(chain);
   app.get(
     '/api/v1/agent/auth/nonce',
     {
@@ -39,9 +39,9 @@ export function registerAuthRoutes(
       // the nonce run before any transaction, so a retried or duplicated request never
       // funds a second wallet or mints a second pass.
       perWallet(request.body.wallet_address.toLowerCase(), () =>
-        registerAgent(store, clock, request.body, async (registeredWallet) => {
-          const index = store.allocateWalletIndex(ACCOUNT_INDEX.firstAgent);
-          return { index, address: await provisionAgentWallet(chain, index, registeredWallet) };
+        registerAgent(store, clock, request.body, (index, registeredWallet, record) => {
+          const agentWallet = chain.wallet(index).address;
+          return onboarder.onboard(agentWallet, registeredWallet, () => record(agentWallet));
         }),
       ),
   );

@@ -25,12 +25,12 @@ export function registerGovernanceRoutes(
     async (request) => {
       const agent = callerOf(request);
       const { proposal_id, support, reason } = request.body;
-      const vote = await castVote(chain, agent.wallet_index, {
-        proposalId: proposal_id,
-        support,
-        reason,
-      });
-      store.agents.recordActivity(agent.agent_id, { votes: 1 });
+      const vote = await castVote(
+        chain,
+        agent.wallet_index,
+        { proposalId: proposal_id, support, reason },
+        () => store.agents.recordActivity(agent.agent_id, { votes: 1 }),
+      );
       return {
         success: true,
         agent_address: agent.agent_address,

@@ -59,9 +59,12 @@ export function registerSandboxAdminRoutes(
           `seconds: the sandbox clock may run at most ${MAX_CLOCK_OFFSET_SECONDS} s ahead; it is ${clock.offsetSeconds()} s ahead now`,
         );
       }
-      clock.advance(request.body.seconds);
-      // Chain time follows the sandbox clock, and a new block makes views (yield) see it.
-      await chain.syncTime();
+      // All or nothing: the new offset commits with the block that carries the new time
+      // (a block, so that views such as yield see it).
+      const offset = clock.offsetSeconds() + request.body.seconds;
+      await chain.advanceTime(clock.nowSeconds() + request.body.seconds, () =>
+        clock.setOffset(offset),
+      );
       return clockState();
     },
   );

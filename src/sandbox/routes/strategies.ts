@@ -24,13 +24,12 @@ export function registerStrategyRoutes(
       const agentAddress = agent.agent_address as Address;
       const dna =
         (dna_string as Hex | undefined) ?? deriveDna(name, agentAddress, clock.nowSeconds());
-      const submitted = await submitStrategy(chain, agent.wallet_index, {
-        name,
-        description,
-        dna,
-        risk,
-      });
-      store.agents.recordActivity(agent.agent_id, { strategies: 1 });
+      const submitted = await submitStrategy(
+        chain,
+        agent.wallet_index,
+        { name, description, dna, risk },
+        () => store.agents.recordActivity(agent.agent_id, { strategies: 1 }),
+      );
       return {
         success: true,
         agent_address: agentAddress,

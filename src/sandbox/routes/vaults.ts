@@ -53,8 +53,9 @@ export function registerVaultRoutes(app: App, { store, limits, auth, chain }: Ro
       const agent = callerOf(request);
       const { vault_id, amount_usdc } = request.body;
       const amountRaw = toUsdcRaw(amount_usdc);
-      const deposit = await depositToVault(chain, agent.wallet_index, vault_id, amountRaw);
-      store.agents.recordActivity(agent.agent_id, { depositedUsdcRaw: amountRaw });
+      const deposit = await depositToVault(chain, agent.wallet_index, vault_id, amountRaw, () =>
+        store.agents.recordActivity(agent.agent_id, { depositedUsdcRaw: amountRaw }),
+      );
       return {
         success: true,
         agent_address: deposit.agentAddress,

@@ -82,8 +82,9 @@ export function registerWalletRoutes(
             seconds_remaining: next - now,
           };
         }
-        const txHash = await dripFromFaucet(chain, address);
-        store.faucet.recordDrip(agent.agent_id, clock.nowSeconds(), txHash);
+        const txHash = await dripFromFaucet(chain, address, (hash) =>
+          store.faucet.recordDrip(agent.agent_id, clock.nowSeconds(), hash),
+        );
         return {
           success: true as const,
           agent_address: address,

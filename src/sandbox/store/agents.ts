@@ -62,6 +62,7 @@ export function createAgentStore(db: Database) {
   );
   const anyKey = db.prepare('SELECT EXISTS (SELECT 1 FROM api_keys) AS present');
   const anyAgent = db.prepare('SELECT EXISTS (SELECT 1 FROM agents) AS present');
+  const countAll = db.prepare('SELECT count(*) AS agents FROM agents');
   const ranking = db.prepare(`
     SELECT agent_name, tier, performance_score, strategies_submitted FROM agents
     ORDER BY performance_score DESC, created_at ASC LIMIT ?`);
@@ -94,6 +95,9 @@ export function createAgentStore(db: Database) {
     },
     hasAny(): boolean {
       return (anyAgent.get() as { present: number }).present === 1;
+    },
+    count(): number {
+      return (countAll.get() as { agents: number }).agents;
     },
     leaderboard(limit: number) {
       return ranking.all(limit) as Array<

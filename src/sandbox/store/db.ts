@@ -6,18 +6,23 @@ export type Database = DatabaseSync;
 
 /**
  * Opens (creating if needed) the sandbox database and brings its schema up to date.
- * WAL with synchronous=FULL: a write acknowledged to a client survives power loss and kill -9.
+ * WAL with synchronous=NORMAL: every commit survives kill -9 (it is in the WAL file before
+ * COMMIT returns). Commits that acknowledge a write go through `durableTransaction`, which
+ * fsyncs the WAL as well, so they also survive power loss; the WAL is append-only, so that
+ * fsync makes every earlier commit durable too. A temporary sandbox (`durable` false) never
+ * fsyncs: its directory is removed at exit anyway.
  */
-export function openDatabase(path: string): Database {
+export function openDatabase(path: string, { durable = true } = {}): Database {
   // Create the file 0600 ourselves: SQLite would use the umask, and its -wal/-shm copy the mode.
   closeSync(openSync(path, 'a', 0o600));
   const db = new DatabaseSync(path);
   db.exec(`
     PRAGMA journal_mode = WAL;
-    PRAGMA synchronous = FULL;
+    PRAGMA synchronous = ${durable ? 'NORMAL' : 'OFF'};
     PRAGMA busy_timeout = 5000;
     PRAGMA foreign_keys = ON;
   `);
+  durableDatabases.set(db, durable);
   migrate(db);
   return db;
 }
@@ -36,6 +41,42 @@ export function migrate(db: Database): void {
       db.exec(MIGRATIONS[version - 1] as string);
       db.exec(`PRAGMA user_version = ${version}`);
     });
+  }
+}
+
+const durableDatabases = new WeakMap<Database, boolean>();
+
+/**
+ * `transaction`, with its COMMIT fsynced (synchronous=FULL for this one commit; the
+ * setting cannot change inside a transaction). For commits that acknowledge a write.
+ */
+export function durableTransaction<T>(db: Database, work: () => T): T {
+  if (!durableDatabases.get(db)) return transaction(db, work);
+  db.exec('PRAGMA synchronous = FULL');
+  try {
+    return transaction(db, work);
+  } finally {
+    db.exec('PRAGMA synchronous = NORMAL');
+  }
+}
+
+/**
+ * Runs `work` on a savepoint inside the current transaction: if it throws, only its own
+ * changes are undone, and the error is returned instead of thrown.
+ */
+export function savepoint<T>(
+  db: Database,
+  work: () => T,
+): { ok: true; value: T } | { ok: false; error: unknown } {
+  db.exec('SAVEPOINT work');
+  try {
+    const value = work();
+    db.exec('RELEASE work');
+    return { ok: true, value };
+  } catch (error) {
+    db.exec('ROLLBACK TO work');
+    db.exec('RELEASE work');
+    return { ok: false, error };
   }
 }
 

@@ -70,4 +70,16 @@ export const MIGRATIONS: readonly string[] = [
     tx_hash      TEXT NOT NULL
   ) STRICT;
   `,
+  // 3: the chain log. Every block the sandbox's chain gains since its last checkpoint, with
+  // the raw signed transactions in it, committed in the same transaction as the off-chain rows
+  // of the writes that made it. Replaying it onto the checkpoint rebuilds the chain exactly.
+  `
+  CREATE TABLE chain_blocks (
+    number      INTEGER PRIMARY KEY,
+    hash        TEXT NOT NULL,
+    parent_hash TEXT NOT NULL,
+    timestamp   INTEGER NOT NULL,   -- chain Unix seconds
+    txs         TEXT NOT NULL       -- JSON array of raw signed transactions (hex), in block order
+  ) STRICT;
+  `,
 ];

@@ -160,13 +160,15 @@ describe('POST /api/v1/agent/vault/deposit', () => {
     const agent = await chainAgent(sandbox);
     // Fault injection through the real contract: a frozen account's approve reverts.
     await sandbox.chain.treasury.exclusive((session) =>
-      session.send({
-        label: 'freeze',
-        address: sandbox.chain.deployment.usdc,
-        abi: MockUSDC.abi,
-        functionName: 'setFrozen',
-        args: [agent.agentAddress, true],
-      }),
+      session.send([
+        {
+          label: 'freeze',
+          address: sandbox.chain.deployment.usdc,
+          abi: MockUSDC.abi,
+          functionName: 'setFrozen',
+          args: [agent.agentAddress, true],
+        },
+      ]),
     );
     const statsBefore = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
     const response = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
@@ -185,13 +187,15 @@ describe('POST /api/v1/agent/vault/deposit', () => {
 
     // The wallet recovers: after unfreezing, the next deposit goes through with a fresh nonce.
     await sandbox.chain.treasury.exclusive((session) =>
-      session.send({
-        label: 'unfreeze',
-        address: sandbox.chain.deployment.usdc,
-        abi: MockUSDC.abi,
-        functionName: 'setFrozen',
-        args: [agent.agentAddress, false],
-      }),
+      session.send([
+        {
+          label: 'unfreeze',
+          address: sandbox.chain.deployment.usdc,
+          abi: MockUSDC.abi,
+          functionName: 'setFrozen',
+          args: [agent.agentAddress, false],
+        },
+      ]),
     );
     const retry = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
       vault_id: 'hedged',

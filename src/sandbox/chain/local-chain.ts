@@ -1,0 +1,362 @@
+import type { Address, Hash, Hex } from 'viem';
+import type { SandboxClock } from '../clock.ts';
+import { StartupError } from '../errors.ts';
+import type { Store } from '../store/index.ts';
+import { type AnvilProcess, startAnvil } from './anvil.ts';
+import {
+  CHECKPOINT_FORMAT,
+  type Checkpoint,
+  listCheckpoints,
+  readCheckpoint,
+  removeCheckpointsExcept,
+  writeCheckpoint,
+} from './checkpoint.ts';
+import type { Deployment } from './deployment.ts';
+import { GENESIS } from './genesis.ts';
+import {
+  type BlockHead,
+  type BlockProducer,
+  createBlockProducer,
+  type LoggedBlock,
+} from './producer.ts';
+import { createRpcClient, type RpcClient } from './rpc.ts';
+
+/** A checkpoint is taken once this many blocks are logged after the last one… */
+export const CHECKPOINT_EVERY_BLOCKS = 2000;
+/** …or when blocks have waited this long, so that a restart never replays for long. */
+const CHECKPOINT_AFTER_MS = 60_000;
+/** How often blocks mined, and transactions sent, by others over the RPC URL are picked up. */
+const POLL_MS = 250;
+const META_CHECKPOINT = 'chain_checkpoint';
+
+export interface ChainLogger {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+export interface LocalChainOptions {
+  stateDir: string;
+  sandboxId: string;
+  store: Store;
+  clock: SandboxClock;
+  log: ChainLogger;
+  /** Turns a reverted transaction into its reason (needs the contracts' ABIs). */
+  revertReason(rpc: RpcClient, hash: Hash): Promise<string>;
+}
+
+/** Where the chain was last checkpointed: the genesis, or a file in chain/. */
+interface CheckpointPointer {
+  block: number;
+  hash: Hash;
+}
+
+/**
+ * The sandbox's own chain: an anvil that mines only when the block producer says so, rebuilt
+ * at start (and whenever anvil dies or the chain is changed under it) from the last
+ * checkpoint and the chain log. Checkpoints run in the background, off the write path.
+ */
+export async function startLocalChain(options: LocalChainOptions) {
+  const { store, stateDir, log } = options;
+  let anvil: AnvilProcess = await startAnvil({ stateDir, mining: 'manual' });
+  const port = Number(new URL(anvil.rpcUrl).port);
+  const rpc = createRpcClient(anvil.rpcUrl);
+  let closing = false;
+  let recovering: Promise<void> | undefined;
+  let checkpointing: Promise<void> | undefined;
+  let deployment: Deployment;
+  let head: BlockHead;
+
+  try {
+    ({ deployment, head } = await restore(rpc, options));
+  } catch (error) {
+    await anvil.stop();
+    throw error;
+  }
+
+  const producer: BlockProducer = createBlockProducer({
+    rpc,
+    head,
+    nowSeconds: () => options.clock.nowSeconds(),
+    commit: (blocks, records) => store.commitBlocks(blocks, records),
+    revertReason: (hash) => options.revertReason(rpc, hash),
+    onDiverged: (error) => {
+      void recover(`the chain no longer matches the log (${error.message})`);
+    },
+  });
+
+  const watchAnvil = (process: AnvilProcess) => {
+    process.exited.then(() => {
+      if (!closing && process === anvil) void recover('anvil exited');
+    });
+  };
+  watchAnvil(anvil);
+
+  /** Restarts anvil on the same port and rebuilds the chain from the checkpoint and the log. */
+  function recover(why: string): Promise<void> {
+    if (closing) return Promise.resolve();
+    recovering ??= producer
+      .exclusive(async () => {
+        for (let attempt = 1; !closing; attempt++) {
+          try {
+            log.warn(
+              `${why}: restarting anvil and rebuilding the chain from its checkpoint and log`,
+            );
+            await anvil.stop();
+            anvil = await startAnvil({ stateDir, mining: 'manual', port });
+            watchAnvil(anvil);
+            const restored = await restore(rpc, options);
+            producer.setHead(restored.head);
+            log.info(`the chain is back at block ${restored.head.number}`);
+            return;
+          } catch (error) {
+            log.error(
+              `recovering the chain failed (attempt ${attempt}): ${(error as Error).message}`,
+            );
+            await new Promise((resolve) => setTimeout(resolve, Math.min(5000, 250 * attempt)));
+          }
+        }
+      })
+      .finally(() => {
+        recovering = undefined;
+      });
+    return recovering;
+  }
+
+  /**
+   * Dumps the chain while no block is being made, writes the dump beside the state (fsynced),
+   * then cuts the log back to it. A chain that went back or lost the protocol's contracts is
+   * not checkpointed: the last good checkpoint and the log are kept, and the chain is rebuilt.
+   */
+  function checkpoint(): Promise<void> {
+    checkpointing ??= (async () => {
+      const pointer = readPointer(store);
+      const taken = await producer.exclusive(async () => {
+        if (recovering) return undefined;
+        const at = producer.head();
+        if (at.number === pointer.block) return undefined;
+        const problem = await checkChain(rpc, at, deployment);
+        if (problem) {
+          log.warn(`not checkpointing: ${problem}; keeping the last good state`);
+          void recover(problem);
+          return undefined;
+        }
+        return { at, state: await rpc.call<Hex>('anvil_dumpState') };
+      });
+      if (!taken) return;
+      const file: Checkpoint = {
+        format: CHECKPOINT_FORMAT,
+        sandbox_id: options.sandboxId,
+        chain_id: GENESIS.chain_id,
+        block_number: taken.at.number,
+        block_hash: taken.at.hash,
+        block_timestamp: taken.at.timestamp,
+        deployment,
+        state: taken.state,
+      };
+      writeCheckpoint(stateDir, file);
+      store.transaction(() => {
+        writePointer(store, { block: taken.at.number, hash: taken.at.hash });
+        store.chainLog.truncateThrough(taken.at.number);
+      });
+      removeCheckpointsExcept(stateDir, taken.at.number);
+    })()
+      .catch((error: unknown) => {
+        log.error(
+          `checkpoint failed: ${(error as Error).message}; the chain log still has every block`,
+        );
+      })
+      .finally(() => {
+        checkpointing = undefined;
+      });
+    return checkpointing;
+  }
+
+  const maybeCheckpoint = () => {
+    if (store.chainLog.countAfter(readPointer(store).block) >= CHECKPOINT_EVERY_BLOCKS) {
+      void checkpoint();
+    }
+  };
+  const poller = setInterval(() => {
+    if (recovering || closing) return;
+    producer
+      .poll()
+      .then(maybeCheckpoint)
+      .catch((error: unknown) =>
+        log.error(`polling the chain failed: ${(error as Error).message}`),
+      );
+  }, POLL_MS);
+  poller.unref();
+  const timer = setInterval(() => {
+    if (!recovering && !closing && store.chainLog.countAfter(readPointer(store).block) > 0) {
+      void checkpoint();
+    }
+  }, CHECKPOINT_AFTER_MS);
+  timer.unref();
+
+  return {
+    rpcUrl: anvil.rpcUrl,
+    rpc,
+    deployment,
+    producer,
+    afterCommit: maybeCheckpoint,
+    checkpoint,
+    recovering: () => recovering !== undefined,
+    async close(options: { checkpoint: boolean }) {
+      clearInterval(poller);
+      clearInterval(timer);
+      // Writes already queued finish first; none is accepted after.
+      await producer.exclusive(async () => {});
+      await recovering;
+      await checkpointing;
+      if (options.checkpoint && anvil.running()) await checkpoint();
+      closing = true;
+      await anvil.stop();
+    },
+  };
+}
+
+export type LocalChain = Awaited<ReturnType<typeof startLocalChain>>;
+
+function readPointer(store: Store): CheckpointPointer {
+  const raw = store.meta.get(META_CHECKPOINT);
+  return raw
+    ? (JSON.parse(raw) as CheckpointPointer)
+    : { block: GENESIS.block_number, hash: GENESIS.block_hash as Hash };
+}
+
+function writePointer(store: Store, pointer: CheckpointPointer): void {
+  store.meta.set(META_CHECKPOINT, JSON.stringify(pointer));
+}
+
+/**
+ * Loads the last checkpoint into a fresh anvil and replays the log onto it, block by block
+ * with the logged timestamps, checking that every block comes out with its logged hash.
+ */
+async function restore(
+  rpc: RpcClient,
+  options: LocalChainOptions,
+): Promise<{ deployment: Deployment; head: BlockHead }> {
+  const { store, stateDir } = options;
+  let pointer = readPointer(store);
+  const newest = listCheckpoints(stateDir)[0];
+  if (newest !== undefined && newest > pointer.block) {
+    // A checkpoint newer than the database's: a crash between writing it and recording it
+    // (the log still has its block), or a database older than the chain.
+    const file = readCheckpoint(stateDir, newest);
+    if (store.chainLog.find(newest)?.hash !== file.block_hash) {
+      throw new StartupError(
+        `${stateDir}/sandbox.db is older than the chain checkpoint at block ${newest} beside it ` +
+          '(was an older copy of the database restored?); restore the database and chain/ from the same backup',
+      );
+    }
+    store.transaction(() => {
+      writePointer(store, { block: newest, hash: file.block_hash });
+      store.chainLog.truncateThrough(newest);
+    });
+    pointer = readPointer(store);
+  }
+
+  let source: Pick<
+    Checkpoint,
+    'block_number' | 'block_hash' | 'block_timestamp' | 'deployment' | 'state'
+  >;
+  if (pointer.block === GENESIS.block_number) {
+    source = GENESIS as unknown as typeof source;
+  } else {
+    const file = readCheckpoint(stateDir, pointer.block);
+    if (file.sandbox_id !== options.sandboxId || file.block_hash !== pointer.hash) {
+      throw new StartupError(
+        `the chain checkpoint for block ${pointer.block} in ${stateDir}/chain belongs to another sandbox; ` +
+          'restore the database and chain/ from the same backup',
+      );
+    }
+    source = file;
+  }
+  try {
+    await rpc.call('anvil_loadState', [source.state]);
+    // anvil refuses to mine below its own start time; the log's blocks are older than that.
+    await rpc.call('anvil_setTime', [source.block_timestamp]);
+  } catch (error) {
+    throw new StartupError(
+      `anvil could not load the chain checkpoint at block ${source.block_number}: ${(error as Error).message}`,
+    );
+  }
+  let head = await latestHead(rpc);
+  if (head.number !== source.block_number || head.hash !== source.block_hash) {
+    throw new StartupError(
+      `the chain checkpoint at block ${source.block_number} loaded as block ${head.number} (${head.hash}); it is damaged`,
+    );
+  }
+  for (const block of store.chainLog.after(pointer.block)) {
+    head = await replayBlock(rpc, head, block);
+  }
+  return { deployment: source.deployment, head };
+}
+
+async function replayBlock(rpc: RpcClient, parent: BlockHead, block: LoggedBlock) {
+  if (block.number !== parent.number + 1 || block.parentHash !== parent.hash) {
+    throw new StartupError(
+      `the chain log does not continue block ${parent.number} with block ${block.number}; the log is damaged`,
+    );
+  }
+  const sent = await rpc.batch(
+    block.txs.map((raw) => ({ method: 'eth_sendRawTransaction', params: [raw] })),
+  );
+  const refused = sent.find((result) => !result.ok);
+  if (refused && !refused.ok) {
+    throw new StartupError(
+      `replaying block ${block.number} failed: ${refused.error.message}; the log is damaged`,
+    );
+  }
+  await rpc.call('evm_mine', [{ timestamp: block.timestamp }]);
+  const head = await latestHead(rpc);
+  if (head.number !== block.number || head.hash !== block.hash) {
+    throw new StartupError(
+      `replaying block ${block.number} gave hash ${head.hash}, not the logged ${block.hash}; the chain cannot be rebuilt exactly`,
+    );
+  }
+  return head;
+}
+
+async function latestHead(rpc: RpcClient): Promise<BlockHead> {
+  const block = await rpc.call<{ number: Hex; hash: Hash; timestamp: Hex }>(
+    'eth_getBlockByNumber',
+    ['latest', false],
+  );
+  return { number: Number(block.number), hash: block.hash, timestamp: Number(block.timestamp) };
+}
+
+/** Why the chain must not be checkpointed, or undefined when it is the one the log describes. */
+async function checkChain(
+  rpc: RpcClient,
+  expected: BlockHead,
+  deployment: Deployment,
+): Promise<string | undefined> {
+  const latest = await latestHead(rpc);
+  if (latest.number < expected.number) {
+    return `the chain's head went back from block ${expected.number} to ${latest.number}`;
+  }
+  if (latest.number !== expected.number || latest.hash !== expected.hash) {
+    return `the chain's head is block ${latest.number} (${latest.hash}), not the logged ${expected.number} (${expected.hash})`;
+  }
+  const contracts: Address[] = [
+    deployment.usdc,
+    deployment.protocol_token,
+    deployment.strategy_registry,
+    deployment.governor,
+    deployment.agent_pass,
+    deployment.agent_onboarding,
+    ...Object.values(deployment.vaults),
+  ];
+  const codes = await rpc.batch(
+    contracts.map((address) => ({ method: 'eth_getCode', params: [address, 'latest'] })),
+  );
+  const missing = contracts.filter((_, i) => {
+    const code = codes[i];
+    return !code?.ok || code.value === '0x';
+  });
+  return missing.length > 0
+    ? `the protocol's contracts are gone from the chain (${missing.join(', ')})`
+    : undefined;
+}

@@ -1,0 +1,368 @@
+import {
+  formatTransactionReceipt,
+  type Hash,
+  type Hex,
+  type RpcTransactionReceipt,
+  type TransactionReceipt,
+} from 'viem';
+import { createKeyedLock } from '../keyed-lock.ts';
+import { ChainUnavailableError, TransactionFailedError } from './errors.ts';
+import { type RpcClient, RpcUnreachableError } from './rpc.ts';
+
+/** A transaction signed by one of the sandbox's wallets, ready to broadcast. */
+export interface SignedTx {
+  raw: Hex;
+  hash: Hash;
+  /** Says what the transaction does, in error messages. */
+  label: string;
+}
+
+/** One block as the chain log keeps it: enough to mine it again, identically. */
+export interface LoggedBlock {
+  number: number;
+  hash: Hash;
+  parentHash: Hash;
+  timestamp: number;
+  /** Raw signed transactions, in block order. */
+  txs: Hex[];
+  /** Their hashes (keccak256 of each raw transaction). */
+  txHashes: Hash[];
+}
+
+export interface BlockHead {
+  number: number;
+  hash: Hash;
+  timestamp: number;
+}
+
+export interface Submission<T> {
+  txs: SignedTx[];
+  /**
+   * Runs inside the SQLite transaction that makes the block durable, once every transaction
+   * has succeeded: the write's off-chain rows and the chain log then commit together.
+   */
+  record?: (receipts: TransactionReceipt[]) => T;
+  /** The block must carry at least this timestamp (a clock advance). */
+  notBefore?: number;
+}
+
+export interface Submitted<T> {
+  receipts: TransactionReceipt[];
+  recorded: T;
+}
+
+export interface TxSubmitter {
+  submit<T = undefined>(submission: Submission<T>): Promise<Submitted<T>>;
+}
+
+/** The chain is no longer the one the log describes (reset, reverted, or replaced). */
+export class ChainDivergedError extends Error {}
+
+export interface BlockProducerOptions {
+  rpc: RpcClient;
+  head: BlockHead;
+  /** Sandbox time in seconds: blocks carry it, or the parent's timestamp if that is later. */
+  nowSeconds(): number;
+  /**
+   * Makes `blocks` durable in one transaction, running each of `records` inside it (each
+   * on its own savepoint, so that one failing record loses only its own rows).
+   */
+  commit(blocks: LoggedBlock[], records: Array<() => unknown>): RecordOutcome[];
+  /** Turns a reverted transaction into the reason it reverted. */
+  revertReason(hash: Hash): Promise<string>;
+  /** The chain under the producer no longer matches the log; recovery should begin. */
+  onDiverged(error: Error): void;
+}
+
+export type RecordOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+interface Pending {
+  submission: Submission<unknown>;
+  resolve(value: Submitted<unknown>): void;
+  reject(error: unknown): void;
+}
+
+/** At most this many writes share a block; the rest wait for the next one. */
+const MAX_WRITES_PER_BLOCK = 256;
+
+/**
+ * The sandbox's only block producer (anvil runs with --no-mining). Writes submit signed
+ * transactions; the producer sends every waiting write's transactions at once, mines one block
+ * at sandbox time, and commits the block to the chain log together with each successful
+ * write's off-chain rows, in one fsynced SQLite transaction. Writes that arrive while a block
+ * is being made share the next one (group commit). A write resolves only after that commit.
+ *
+ * Every block the chain gains is logged, whatever becomes of the writes in it; blocks that
+ * someone else mined over the RPC URL too, when they extend the logged chain. A chain that no
+ * longer extends the log, or a block that could not be logged, is reported through
+ * `onDiverged`: the chain must then be rebuilt from the log.
+ */
+export function createBlockProducer(options: BlockProducerOptions) {
+  const { rpc } = options;
+  let head = options.head;
+  const queue: Pending[] = [];
+  let running: Promise<void> | undefined;
+  // Held while a block is made, and by whoever must see the chain stand still (checkpoints,
+  // recovery).
+  const gate = createKeyedLock();
+  let stopped: Error | undefined;
+
+  function submit<T>(submission: Submission<T>): Promise<Submitted<T>> {
+    if (stopped) return Promise.reject(stopped);
+    return new Promise((resolve, reject) => {
+      queue.push({ submission, resolve, reject } as Pending);
+      kick();
+    });
+  }
+
+  function kick(): void {
+    if (running || queue.length === 0) return;
+    running = (async () => {
+      while (queue.length > 0) {
+        const batch = queue.splice(0, MAX_WRITES_PER_BLOCK);
+        await gate('chain', () => produce(batch));
+      }
+    })().finally(() => {
+      running = undefined;
+      kick();
+    });
+  }
+
+  async function produce(batch: Pending[]): Promise<void> {
+    if (stopped) {
+      for (const pending of batch) pending.reject(stopped);
+      return;
+    }
+    const failed = new Map<Pending, unknown>();
+    let blocks: LoggedBlock[] = [];
+    let receipts = new Map<Hash, TransactionReceipt>();
+    try {
+      const ours = await broadcast(batch, failed);
+      const notBefore = Math.max(0, ...batch.map((p) => p.submission.notBefore ?? 0));
+      blocks = await mineIncluding(ours, notBefore);
+      receipts = await receiptsOf(blocks);
+    } catch (error) {
+      // Whatever was mined is not logged: the chain is ahead of the log.
+      for (const pending of batch) pending.reject(failed.get(pending) ?? asReported(error));
+      options.onDiverged(error as Error);
+      return;
+    }
+
+    const succeeded: Array<{ pending: Pending; receipts: TransactionReceipt[] }> = [];
+    const reverted: Array<{ pending: Pending; tx: SignedTx }> = [];
+    for (const pending of batch) {
+      if (failed.has(pending)) continue;
+      const own = pending.submission.txs.map((tx) => receipts.get(tx.hash));
+      const bad = pending.submission.txs.find((_, i) => own[i]?.status !== 'success');
+      if (bad) reverted.push({ pending, tx: bad });
+      else succeeded.push({ pending, receipts: own as TransactionReceipt[] });
+    }
+    let outcomes: RecordOutcome[];
+    try {
+      outcomes = options.commit(
+        blocks,
+        succeeded.map(
+          ({ pending, receipts: own }) =>
+            () =>
+              pending.submission.record?.(own),
+        ),
+      );
+    } catch (error) {
+      for (const pending of batch) pending.reject(new ChainUnavailableError());
+      options.onDiverged(error as Error);
+      return;
+    }
+    const last = blocks.at(-1);
+    if (last) head = { number: last.number, hash: last.hash, timestamp: last.timestamp };
+
+    succeeded.forEach(({ pending, receipts: own }, i) => {
+      const outcome = outcomes[i] as RecordOutcome;
+      if (outcome.ok) pending.resolve({ receipts: own, recorded: outcome.value });
+      else pending.reject(outcome.error);
+    });
+    for (const [pending, error] of failed) pending.reject(error);
+    for (const { pending, tx } of reverted) {
+      const reason = await options.revertReason(tx.hash).catch(() => 'the transaction reverted');
+      pending.reject(new TransactionFailedError(tx.label, reason, tx.hash));
+    }
+  }
+
+  /**
+   * Sends every write's transactions in one request and returns those the node accepted,
+   * by hash. A write whose send fails is dropped whole: its later transactions would
+   * otherwise land in the block without the earlier ones.
+   */
+  async function broadcast(batch: Pending[], failed: Map<Pending, unknown>) {
+    const entries = batch.flatMap((pending) =>
+      pending.submission.txs.map((tx) => ({ pending, tx })),
+    );
+    const results = await rpc.batch(
+      entries.map(({ tx }) => ({ method: 'eth_sendRawTransaction', params: [tx.raw] })),
+    );
+    const ours = new Map<Hash, Hex>();
+    entries.forEach(({ pending, tx }, i) => {
+      const result = results[i];
+      if (result?.ok) ours.set(tx.hash, tx.raw);
+      else if (!failed.has(pending)) {
+        failed.set(pending, TransactionFailedError.from(tx.label, result?.error));
+      }
+    });
+    const drops = [...failed.keys()].flatMap((pending) =>
+      pending.submission.txs
+        .filter((tx) => ours.delete(tx.hash))
+        .map((tx) => ({ method: 'anvil_dropTransaction', params: [tx.hash] })),
+    );
+    await rpc.batch(drops);
+    return ours;
+  }
+
+  /**
+   * Mines until every accepted transaction is in a block (a full block leaves some for the
+   * next one) and returns the new blocks, after any that someone else mined since the head.
+   */
+  async function mineIncluding(ours: Map<Hash, Hex>, notBefore: number): Promise<LoggedBlock[]> {
+    const blocks = await readFrom(head, ours);
+    const waiting = new Set(ours.keys());
+    for (;;) {
+      const tip = blocks.at(-1) ?? head;
+      const timestamp = Math.max(options.nowSeconds(), notBefore, tip.timestamp);
+      await rpc.call('evm_mine', [{ timestamp }]);
+      const mined = await readFrom(tip, ours);
+      if (mined.length === 0) throw new ChainDivergedError('evm_mine mined no block');
+      blocks.push(...mined);
+      const before = waiting.size;
+      for (const block of mined) for (const hash of block.txHashes) waiting.delete(hash);
+      if (waiting.size === 0) return blocks;
+      if (waiting.size === before) {
+        throw new ChainDivergedError(`${waiting.size} accepted transactions were never mined`);
+      }
+    }
+  }
+
+  /** Blocks after `tip` up to the node's head, checked to extend it, with their raw bytes. */
+  async function readFrom(tip: BlockHead, ours: Map<Hash, Hex>): Promise<LoggedBlock[]> {
+    const latest = Number(await rpc.call<Hex>('eth_blockNumber'));
+    if (latest < tip.number) {
+      throw new ChainDivergedError(
+        `the chain's head went back from block ${tip.number} to block ${latest}`,
+      );
+    }
+    if (latest === tip.number) return [];
+    const numbers = Array.from({ length: latest - tip.number }, (_, i) => tip.number + 1 + i);
+    const results = await rpc.batch(
+      numbers.map((n) => ({ method: 'eth_getBlockByNumber', params: [toQuantity(n), false] })),
+    );
+    const blocks: LoggedBlock[] = [];
+    let parent = tip.hash;
+    for (const result of results) {
+      const block = (result.ok ? result.value : undefined) as RpcBlock | undefined;
+      if (!block) throw new ChainDivergedError('a block vanished while it was read');
+      if (block.parentHash !== parent) {
+        throw new ChainDivergedError(
+          `block ${Number(block.number)} does not extend the logged chain (its parent is ${block.parentHash}, the log's head ${parent})`,
+        );
+      }
+      parent = block.hash;
+      const unknown = block.transactions.filter((hash) => !ours.has(hash));
+      const fetched = await rpc.batch(
+        unknown.map((hash) => ({ method: 'eth_getRawTransactionByHash', params: [hash] })),
+      );
+      const raws = new Map(ours);
+      unknown.forEach((hash, i) => {
+        const raw = fetched[i];
+        if (!raw?.ok || typeof raw.value !== 'string') {
+          throw new ChainDivergedError(`the raw bytes of transaction ${hash} are unavailable`);
+        }
+        raws.set(hash, raw.value as Hex);
+      });
+      blocks.push({
+        number: Number(block.number),
+        hash: block.hash,
+        parentHash: block.parentHash,
+        timestamp: Number(block.timestamp),
+        txs: block.transactions.map((hash) => raws.get(hash) as Hex),
+        txHashes: block.transactions,
+      });
+    }
+    return blocks;
+  }
+
+  async function receiptsOf(blocks: LoggedBlock[]): Promise<Map<Hash, TransactionReceipt>> {
+    const withTxs = blocks.filter((block) => block.txs.length > 0);
+    const results = await rpc.batch(
+      withTxs.map((block) => ({
+        method: 'eth_getBlockReceipts',
+        params: [toQuantity(block.number)],
+      })),
+    );
+    const receipts = new Map<Hash, TransactionReceipt>();
+    for (const result of results) {
+      if (!result.ok) throw result.error;
+      for (const receipt of result.value as RpcTransactionReceipt[]) {
+        receipts.set(receipt.transactionHash, formatTransactionReceipt(receipt));
+      }
+    }
+    return receipts;
+  }
+
+  return {
+    submit,
+    head: () => head,
+    /** Runs `work` while no block is being made, after the blocks already under way. */
+    exclusive<T>(work: () => Promise<T>): Promise<T> {
+      return gate('chain', work);
+    },
+    /**
+     * Logs blocks that someone else mined over the RPC URL, and mines transactions they sent
+     * there, so that every change to the chain is in the log within a poll interval.
+     */
+    async poll(): Promise<void> {
+      if (stopped || running) return;
+      await gate('chain', async () => {
+        try {
+          const status = await rpc.call<{ pending: Hex }>('txpool_status');
+          const blocks =
+            Number(status.pending) > 0
+              ? await mineIncluding(new Map(), 0)
+              : await readFrom(head, new Map());
+          if (blocks.length === 0) return;
+          options.commit(blocks, []);
+          const last = blocks.at(-1) as LoggedBlock;
+          head = { number: last.number, hash: last.hash, timestamp: last.timestamp };
+        } catch (error) {
+          if (!(error instanceof RpcUnreachableError)) options.onDiverged(error as Error);
+        }
+      });
+    },
+    /** Continues from a rebuilt chain whose head is `newHead`. Call inside exclusive(). */
+    setHead(newHead: BlockHead): void {
+      head = newHead;
+    },
+    /** Refuses every write from now on (shutdown). */
+    stop(reason: Error): void {
+      stopped = reason;
+    },
+  };
+}
+
+interface RpcBlock {
+  number: Hex;
+  hash: Hash;
+  parentHash: Hash;
+  timestamp: Hex;
+  transactions: Hash[];
+}
+
+function toQuantity(n: number): Hex {
+  return `0x${n.toString(16)}`;
+}
+
+export type BlockProducer = ReturnType<typeof createBlockProducer>;
+
+/** What a client is told when block production fails for reasons not its own. */
+function asReported(error: unknown): unknown {
+  if (error instanceof ChainDivergedError || error instanceof RpcUnreachableError) {
+    return new ChainUnavailableError();
+  }
+  return error;
+}

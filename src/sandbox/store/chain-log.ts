@@ -1,0 +1,73 @@
+import type { Hash, Hex } from 'viem';
+import type { LoggedBlock } from '../chain/producer.ts';
+import type { Database } from './db.ts';
+
+interface BlockRow {
+  number: number;
+  hash: string;
+  parent_hash: string;
+  timestamp: number;
+  txs: string;
+}
+
+/**
+ * The chain log: blocks since the last checkpoint. Appended inside the durable transaction of
+ * the write that made each block; cut back to the checkpoint once a newer one is on disk.
+ */
+export function createChainLogStore(db: Database) {
+  const insert = db.prepare(
+    'INSERT INTO chain_blocks (number, hash, parent_hash, timestamp, txs) VALUES (?, ?, ?, ?, ?)',
+  );
+  const after = db.prepare('SELECT * FROM chain_blocks WHERE number > ? ORDER BY number');
+  const byNumber = db.prepare('SELECT * FROM chain_blocks WHERE number = ?');
+  const last = db.prepare('SELECT * FROM chain_blocks ORDER BY number DESC LIMIT 1');
+  const count = db.prepare('SELECT count(*) AS blocks FROM chain_blocks WHERE number > ?');
+  const truncate = db.prepare('DELETE FROM chain_blocks WHERE number <= ?');
+
+  const toBlock = (row: BlockRow): LoggedBlock => {
+    const txs = JSON.parse(row.txs) as Hex[];
+    return {
+      number: row.number,
+      hash: row.hash as Hash,
+      parentHash: row.parent_hash as Hash,
+      timestamp: row.timestamp,
+      txs,
+      txHashes: [],
+    };
+  };
+
+  return {
+    /** Call inside a transaction. */
+    append(blocks: LoggedBlock[]): void {
+      for (const block of blocks) {
+        insert.run(
+          block.number,
+          block.hash,
+          block.parentHash,
+          block.timestamp,
+          JSON.stringify(block.txs),
+        );
+      }
+    },
+    /** Logged blocks after `number`, oldest first. */
+    *after(number: number): Generator<LoggedBlock> {
+      for (const row of after.iterate(number)) yield toBlock(row as unknown as BlockRow);
+    },
+    find(number: number): LoggedBlock | undefined {
+      const row = byNumber.get(number) as BlockRow | undefined;
+      return row && toBlock(row);
+    },
+    last(): LoggedBlock | undefined {
+      const row = last.get() as BlockRow | undefined;
+      return row && toBlock(row);
+    },
+    countAfter(number: number): number {
+      return (count.get(number) as { blocks: number }).blocks;
+    },
+    /** Drops blocks a checkpoint now holds. Call inside a transaction. */
+    truncateThrough(number: number): void {
+      truncate.run(number);
+    },
+  };
+}
+export type ChainLogStore = ReturnType<typeof createChainLogStore>;
