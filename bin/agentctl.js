@@ -17,15 +17,22 @@ if (older) {
   process.exit(1);
 }
 
-import('../dist/cli/main.js').then(
-  (cli) => cli.main(process.argv),
-  (error) => {
-    const notBuilt = error && error.code === 'ERR_MODULE_NOT_FOUND' && /dist/.test(error.message);
-    process.stderr.write(
-      notBuilt
-        ? 'agentctl is not built: run `npm ci` (or `npm run build`) in its directory.\n'
-        : `agentctl failed to start: ${error}\n`,
-    );
-    process.exit(1);
-  },
-);
+// Compiled code is cached across runs (in the OS temp dir): later starts skip compiling.
+import('node:module')
+  .then((module) => {
+    if (module.enableCompileCache) module.enableCompileCache();
+  })
+  .catch(() => undefined)
+  .then(() => import('../dist/cli/main.js'))
+  .then(
+    (cli) => cli.main(process.argv),
+    (error) => {
+      const notBuilt = error && error.code === 'ERR_MODULE_NOT_FOUND' && /dist/.test(error.message);
+      process.stderr.write(
+        notBuilt
+          ? 'agentctl is not built: run `npm ci` (or `npm run build`) in its directory.\n'
+          : `agentctl failed to start: ${error}\n`,
+      );
+      process.exit(1);
+    },
+  );

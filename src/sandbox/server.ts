@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { formatHostPort } from './address.ts';
-import { buildApp } from './app.ts';
 import { stopAbandonedAnvil } from './chain/anvil.ts';
 import { type ChainLogger, type SandboxChain, startChain } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
@@ -23,6 +22,9 @@ export interface RunningSandbox {
 
 /** Opens the state, builds the app and listens. The caller owns shutdown via close(). */
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
+  // Fastify and the routes load while anvil starts and loads the chain.
+  const loadingApp = import('./app.ts');
+  loadingApp.catch(() => undefined);
   reapAbandonedTempDirs(stopAbandonedAnvil);
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
@@ -50,6 +52,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     });
     if (stateDir.sandboxId === undefined) stateDir.markCreated(sandboxId);
     const adminToken = options.adminToken ?? randomBytes(24).toString('base64url');
+    const { buildApp } = await loadingApp;
     const app = await buildApp({
       store,
       clock,

@@ -91,7 +91,7 @@ export async function startAnvil(options: {
       '--no-cors',
       '--gas-limit',
       String(BLOCK_GAS_LIMIT),
-      ...(options.mining === 'manual' ? ['--no-mining'] : []),
+      ...(options.mining === 'manual' ? ['--no-mining', '--prune-history', '64'] : []),
       ...(options.genesisTimestamp ? ['--timestamp', String(options.genesisTimestamp)] : []),
     ],
     // Its own process group: a Ctrl-C in the terminal reaches serve, which then stops

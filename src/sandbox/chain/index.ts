@@ -158,7 +158,7 @@ async function startOwnChain(
       },
     };
     const wallet = walletRegistry(keyring, publicClient, submitter, SANDBOX_FEES);
-    await checkAgentsAgainstChain(options.store, publicClient, local.deployment, wallet);
+    await checkAgentsAgainstChain(options.store, publicClient, local.deployment);
     await catchUpClock(options.clock, options.store, local.producer.head().timestamp);
     const probe = createRpcClient(local.rpcUrl);
     return {
@@ -198,35 +198,25 @@ async function startOwnChain(
 
 /**
  * Refuses a database that does not know every agent the chain holds (an older or lost
- * sandbox.db): its next registration would hand an existing agent's funded wallet to a
- * new agent.
+ * sandbox.db): its next registration would hand an existing agent's funded wallet to a new
+ * agent. Every onboarding commits with its agent's row, so the two counts are always equal.
  */
 async function checkAgentsAgainstChain(
   store: Store,
   publicClient: PublicClient<Transport, Chain>,
   deployment: Deployment,
-  wallet: (index: number) => ServerWallet,
 ): Promise<void> {
-  const onboarding = deployment.agent_onboarding;
-  const [onboarded, nextTaken] = await Promise.all([
-    publicClient.readContract({
-      address: onboarding,
-      abi: AgentOnboarding.abi,
-      functionName: 'onboardedCount',
-    }),
-    publicClient.readContract({
-      address: onboarding,
-      abi: AgentOnboarding.abi,
-      functionName: 'onboarded',
-      args: [wallet(store.nextWalletIndex()).address],
-    }),
-  ]);
+  const onboarded = await publicClient.readContract({
+    address: deployment.agent_onboarding,
+    abi: AgentOnboarding.abi,
+    functionName: 'onboardedCount',
+  });
   const known = store.agents.count();
-  if (BigInt(known) !== onboarded || nextTaken) {
+  if (BigInt(known) !== onboarded) {
     throw new StartupError(
-      `the chain holds ${onboarded} onboarded agents but sandbox.db knows ${known}` +
-        `${nextTaken ? ', and the next agent wallet is already funded' : ''}: ` +
-        'the database is older than the chain (was it restored or replaced?); restore the whole state directory from one backup',
+      `the chain holds ${onboarded} onboarded agents but sandbox.db knows ${known}: ` +
+        'the database is not the one this chain was built with (was an older copy restored?); ' +
+        'restore the whole state directory from one backup',
     );
   }
 }

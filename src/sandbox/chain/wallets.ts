@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, pbkdf2Sync } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { mnemonicToSeedSync, validateMnemonic } from '@scure/bip39';
+import { validateMnemonic } from '@scure/bip39';
 import { wordlist } from '@scure/bip39/wordlists/english';
 import {
   type Abi,
@@ -66,6 +66,15 @@ export function mnemonicFingerprint(mnemonic: string): string {
   return createHash('sha256').update(`agentctl wallet.mnemonic\n${mnemonic}`).digest('hex');
 }
 
+/**
+ * The BIP-39 seed of a mnemonic without passphrase: PBKDF2-HMAC-SHA512 of the NFKD-normalised
+ * phrase, salt "mnemonic", 2048 rounds, 64 bytes (what @scure/bip39's mnemonicToSeedSync
+ * computes), with Node's native PBKDF2, which takes 1 ms where the pure-JS one takes 70.
+ */
+export function mnemonicSeed(mnemonic: string): Uint8Array {
+  return pbkdf2Sync(mnemonic.normalize('NFKD'), 'mnemonic', 2048, 64, 'sha512');
+}
+
 /** Derives accounts from the mnemonic's seed, which is computed once (PBKDF2 is slow). */
 export function createKeyring(mnemonic: string): (index: number) => LocalAccount {
   const accounts = new Map<number, LocalAccount>();
@@ -74,7 +83,7 @@ export function createKeyring(mnemonic: string): (index: number) => LocalAccount
     let account = accounts.get(index);
     if (!account) {
       // m/44'/60'/0'/0/index, as mnemonicToAccount derives it; the parent node is shared.
-      parent ??= HDKey.fromMasterSeed(mnemonicToSeedSync(mnemonic)).derive("m/44'/60'/0'/0");
+      parent ??= HDKey.fromMasterSeed(mnemonicSeed(mnemonic)).derive("m/44'/60'/0'/0");
       const child = parent.deriveChild(index);
       account = privateKeyToAccount(toHex(child.privateKey as Uint8Array));
       accounts.set(index, account);
