@@ -120,6 +120,10 @@ describe('sandbox admin API', () => {
     ['GET', '/sandbox/info'],
     ['POST', '/sandbox/clock/advance'],
     ['POST', '/sandbox/agents/tier'],
+    ['POST', '/sandbox/fund'],
+    ['POST', '/sandbox/proposals'],
+    ['POST', '/sandbox/strategies/status'],
+    ['POST', '/sandbox/checkpoint'],
   ] as const)('answers 401 to %s %s without or with a wrong token', async (method, url) => {
     const none = await sandbox.app.inject({ method, url, payload: {} });
     expect(none.statusCode).toBe(401);

@@ -3,16 +3,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ADMIN_TOKEN,
   AGENT_FIELDS,
+  admin,
   createTestSandbox,
   getNonce,
   newAccount,
   postRegister,
+  registeredAgent,
   type TestSandbox,
 } from '../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
+let apiKey: string;
 beforeAll(async () => {
   sandbox = await createTestSandbox();
+  const agent = await registeredAgent(sandbox.app);
+  apiKey = agent.apiKey;
+  // Established, so that the vote route reads its body rather than refusing the tier.
+  await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
+    wallet_address: agent.account.address,
+    tier: 'established',
+  });
 });
 afterAll(async () => {
   await sandbox.close();
@@ -55,12 +65,43 @@ const registerLikeBody = fc.dictionary(
   nastyValue,
 );
 
-/** Where these bodies go: every implemented route that takes a body. */
-const POST_ROUTES = [
-  { url: '/api/v1/agent/auth/register', headers: {} },
-  { url: '/sandbox/clock/advance', headers: { 'x-admin-token': ADMIN_TOKEN } },
-  { url: '/sandbox/agents/tier', headers: { 'x-admin-token': ADMIN_TOKEN } },
+/**
+ * Where these bodies go: every POST route, with the credentials it needs, so that the body
+ * itself is what gets checked (not refused earlier for a missing key).
+ */
+const PUBLIC_POSTS = ['/api/v1/agent/auth/register', '/api/v1/positions', '/api/v1/nfts'];
+const AGENT_POSTS = [
+  '/api/v1/agent/vault/deposit',
+  '/api/v1/agent/strategy/submit',
+  '/api/v1/agent/governance/vote',
+  '/api/v1/agent/faucet',
 ];
+const ADMIN_POSTS = [
+  '/sandbox/clock/advance',
+  '/sandbox/agents/tier',
+  '/sandbox/fund',
+  '/sandbox/proposals',
+  '/sandbox/strategies/status',
+  '/sandbox/checkpoint',
+];
+const postRoutes = () => [
+  ...PUBLIC_POSTS.map((url) => ({ url, headers: {} })),
+  ...AGENT_POSTS.map((url) => ({ url, headers: { 'x-api-key': apiKey } })),
+  ...ADMIN_POSTS.map((url) => ({ url, headers: { 'x-admin-token': ADMIN_TOKEN } })),
+];
+
+it('covers every POST route the app has', () => {
+  const routes = sandbox.app
+    .printRoutes({ commonPrefix: false })
+    .split('\n')
+    .filter((line) => line.includes('POST'))
+    .map((line) => line.replace(/^[\s│├└─]+/, '').replace(/ \(.*$/, ''));
+  expect(routes.sort()).toEqual(
+    postRoutes()
+      .map((route) => route.url)
+      .sort(),
+  );
+});
 
 function expectClientError(response: { statusCode: number; body: string }) {
   expect(response.statusCode).toBeLessThan(500);
@@ -73,7 +114,7 @@ describe('fuzzed requests never produce a 5xx', () => {
   it('JSON bodies', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom(...POST_ROUTES),
+        fc.constantFrom(...postRoutes()),
         fc.oneof(registerLikeBody, fc.jsonValue()),
         async (route, body) => {
           const response = await sandbox.app.inject({
@@ -109,7 +150,7 @@ describe('fuzzed requests never produce a 5xx', () => {
   it('raw bytes under arbitrary content types', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom(...POST_ROUTES),
+        fc.constantFrom(...postRoutes()),
         fc.constantFrom(
           'application/json',
           'application/json; charset=utf-16',

@@ -157,7 +157,17 @@ describe('POST /api/v1/agent/auth/register', () => {
     expect((await postRegister(sandbox.app, body)).statusCode).toBe(200);
     expect(sandbox.store.nonces.find(nonce)?.consumed_at).toEqual(expect.any(Number));
     const reuse = await postRegister(sandbox.app, body);
-    expect([401, 409]).toContain(reuse.statusCode);
+    // The wallet is registered now, which is checked first.
+    expect(reuse.statusCode).toBe(409);
+    expect(reuse.json().error).toContain('is already registered');
+    // The same nonce for another wallet is refused for being used.
+    const other = newAccount();
+    const stolen = await postRegister(sandbox.app, {
+      ...body,
+      wallet_address: other.address,
+      signature: await other.signMessage({ message }),
+    });
+    expect(stolen.statusCode).toBe(401);
   });
 
   it('lets exactly one of several concurrent registrations with one nonce succeed', async () => {

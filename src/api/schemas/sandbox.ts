@@ -52,6 +52,9 @@ export const SandboxInfo = z.object({
 });
 export type SandboxInfo = z.infer<typeof SandboxInfo>;
 
+/** POST /sandbox/checkpoint: the chain is on disk up to this block; the log holds the rest. */
+export const CheckpointResult = z.object({ block_number: z.number().int() });
+
 /** Largest amounts one POST /sandbox/fund may add. */
 export const MAX_FUND_USDC = 1_000_000_000;
 export const MAX_FUND_ETH = 1000;

@@ -91,8 +91,15 @@ export function readCheckpoint(stateDir: string, block: number): Checkpoint {
   return checkpoint as Checkpoint;
 }
 
-/** Writes a temp file, fsyncs it, renames it into place and fsyncs the directory. */
-export function writeCheckpoint(stateDir: string, checkpoint: Checkpoint): void {
+/**
+ * Writes a temp file, fsyncs it, renames it into place and fsyncs the directory.
+ * `beforeRename` runs between the two (a crash point for tests).
+ */
+export function writeCheckpoint(
+  stateDir: string,
+  checkpoint: Checkpoint,
+  beforeRename: () => void = () => {},
+): void {
   const dir = chainDir(stateDir);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = checkpointPath(stateDir, checkpoint.block_number);
@@ -104,6 +111,7 @@ export function writeCheckpoint(stateDir: string, checkpoint: Checkpoint): void 
   } finally {
     closeSync(fd);
   }
+  beforeRename();
   renameSync(temp, path);
   fsyncDir(dir);
 }

@@ -69,8 +69,16 @@ export interface SandboxChain {
   isConnected(): Promise<boolean>;
   /** Sandbox time, which chain time follows: the timestamp the next block will carry. */
   nowSeconds(): number;
-  /** Takes a checkpoint now (own chain only); resolves when it is on disk. */
-  checkpoint(): Promise<void>;
+  /**
+   * Moves whenever the chain may have changed: its head block on the sandbox's own chain,
+   * a new value at every call on another (nothing derived from it may be cached).
+   */
+  stateVersion(): unknown;
+  /**
+   * Takes a checkpoint now and resolves, once it is on disk, with the block it holds;
+   * undefined on a chain the sandbox does not own (which keeps its own history).
+   */
+  checkpoint(): Promise<number | undefined>;
   close(): Promise<void>;
 }
 
@@ -187,7 +195,11 @@ async function startOwnChain(
       },
       isConnected: connectionCheck(probe, () => local.recovering()),
       nowSeconds: () => options.clock.nowSeconds(),
-      checkpoint: () => local.checkpoint(),
+      stateVersion: () => local.producer.head().number,
+      checkpoint: async () => {
+        await local.checkpoint();
+        return local.checkpointBlock();
+      },
       close: () => local.close({ checkpoint: options.persistent }),
     };
   } catch (error) {
@@ -365,7 +377,8 @@ async function connectRemote(
     },
     isConnected: connectionCheck(rpc, () => false),
     nowSeconds: () => options.clock.nowSeconds(),
-    checkpoint: async () => {},
+    stateVersion: () => ({}),
+    checkpoint: async () => undefined,
     close: async () => {
       // Let queued sends settle before the store closes.
       await Promise.all([treasury, faucet].map((w) => w.exclusive(async () => undefined)));

@@ -29,6 +29,17 @@ const CHECKPOINT_AFTER_MS = 60_000;
 const POLL_MS = 250;
 const META_CHECKPOINT = 'chain_checkpoint';
 
+/**
+ * Crash points for the durability tests, which cannot reach them any other way:
+ * AGENTCTL_SANDBOX_FAULT names one, and the process kills itself (kill -9) there.
+ *   crash-after-commit        a write's block and rows are committed, not yet acknowledged
+ *   crash-before-checkpoint   a checkpoint's temp file is written, not yet renamed
+ *   crash-in-checkpoint       a checkpoint file is in place, the database not yet told
+ */
+function crashAt(point: string): void {
+  if (process.env.AGENTCTL_SANDBOX_FAULT === point) process.kill(process.pid, 'SIGKILL');
+}
+
 export interface ChainLogger {
   info(message: string): void;
   warn(message: string): void;
@@ -78,7 +89,11 @@ export async function startLocalChain(options: LocalChainOptions) {
     rpc,
     head,
     nowSeconds: () => options.clock.nowSeconds(),
-    commit: (blocks, records) => store.commitBlocks(blocks, records),
+    commit: (blocks, records) => {
+      const outcomes = store.commitBlocks(blocks, records);
+      if (records.length > 0) crashAt('crash-after-commit');
+      return outcomes;
+    },
     revertReason: (hash) => options.revertReason(rpc, hash),
     onDiverged: (error) => {
       void recover(`the chain no longer matches the log (${error.message})`);
@@ -154,7 +169,8 @@ export async function startLocalChain(options: LocalChainOptions) {
         deployment,
         state: taken.state,
       };
-      writeCheckpoint(stateDir, file);
+      writeCheckpoint(stateDir, file, () => crashAt('crash-before-checkpoint'));
+      crashAt('crash-in-checkpoint');
       store.transaction(() => {
         writePointer(store, { block: taken.at.number, hash: taken.at.hash });
         store.chainLog.truncateThrough(taken.at.number);
@@ -201,6 +217,8 @@ export async function startLocalChain(options: LocalChainOptions) {
     producer,
     afterCommit: maybeCheckpoint,
     checkpoint,
+    /** The block the last checkpoint holds (the genesis's when none was taken yet). */
+    checkpointBlock: () => readPointer(store).block,
     recovering: () => recovering !== undefined,
     async close(options: { checkpoint: boolean }) {
       clearInterval(poller);
@@ -257,6 +275,8 @@ async function restore(
     pointer = readPointer(store);
   }
 
+  // Whatever a crash left beside the checkpoint in use: temp files, superseded checkpoints.
+  removeCheckpointsExcept(stateDir, pointer.block);
   let source: Pick<
     Checkpoint,
     'block_number' | 'block_hash' | 'block_timestamp' | 'deployment' | 'state'

@@ -1,34 +1,46 @@
 import { AgentStats, Leaderboard, LeaderboardQuery } from '../../api/schemas/index.ts';
 import { totalStrategies } from '../chain/strategies.ts';
 import { formatUsdc, totalDeposited } from '../chain/vaults.ts';
+import { createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerAgentRoutes(app: App, { store, limits, chain }: RouteDeps): void {
+  // Both answers are served pre-serialised until a write changes them: the leaderboard
+  // until an agent row changes, the stats until then or until the chain gains a block.
+  const leaderboards = createResponseCache<number>();
   app.get(
     '/api/v1/agents',
     {
       schema: { querystring: LeaderboardQuery, response: { 200: Leaderboard } },
       onRequest: limits.public,
     },
-    async (request) => {
-      const agents = store.agents.leaderboard(request.query.limit);
-      return { agents, count: agents.length };
-    },
+    async (request, reply) =>
+      leaderboards.send(reply, request.query.limit, store.agents.version, () => {
+        const agents = store.agents.leaderboard(request.query.limit);
+        return Leaderboard.parse({ agents, count: agents.length });
+      }),
   );
 
+  const stats = createResponseCache<'stats'>();
   app.get(
     '/api/v1/agents/stats',
     { schema: { response: { 200: AgentStats } }, onRequest: limits.public },
-    async () => {
-      const [deposited, strategies] = await Promise.all([
-        totalDeposited(chain),
-        totalStrategies(chain),
-      ]);
-      return {
-        ...store.agents.totals(),
-        strategies_submitted: Number(strategies),
-        total_deposits_usdc: Number(formatUsdc(deposited)),
-      };
-    },
+    async (_request, reply) =>
+      stats.send(
+        reply,
+        'stats',
+        () => `${store.agents.version()}:${chain.stateVersion()}`,
+        async () => {
+          const [deposited, strategies] = await Promise.all([
+            totalDeposited(chain),
+            totalStrategies(chain),
+          ]);
+          return AgentStats.parse({
+            ...store.agents.totals(),
+            strategies_submitted: Number(strategies),
+            total_deposits_usdc: Number(formatUsdc(deposited)),
+          });
+        },
+      ),
   );
 }

@@ -1,6 +1,7 @@
 import { type Address, type Hex, parseEther } from 'viem';
 import {
   AdvanceClockRequest,
+  CheckpointResult,
   ClockState,
   CreateProposalRequest,
   CreateProposalResult,
@@ -66,6 +67,21 @@ export function registerSandboxAdminRoutes(
         clock.setOffset(offset),
       );
       return clockState();
+    },
+  );
+
+  app.post(
+    '/sandbox/checkpoint',
+    { onRequest, schema: { response: { 200: CheckpointResult } } },
+    async () => {
+      const block = await chain.checkpoint();
+      if (block === undefined) {
+        throw new HttpError(
+          400,
+          'this sandbox runs on an external chain (--rpc-url), which keeps its own history: there is nothing to checkpoint',
+        );
+      }
+      return { block_number: block };
     },
   );
 

@@ -78,9 +78,14 @@ export function createAgentStore(db: Database) {
                       votes_cast = votes_cast + :votes
     WHERE agent_id = :agent_id`);
 
+  // Moves with every change to an agent row: cached answers built from rows check it.
+  let changes = 0;
   return {
+    /** Changes to agent rows so far in this process (a rolled-back one counts too). */
+    version: () => changes,
     /** Inserts the agent and its key. Call inside a transaction with the nonce consumption. */
     insert(agent: NewAgent, key: { hash: string; prefix: string }): void {
+      changes++;
       insertAgent.run({ ...agent });
       insertKey.run(key.hash, key.prefix, agent.agent_id, agent.created_at);
     },
@@ -113,6 +118,7 @@ export function createAgentStore(db: Database) {
     },
     /** Adds confirmed onchain activity; performance_score follows from the counters. */
     recordActivity(agentId: string, activity: Activity): void {
+      changes++;
       addActivity.run({
         agent_id: agentId,
         strategies: activity.strategies ?? 0,
@@ -122,6 +128,7 @@ export function createAgentStore(db: Database) {
     },
     /** Returns false when no agent has that wallet. */
     setTier(wallet: string, tier: Tier): boolean {
+      changes++;
       return updateTier.run(tier, wallet.toLowerCase()).changes === 1;
     },
   };

@@ -140,7 +140,8 @@ describe('GET /api/v1/agent/strategy/list', () => {
   it("enumerates the caller's strategies from the registry, and only theirs", async () => {
     const agent = await chainAgent(sandbox);
     const other = await chainAgent(sandbox);
-    await submit(other.apiKey, { ...STRATEGY, name: 'Not mine' });
+    const notMine = await submit(other.apiKey, { ...STRATEGY, name: 'Not mine' });
+    expect(notMine.statusCode).toBe(200);
     const ids: string[] = [];
     for (const name of ['Alpha', 'Beta']) {
       ids.push((await submit(agent.apiKey, { ...STRATEGY, name })).json().strategy_id);
@@ -158,6 +159,10 @@ describe('GET /api/v1/agent/strategy/list', () => {
       args: [agent.agentAddress],
     });
     expect(onchain).toEqual(ids);
+    const theirs = await call(sandbox, other.apiKey, 'GET', '/api/v1/agent/strategy/list');
+    expect(theirs.json().strategies.map((s: { strategy_id: string }) => s.strategy_id)).toEqual([
+      notMine.json().strategy_id,
+    ]);
     const [first] = body.strategies;
     expect(first).toMatchObject({
       name: 'Alpha',

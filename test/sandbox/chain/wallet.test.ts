@@ -1,6 +1,7 @@
 import { formatEther } from 'viem';
 import { describe, expect, it } from 'vitest';
-import { AgentPass } from '../../../src/sandbox/chain/contracts/artifacts.ts';
+import { AGENT_FUNDING } from '../../../src/sandbox/chain/agent-wallets.ts';
+import { AgentOnboarding, AgentPass } from '../../../src/sandbox/chain/contracts/artifacts.ts';
 import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
 import {
   admin,
@@ -206,5 +207,53 @@ describe('registration and the chain', () => {
       payload: { wallet_address: account.address },
     });
     expect(nfts.json().total).toBe(1);
+    // One wallet funded, once: exactly the onboarding amounts, onchain.
+    const apiKey = (
+      responses.find((r) => r.statusCode === 200) as { json(): { api_key: string } }
+    ).json().api_key;
+    const wallet = (await call(sandbox, apiKey, 'GET', '/api/v1/agent/wallet')).json();
+    expect(await reader.getBalance({ address: wallet.agent_address })).toBe(AGENT_FUNDING.eth);
+    expect(wallet.usdc_balance_raw).toBe(AGENT_FUNDING.usdcRaw.toString());
+    expect(wallet.protocol_token_balance).toBe('100');
+    const onboarded = await reader.readContract({
+      address: sandbox.chain.deployment.agent_onboarding,
+      abi: AgentOnboarding.abi,
+      functionName: 'onboarded',
+      args: [wallet.agent_address],
+    });
+    expect(onboarded).toBe(true);
+  });
+
+  it('never onboards a wallet for a nonce that expires while its registration runs', async () => {
+    const account = newAccount();
+    const { nonce, message } = await getNonce(sandbox.app, account.address);
+    const body = await signedBody({ wallet: account.address, nonce, message, signer: account });
+    const [registered] = await Promise.all([
+      postRegister(sandbox.app, body),
+      admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 600 }),
+    ]);
+    const passes = async () =>
+      (
+        await sandbox.app.inject({
+          method: 'POST',
+          url: '/api/v1/nfts',
+          payload: { wallet_address: account.address },
+        })
+      ).json().total;
+    // Either the nonce was taken before it expired and the agent exists with one pass,
+    // or it was refused and nothing was minted.
+    if (registered.statusCode === 200) expect(await passes()).toBe(1);
+    else {
+      expect(registered.statusCode).toBe(401);
+      expect(await passes()).toBe(0);
+    }
+    // A retry with a fresh nonce never mints a second pass.
+    const fresh = await getNonce(sandbox.app, account.address);
+    const retry = await postRegister(
+      sandbox.app,
+      await signedBody({ wallet: account.address, ...fresh, signer: account }),
+    );
+    expect(retry.statusCode).toBe(registered.statusCode === 200 ? 409 : 200);
+    expect(await passes()).toBe(1);
   });
 });

@@ -1,0 +1,416 @@
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { type Address, createPublicClient, type Hash, http, parseEther } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SandboxInfo } from '../../src/api/schemas/index.ts';
+import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
+import { GENESIS_KEYS } from '../../src/sandbox/chain/wallets.ts';
+import { registerOver, type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
+
+/**
+ * The state dir from outside: what survives kill -9 at the worst moments, and what is refused
+ * when the files in it no longer belong together.
+ */
+const TOKEN = 'state-test-admin';
+let dir: string;
+let state: string;
+const running: ServeProcess[] = [];
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-state-'));
+  state = join(dir, 'state');
+});
+afterEach(async () => {
+  for (const serve of running.splice(0)) {
+    serve.child.kill('SIGKILL');
+    await serve.exited;
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function serve(env: NodeJS.ProcessEnv = {}) {
+  const started = await startServe(
+    ['--state', state, '--admin-token', TOKEN, '--log-level', 'warn', '--rate-limit', 'off'],
+    env,
+  );
+  running.push(started);
+  return started;
+}
+
+async function stop(serve: ServeProcess, signal: NodeJS.Signals = 'SIGTERM') {
+  serve.child.kill(signal);
+  await serve.exited;
+  running.splice(running.indexOf(serve), 1);
+}
+
+async function call(url: string, method: string, path: string, body?: object, key?: string) {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: {
+      ...(body ? { 'content-type': 'application/json' } : {}),
+      ...(key ? { 'x-api-key': key } : {}),
+      'x-admin-token': TOKEN,
+    },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: test responses are checked field by field
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+const deposit = (url: string, key: string, amount: number) =>
+  call(
+    url,
+    'POST',
+    '/api/v1/agent/vault/deposit',
+    { vault_id: 'moderate', amount_usdc: amount },
+    key,
+  );
+
+async function reader(url: string) {
+  const info = SandboxInfo.parse((await call(url, 'GET', '/sandbox/info')).body);
+  return { info, chain: createPublicClient({ transport: http(info.rpc_url) }) };
+}
+
+async function blockHashes(url: string) {
+  const { chain } = await reader(url);
+  const head = await chain.getBlockNumber();
+  const blocks = await Promise.all(
+    Array.from({ length: Number(head) + 1 }, (_, n) => chain.getBlock({ blockNumber: BigInt(n) })),
+  );
+  return blocks.map((block) => ({ hash: block.hash, txs: block.transactions }));
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+describe('durable writes', () => {
+  it('rebuilds the same blocks and transaction hashes from the log after kill -9', async () => {
+    const first = await serve();
+    const { apiKey } = await registerOver(first.url);
+    expect((await deposit(first.url, apiKey, 3)).status).toBe(200);
+    const submitted = await call(
+      first.url,
+      'POST',
+      '/api/v1/agent/strategy/submit',
+      { name: 'Replayed', description: 'Mined again, identically.' },
+      apiKey,
+    );
+    expect(submitted.status).toBe(200);
+    expect(
+      (await call(first.url, 'POST', '/sandbox/clock/advance', { seconds: 86_400 })).status,
+    ).toBe(200);
+    const before = await blockHashes(first.url);
+    await stop(first, 'SIGKILL');
+
+    const second = await serve();
+    const after = await blockHashes(second.url);
+    expect(after).toEqual(before);
+    expect(after.some((block) => block.txs.includes(submitted.body.tx_hash))).toBe(true);
+  });
+
+  it('keeps every acknowledged write of a concurrent burst through kill -9, with rows and chain in step', async () => {
+    const first = await serve();
+    const agents = await Promise.all(Array.from({ length: 6 }, () => registerOver(first.url)));
+    const keys = agents.map((agent) => agent.apiKey);
+    const acknowledged: Array<{ key: string; tx: Hash }> = [];
+    let killed = false;
+    const burst = keys.flatMap((key) =>
+      Array.from({ length: 5 }, async () => {
+        const response = await deposit(first.url, key, 1).catch(() => undefined);
+        if (response?.status === 200 && !killed) {
+          acknowledged.push({ key, tx: response.body.deposit_tx });
+          if (acknowledged.length === 12) {
+            killed = true;
+            first.child.kill('SIGKILL');
+          }
+        }
+      }),
+    );
+    await Promise.all(burst);
+    await first.exited;
+    running.splice(running.indexOf(first), 1);
+    expect(acknowledged).toHaveLength(12);
+
+    // The start-up checks (the chain's onboarded agents against the database) pass.
+    const second = await serve();
+    const { info, chain } = await reader(second.url);
+    for (const { tx } of acknowledged) {
+      expect((await chain.getTransactionReceipt({ hash: tx })).status).toBe('success');
+    }
+    // Each agent's deposits as the database counts them (its score) match its shares onchain.
+    for (const { apiKey: key, account } of agents) {
+      const wallet = (await call(second.url, 'GET', '/api/v1/agent/wallet', undefined, key)).body;
+      const shares = await chain.readContract({
+        address: info.contracts.vaults.moderate as Address,
+        abi: SandboxVault.abi,
+        functionName: 'balanceOf',
+        args: [wallet.agent_address],
+      });
+      const lookup = await call(
+        second.url,
+        'GET',
+        `/api/v1/agent/auth/lookup?wallet=${account.address}`,
+      );
+      const depositsInDatabase = Math.round(lookup.body.performance_score * 100);
+      expect(shares).toBe(BigInt(depositsInDatabase) * 10n ** 6n);
+      const acked = acknowledged.filter((entry) => entry.key === key).length;
+      expect(depositsInDatabase).toBeGreaterThanOrEqual(acked);
+    }
+  });
+
+  it('keeps a write whose commit landed just before a crash, whole', async () => {
+    const first = await serve({ AGENTCTL_SANDBOX_FAULT: 'crash-after-commit' });
+    const { account } = await registerOver(first.url).then(
+      () => {
+        throw new Error('the registration was acknowledged, but serve should have crashed first');
+      },
+      () => ({ account: undefined }),
+    );
+    expect(account).toBeUndefined();
+    expect(await first.exited).toBe('SIGKILL');
+    running.splice(running.indexOf(first), 1);
+
+    const second = await serve();
+    // The registration committed: the agent exists, and so does its onboarding onchain.
+    const stats = await call(second.url, 'GET', '/api/v1/agents/stats');
+    expect(stats.body.total_agents).toBe(1);
+    const leaderboard = await call(second.url, 'GET', '/api/v1/agents');
+    expect(leaderboard.body.agents).toHaveLength(1);
+  });
+
+  it.each(['crash-before-checkpoint', 'crash-in-checkpoint'])(
+    'loses nothing when kill -9 hits a checkpoint (%s)',
+    async (fault) => {
+      const first = await serve({ AGENTCTL_SANDBOX_FAULT: fault });
+      const { apiKey } = await registerOver(first.url);
+      const made = await deposit(first.url, apiKey, 9);
+      expect(made.status).toBe(200);
+      await call(first.url, 'POST', '/sandbox/checkpoint').catch(() => undefined);
+      expect(await first.exited).toBe('SIGKILL');
+      running.splice(running.indexOf(first), 1);
+
+      const second = await serve();
+      const positions = await call(
+        second.url,
+        'GET',
+        '/api/v1/agent/vault/positions',
+        undefined,
+        apiKey,
+      );
+      expect(positions.body.positions).toMatchObject([{ vault_id: 'moderate', shares: '9' }]);
+      // No temp file is left, and at most one checkpoint.
+      const files = existsSync(join(state, 'chain')) ? readdirSync(join(state, 'chain')) : [];
+      expect(files.every((name) => /^checkpoint-\d+\.json$/.test(name))).toBe(true);
+      expect(files.length).toBeLessThanOrEqual(1);
+      const checkpoint = await call(second.url, 'POST', '/sandbox/checkpoint');
+      expect(checkpoint.status).toBe(200);
+      expect(readdirSync(join(state, 'chain'))).toEqual([
+        `checkpoint-${checkpoint.body.block_number}.json`,
+      ]);
+    },
+  );
+
+  it('logs what others send over the RPC URL, so it survives kill -9 too', async () => {
+    const first = await serve();
+    const { info } = await reader(first.url);
+    const treasury = privateKeyToAccount(GENESIS_KEYS.treasury);
+    const rpc = createPublicClient({ transport: http(info.rpc_url) });
+    const raw = await treasury.signTransaction({
+      type: 'eip1559',
+      chainId: info.chain_id,
+      nonce: await rpc.getTransactionCount({ address: treasury.address }),
+      to: '0x000000000000000000000000000000000000bEEF',
+      value: parseEther('2'),
+      gas: 21_000n,
+      maxFeePerGas: 10n ** 10n,
+      maxPriorityFeePerGas: 0n,
+    });
+    const hash = await rpc.sendRawTransaction({ serializedTransaction: raw });
+    // The sandbox mines what others send within its poll interval.
+    const receipt = await rpc.waitForTransactionReceipt({
+      hash,
+      timeout: 5000,
+      pollingInterval: 50,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await stop(first, 'SIGKILL');
+
+    const second = await serve();
+    const { chain } = await reader(second.url);
+    const again = await chain.getTransactionReceipt({ hash });
+    expect(again.blockHash).toBe(receipt.blockHash);
+    expect(await chain.getBalance({ address: '0x000000000000000000000000000000000000bEEF' })).toBe(
+      parseEther('2'),
+    );
+  });
+});
+
+describe('state that cannot silently diverge', () => {
+  it('rebuilds the chain when someone resets it over the RPC URL, and never checkpoints the wiped chain', async () => {
+    const first = await serve();
+    const { apiKey } = await registerOver(first.url);
+    expect((await deposit(first.url, apiKey, 4)).status).toBe(200);
+    const { info } = await reader(first.url);
+    await fetch(info.rpc_url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'anvil_reset', params: [] }),
+    });
+    // A checkpoint now would save the wiped chain: it is refused and the chain rebuilt.
+    await call(first.url, 'POST', '/sandbox/checkpoint');
+    let positions: Awaited<ReturnType<typeof call>> | undefined;
+    for (let i = 0; i < 100; i++) {
+      positions = await call(first.url, 'GET', '/api/v1/agent/vault/positions', undefined, apiKey);
+      if (positions.status === 200 && positions.body.positions.length === 1) break;
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    expect(positions?.body.positions).toMatchObject([{ vault_id: 'moderate', shares: '4' }]);
+    expect(first.stderr()).toContain('keeping the last good state');
+    expect((await deposit(first.url, apiKey, 1)).status).toBe(200);
+    await stop(first);
+
+    const second = await serve();
+    const after = await call(second.url, 'GET', '/api/v1/agent/vault/positions', undefined, apiKey);
+    expect(after.body.positions).toMatchObject([{ vault_id: 'moderate', shares: '5' }]);
+  });
+
+  it('refuses to start without its sandbox.db, instead of handing old wallets to new agents', async () => {
+    const first = await serve();
+    await registerOver(first.url);
+    await stop(first);
+    for (const name of ['sandbox.db', 'sandbox.db-wal', 'sandbox.db-shm']) {
+      rmSync(join(state, name), { force: true });
+    }
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`${join(state, 'sandbox.db')} is missing or empty`);
+  });
+
+  it('refuses an older copy of sandbox.db', async () => {
+    const first = await serve();
+    await registerOver(first.url);
+    await stop(first);
+    const backup = join(dir, 'backup.db');
+    copyFileSync(join(state, 'sandbox.db'), backup);
+    const second = await serve();
+    await registerOver(second.url);
+    await stop(second);
+    copyFileSync(backup, join(state, 'sandbox.db'));
+    rmSync(join(state, 'sandbox.db-wal'), { force: true });
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('sandbox.db is older than the chain checkpoint');
+  });
+
+  it('refuses a missing or swapped wallet.mnemonic, and names a damaged one', async () => {
+    const first = await serve();
+    await registerOver(first.url);
+    await stop(first);
+    const path = join(state, 'wallet.mnemonic');
+    const original = readFileSync(path, 'utf8');
+
+    rmSync(path);
+    let result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`${path} is missing, but every agent wallet`);
+    expect(existsSync(path)).toBe(false);
+
+    for (const content of ['', 'not a mnemonic at all\n']) {
+      writeFileSync(path, content, { mode: 0o600 });
+      result = await serveFailure(['--port', '0', '--state', state]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`${path} does not hold a valid BIP-39 mnemonic`);
+    }
+
+    writeFileSync(
+      path,
+      'legal winner thank year wave sausage worth useful legal winner thank yellow\n',
+    );
+    result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.stderr).toContain(`${path} is not the mnemonic this sandbox was created with`);
+
+    writeFileSync(path, original);
+    await serve();
+  });
+
+  it('never lets chain time go back when the clock is behind the chain', async () => {
+    const first = await serve();
+    const { apiKey } = await registerOver(first.url);
+    await call(first.url, 'POST', '/sandbox/clock/advance', { seconds: 3 * 86_400 });
+    const { chain } = await reader(first.url);
+    const latest = await chain.getBlock();
+    await stop(first);
+    // As if an older clock were restored (or the wall clock stepped back three days).
+    const db = new DatabaseSync(join(state, 'sandbox.db'));
+    db.prepare("UPDATE meta SET value = '0' WHERE key = 'clock_offset_seconds'").run();
+    db.close();
+
+    const second = await serve();
+    const { info } = await reader(second.url);
+    expect(info.clock.now).toBeGreaterThanOrEqual(Number(latest.timestamp) + 1);
+    expect((await call(second.url, 'GET', '/api/v1/vaults')).status).toBe(200);
+    expect((await deposit(second.url, apiKey, 2)).status).toBe(200);
+    const next = await (await reader(second.url)).chain.getBlock();
+    expect(next.timestamp).toBeGreaterThan(latest.timestamp);
+  });
+
+  it('gives the state dir to exactly one of eight serves started together over a stale lock', async () => {
+    const first = await serve();
+    await stop(first, 'SIGKILL');
+    expect(existsSync(join(state, 'serve.pid'))).toBe(true);
+    const attempts = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        startServe(['--state', state, '--log-level', 'warn']).then(
+          (started) => {
+            running.push(started);
+            return 'ready';
+          },
+          (error: Error) => error.message,
+        ),
+      ),
+    );
+    expect(attempts.filter((attempt) => attempt === 'ready')).toHaveLength(1);
+    for (const refusal of attempts.filter((attempt) => attempt !== 'ready')) {
+      expect(refusal).toContain(`is using ${state}`);
+    }
+  });
+
+  it('tightens the permissions of files already in the state dir at start', async () => {
+    const first = await serve();
+    await stop(first);
+    chmodSync(join(state, 'wallet.mnemonic'), 0o644);
+    chmodSync(join(state, 'sandbox.db'), 0o666);
+    chmodSync(state, 0o755);
+    await serve();
+    expect(statSync(join(state, 'wallet.mnemonic')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(state, 'sandbox.db')).mode & 0o777).toBe(0o600);
+    expect(statSync(state).mode & 0o777).toBe(0o700);
+  });
+
+  it('stops the anvil of a killed serve even when anvil.pid is gone', async () => {
+    const first = await serve();
+    const [anvilPid] = readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    await stop(first, 'SIGKILL');
+    rmSync(join(state, 'anvil.pid'));
+    expect(isAlive(anvilPid as number)).toBe(true);
+    await serve();
+    expect(isAlive(anvilPid as number)).toBe(false);
+  });
+});

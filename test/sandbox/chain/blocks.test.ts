@@ -1,0 +1,101 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { keccak256 } from 'viem';
+import { describe, expect, it } from 'vitest';
+import { AgentOnboarding } from '../../../src/sandbox/chain/contracts/artifacts.ts';
+import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
+import { admin, type TestSandbox } from '../../helpers/sandbox.ts';
+
+/** Block production as the sandbox does it: its own blocks, logged with the writes' rows. */
+let sandbox: TestSandbox;
+let reader: ChainReader;
+useChainSandbox((started, chainReader) => {
+  sandbox = started;
+  reader = chainReader;
+});
+
+describe('the block producer', () => {
+  it("logs each write's block, raw transactions included, before it answers", async () => {
+    const agent = await chainAgent(sandbox);
+    const response = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'hedged',
+      amount_usdc: 3,
+    });
+    expect(response.statusCode).toBe(200);
+    const { approve_tx, deposit_tx } = response.json();
+    const receipt = await reader.getTransactionReceipt({ hash: deposit_tx });
+    const logged = sandbox.store.chainLog.find(Number(receipt.blockNumber));
+    expect(logged?.hash).toBe(receipt.blockHash);
+    // Both of the write's transactions were signed at once and mined in one block.
+    expect(logged?.txs.map((raw) => keccak256(raw))).toEqual([approve_tx, deposit_tx]);
+  });
+
+  it('puts concurrent writes from different agents into shared blocks', async () => {
+    const agents = await Promise.all(Array.from({ length: 6 }, () => chainAgent(sandbox)));
+    const responses = await Promise.all(
+      agents.map((agent) =>
+        call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+          vault_id: 'moderate',
+          amount_usdc: 1,
+        }),
+      ),
+    );
+    const blocks = new Set<bigint>();
+    for (const response of responses) {
+      expect(response.statusCode).toBe(200);
+      blocks.add(
+        (await reader.getTransactionReceipt({ hash: response.json().deposit_tx })).blockNumber,
+      );
+    }
+    expect(blocks.size).toBeLessThan(agents.length);
+  });
+
+  it('names the decoded reason when a transaction reverts once mined', async () => {
+    const before = await reader.getBlockNumber({ cacheTime: 0 });
+    // An explicit gas limit skips the estimate, so the revert happens onchain.
+    const attempt = sandbox.chain.treasury.exclusive((session) =>
+      session.send([
+        {
+          label: 'onboarding nobody',
+          address: sandbox.chain.deployment.agent_onboarding,
+          abi: AgentOnboarding.abi,
+          functionName: 'onboard',
+          args: [[], []],
+          value: 1n,
+          gas: 200_000n,
+        },
+      ]),
+    );
+    await expect(attempt).rejects.toThrow(
+      /^onboarding nobody failed onchain: WrongValue\(1, 0\) \(tx 0x[0-9a-f]{64}\)$/,
+    );
+    // It was mined (and logged), and the treasury's next transaction still goes through.
+    expect(await reader.getBlockNumber({ cacheTime: 0 })).toBeGreaterThan(before);
+    const agent = await chainAgent(sandbox);
+    expect(agent.agentAddress).toMatch(/^0x/);
+  });
+
+  it('advances the clock all or nothing, even when the chain fails under it', async () => {
+    const offsetBefore = sandbox.clock.offsetSeconds();
+    const [anvilPid] = readFileSync(join(sandbox.dir, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    process.kill(anvilPid as number, 'SIGKILL');
+    const advance = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 500 });
+    if (advance.statusCode === 200) {
+      // It waited for the chain to be rebuilt, then moved both.
+      expect(sandbox.clock.offsetSeconds()).toBe(offsetBefore + 500);
+    } else {
+      expect(advance.statusCode).toBe(503);
+      expect(sandbox.clock.offsetSeconds()).toBe(offsetBefore);
+      expect(sandbox.store.meta.get('clock_offset_seconds') ?? '0').toBe(String(offsetBefore));
+    }
+    // Once the chain is back, chain time and the clock agree again.
+    for (let i = 0; i < 100 && !(await sandbox.chain.isConnected()); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const again = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 10 });
+    expect(again.statusCode).toBe(200);
+    const block = await reader.getBlock();
+    expect(Number(block.timestamp)).toBeGreaterThanOrEqual(again.json().now);
+    expect(again.json().offset_seconds).toBe(sandbox.clock.offsetSeconds());
+  });
+});
