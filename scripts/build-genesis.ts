@@ -58,6 +58,7 @@ export async function buildGenesis(): Promise<Genesis> {
       head: { number: Number(latest.number), hash: latest.hash, timestamp: GENESIS_TIMESTAMP },
       nowSeconds: () => GENESIS_TIMESTAMP,
       commit: (_blocks, records) => records.map((record) => ({ ok: true, value: record() })),
+      sync: async () => {},
       revertReason: async () => 'the transaction reverted',
       onDiverged: (error) => {
         throw error;

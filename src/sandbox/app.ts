@@ -62,7 +62,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     store: options.store,
     clock: options.clock,
     limits: await registerRateLimits(app, options.rateLimit),
-    auth: createAuthGuards(options.store),
+    auth: createAuthGuards(options.store, options.chain.onboarder),
     chain: options.chain,
   };
   registerHealthRoutes(app, deps);

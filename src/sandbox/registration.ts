@@ -1,14 +1,13 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { type Address, getAddress, type Hex, parseSignature, recoverMessageAddress } from 'viem';
+import { type Address, getAddress, type Hex } from 'viem';
 import type { z } from 'zod';
 import { CHAIN_ID, NONCE_TTL_SECONDS, type RegisterRequest } from '../api/schemas/index.ts';
+import type { Onboarder } from './chain/onboarding.ts';
 import type { SandboxClock } from './clock.ts';
 import { HttpError } from './errors.ts';
+import type { SignerPool } from './signatures/pool.ts';
 import type { Store } from './store/index.ts';
 import type { NonceRow } from './store/nonces.ts';
-
-/** Half the secp256k1 group order: canonical (EIP-2) signatures have s at or below it. */
-const SECP256K1_HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e73_57a4501ddfe92f46681b20a0n;
 
 const API_KEY_PREFIX = 'agk_';
 const SHOWN_PREFIX_LENGTH = API_KEY_PREFIX.length + 8;
@@ -61,22 +60,6 @@ function newApiKey() {
   return { key, hash: hashApiKey(key), prefix: key.slice(0, SHOWN_PREFIX_LENGTH) };
 }
 
-/** Rejects malleable (high-s) twins, then recovers the EIP-191 signer of `message`. */
-async function signerOf(message: string, signature: Hex): Promise<string | undefined> {
-  let parsed: ReturnType<typeof parseSignature>;
-  try {
-    parsed = parseSignature(signature);
-  } catch {
-    return undefined;
-  }
-  if (BigInt(parsed.s) > SECP256K1_HALF_N) return undefined;
-  try {
-    return await recoverMessageAddress({ message, signature });
-  } catch {
-    return undefined;
-  }
-}
-
 /** Returns the nonce row if it can register `wallet` now; otherwise throws a 401 saying why. */
 function usableNonce(row: NonceRow | undefined, wallet: string, now: number): NonceRow {
   const refuse = (reason: string) => new HttpError(401, reason);
@@ -88,21 +71,19 @@ function usableNonce(row: NonceRow | undefined, wallet: string, now: number): No
 }
 
 /**
- * Verifies the signed nonce and creates the agent. The nonce is consumed, and the agent's
- * wallet index taken, before any transaction is sent: a nonce that expires while the
- * registration runs, or a retry, can never fund a second wallet. `onboard` funds the wallet
- * onchain and commits `record` (the agent's rows, given the wallet's address) with the block
- * that does it.
+ * Verifies the signed nonce and creates the agent. In one durable commit (shared with other
+ * registrations arriving together): the nonce is consumed, the agent gets the next wallet
+ * index, and the agent, its key and its row in the onboarding outbox are inserted. The
+ * answer follows that commit; `onboarder` funds the wallet onchain right after. A nonce that
+ * expires while the registration runs, or a retry, can never fund a second wallet.
  */
 export async function registerAgent(
   store: Store,
   clock: SandboxClock,
   request: z.output<typeof RegisterRequest>,
-  onboard: (
-    walletIndex: number,
-    registeredWallet: Address,
-    record: (agentAddress: Address) => void,
-  ) => Promise<void>,
+  agentWalletAt: (index: number) => Address,
+  onboarder: Pick<Onboarder, 'add'>,
+  signerOf: SignerPool['signerOf'],
 ) {
   const wallet = request.wallet_address.toLowerCase();
   if (store.agents.findByWallet(wallet)) {
@@ -122,9 +103,11 @@ export async function registerAgent(
     );
   }
 
-  const now = clock.nowMs();
-  const walletIndex = store.transaction(() => {
-    // Re-checked inside the write lock: another request may have won the race since the reads above.
+  const apiKey = newApiKey();
+  const agentId = randomUUID();
+  const queued = await store.commitSoon(() => {
+    const now = clock.nowMs();
+    // Checked again inside the commit: another request may have won the race since the reads above.
     if (!store.nonces.consume(row.nonce, Math.floor(now / 1000))) {
       usableNonce(store.nonces.find(row.nonce), wallet, Math.floor(now / 1000));
       throw new HttpError(401, 'nonce can no longer be used; request a new one');
@@ -132,12 +115,8 @@ export async function registerAgent(
     if (store.agents.findByWallet(wallet)) {
       throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);
     }
-    return store.takeWalletIndex();
-  });
-
-  const apiKey = newApiKey();
-  const agentId = randomUUID();
-  await onboard(walletIndex, getAddress(wallet), (agentAddress) => {
+    const walletIndex = store.takeWalletIndex();
+    const agentAddress = agentWalletAt(walletIndex);
     store.agents.insert(
       {
         agent_id: agentId,
@@ -158,7 +137,16 @@ export async function registerAgent(
       },
       apiKey,
     );
+    const outbox = {
+      agent_id: agentId,
+      agent_address: agentAddress,
+      registered_wallet: getAddress(wallet),
+      queued_at: now,
+    };
+    store.onboarding.enqueue(outbox);
+    return outbox;
   });
+  onboarder.add(queued);
 
   return {
     success: true,

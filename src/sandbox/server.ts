@@ -69,7 +69,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     const startedChain = chain;
     app.addHook('onClose', async () => {
       await startedChain.close();
-      openedStore.close();
+      await openedStore.close();
       stateDir.release();
     });
     await app.listen({ host: options.host, port: options.port });
@@ -87,7 +87,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     };
   } catch (error) {
     await chain?.close();
-    store?.close();
+    await store?.close();
     stateDir.release();
     throw error;
   }

@@ -177,22 +177,41 @@ describe('durable writes', () => {
 
   it('keeps a write whose commit landed just before a crash, whole', async () => {
     const first = await serve({ AGENTCTL_SANDBOX_FAULT: 'crash-after-commit' });
-    const { account } = await registerOver(first.url).then(
-      () => {
-        throw new Error('the registration was acknowledged, but serve should have crashed first');
-      },
-      () => ({ account: undefined }),
+    const { account, apiKey } = await registerOver(first.url);
+    // The first block with a write in it is the one that funds this agent's wallet:
+    // its commit lands, and the process dies before the wallet request is answered.
+    const wallet = await call(first.url, 'GET', '/api/v1/agent/wallet', undefined, apiKey).catch(
+      () => undefined,
     );
-    expect(account).toBeUndefined();
+    expect(wallet).toBeUndefined();
     expect(await first.exited).toBe('SIGKILL');
     running.splice(running.indexOf(first), 1);
 
     const second = await serve();
-    // The registration committed: the agent exists, and so does its onboarding onchain.
-    const stats = await call(second.url, 'GET', '/api/v1/agents/stats');
-    expect(stats.body.total_agents).toBe(1);
-    const leaderboard = await call(second.url, 'GET', '/api/v1/agents');
-    expect(leaderboard.body.agents).toHaveLength(1);
+    const funded = await call(second.url, 'GET', '/api/v1/agent/wallet', undefined, apiKey);
+    expect(funded.body.usdc_balance).toBe(10_000);
+    const nfts = await call(second.url, 'POST', '/api/v1/nfts', {
+      wallet_address: account.address,
+    });
+    expect(nfts.body.total).toBe(1);
+  });
+
+  it('funds an agent registered just before a crash, at the next start', async () => {
+    const first = await serve({ AGENTCTL_SANDBOX_FAULT: 'crash-before-onboarding' });
+    const { account, apiKey } = await registerOver(first.url);
+    expect(await first.exited).toBe('SIGKILL');
+    running.splice(running.indexOf(first), 1);
+
+    // The agent is registered but its wallet is not funded: the start-up check allows for
+    // the outbox, and the start sends it.
+    const second = await serve();
+    const funded = await call(second.url, 'GET', '/api/v1/agent/wallet', undefined, apiKey);
+    expect(funded.status).toBe(200);
+    expect(funded.body.usdc_balance).toBe(10_000);
+    const nfts = await call(second.url, 'POST', '/api/v1/nfts', {
+      wallet_address: account.address,
+    });
+    expect(nfts.body.total).toBe(1);
   });
 
   it.each(['crash-before-checkpoint', 'crash-in-checkpoint'])(

@@ -70,7 +70,7 @@ export async function createTestSandbox(
     async close() {
       await app.close();
       await chain.close();
-      store.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

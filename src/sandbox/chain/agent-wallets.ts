@@ -1,6 +1,5 @@
 import { type Address, type Hash, parseEther } from 'viem';
-import { AgentOnboarding, AgentPass, MockUSDC, ProtocolToken } from './contracts/artifacts.ts';
-import { AGENT_FUNDING } from './deployment.ts';
+import { AgentPass, MockUSDC, ProtocolToken } from './contracts/artifacts.ts';
 import type { SandboxChain } from './index.ts';
 import { usdcBalanceOf } from './vaults.ts';
 
@@ -11,74 +10,6 @@ export const FAUCET_DRIP_WEI = parseEther('0.1');
 
 /** Below this a wallet is reported as having no gas: about 20 simple transactions. */
 const GAS_THRESHOLD_WEI = parseEther('0.001');
-
-/** Agents onboarded by one transaction at most (about 300k gas each). */
-const MAX_AGENTS_PER_ONBOARDING = 64;
-
-interface OnboardingRequest {
-  agentWallet: Address;
-  registeredWallet: Address;
-  /** The agent's off-chain rows: committed with the block that onboards it. */
-  record(): void;
-  resolve(): void;
-  reject(error: unknown): void;
-}
-
-/**
- * Onboards new agents: the treasury funds each agent's server-side wallet (ETH, test USDC,
- * protocol tokens) and mints the agent pass to its registered wallet, through the onboarding
- * contract. Registrations that arrive while one onboarding transaction is being mined share
- * the next one, so the cost per registration falls as they come faster.
- */
-export function createOnboarder(chain: SandboxChain) {
-  const queue: OnboardingRequest[] = [];
-  let flushing = false;
-
-  async function flush(): Promise<void> {
-    if (flushing) return;
-    flushing = true;
-    try {
-      while (queue.length > 0) {
-        const batch = queue.splice(0, MAX_AGENTS_PER_ONBOARDING);
-        try {
-          await chain.treasury.exclusive((session) =>
-            session.send(
-              [
-                {
-                  label: 'onboarding the agent wallet',
-                  address: chain.deployment.agent_onboarding,
-                  abi: AgentOnboarding.abi,
-                  functionName: 'onboard',
-                  args: [batch.map((r) => r.agentWallet), batch.map((r) => r.registeredWallet)],
-                  value: AGENT_FUNDING.eth * BigInt(batch.length),
-                },
-              ],
-              () => {
-                for (const request of batch) request.record();
-              },
-            ),
-          );
-          for (const request of batch) request.resolve();
-        } catch (error) {
-          for (const request of batch) request.reject(error);
-        }
-      }
-    } finally {
-      flushing = false;
-    }
-  }
-
-  return {
-    /** Resolves once the agent is onboarded onchain and `record` has committed with it. */
-    onboard(agentWallet: Address, registeredWallet: Address, record: () => void): Promise<void> {
-      return new Promise((resolve, reject) => {
-        queue.push({ agentWallet, registeredWallet, record, resolve, reject });
-        void flush();
-      });
-    },
-  };
-}
-export type Onboarder = ReturnType<typeof createOnboarder>;
 
 /** ETH, USDC and protocol-token balances of a wallet, read onchain. */
 export async function balancesOf(chain: SandboxChain, address: Address) {

@@ -11,6 +11,7 @@ import { AgentOnboarding } from './contracts/artifacts.ts';
 import { type Deployment, deployProtocol } from './deployment.ts';
 import { isUnreachable, TransactionFailedError, tracedRevertReason } from './errors.ts';
 import { type ChainLogger, type LocalChain, startLocalChain } from './local-chain.ts';
+import { createOnboarder, type Onboarder } from './onboarding.ts';
 import type { Submitted, TxSubmitter } from './producer.ts';
 import { createRpcClient, type RpcClient } from './rpc.ts';
 import {
@@ -60,6 +61,8 @@ export interface SandboxChain {
   faucet: ServerWallet;
   /** The server-side wallet at HD index `index`. */
   wallet(index: number): ServerWallet;
+  /** Funds new agents' wallets, from the onboarding outbox. */
+  onboarder: Onboarder;
   /**
    * Moves chain time to at least `seconds` (a block is mined at that time) and runs
    * `record` in the commit that makes the block durable.
@@ -169,6 +172,19 @@ async function startOwnChain(
     await checkAgentsAgainstChain(options.store, publicClient, local.deployment);
     await catchUpClock(options.clock, options.store, local.producer.head().timestamp);
     const probe = createRpcClient(local.rpcUrl);
+    const treasury = createServerWallet(
+      privateKeyToAccount(GENESIS_KEYS.treasury),
+      publicClient,
+      submitter,
+      SANDBOX_FEES,
+    );
+    const onboarder = createOnboarder({
+      treasury,
+      deployment: local.deployment,
+      store: options.store,
+      log: options.log,
+    });
+    onboarder.resume();
     return {
       rpcUrl: local.rpcUrl,
       chainId: CHAIN_ID,
@@ -176,12 +192,8 @@ async function startOwnChain(
       dev: true,
       publicClient,
       deployment: local.deployment,
-      treasury: createServerWallet(
-        privateKeyToAccount(GENESIS_KEYS.treasury),
-        publicClient,
-        submitter,
-        SANDBOX_FEES,
-      ),
+      treasury,
+      onboarder,
       faucet: createServerWallet(
         privateKeyToAccount(GENESIS_KEYS.faucet),
         publicClient,
@@ -200,7 +212,10 @@ async function startOwnChain(
         await local.checkpoint();
         return local.checkpointBlock();
       },
-      close: () => local.close({ checkpoint: options.persistent }),
+      close: async () => {
+        await onboarder.stop();
+        await local.close({ checkpoint: options.persistent });
+      },
     };
   } catch (error) {
     await local.close({ checkpoint: false });
@@ -223,7 +238,8 @@ async function checkAgentsAgainstChain(
     abi: AgentOnboarding.abi,
     functionName: 'onboardedCount',
   });
-  const known = store.agents.count();
+  // Agents in the onboarding outbox are registered but not funded yet.
+  const known = store.agents.count() - store.onboarding.count();
   if (BigInt(known) !== onboarded) {
     throw new StartupError(
       `the chain holds ${onboarded} onboarded agents but sandbox.db knows ${known}: ` +
@@ -293,6 +309,7 @@ function createDirectSubmitter(
       }
       const [outcome] = store.commitBlocks([], [() => submission.record?.(receipts)]);
       if (!outcome?.ok) throw outcome?.error;
+      await store.sync();
       return { receipts, recorded: outcome.value as T };
     },
   };
@@ -359,6 +376,13 @@ async function connectRemote(
     });
   }
   const deployed = deployment;
+  const onboarder = createOnboarder({
+    treasury,
+    deployment: deployed,
+    store: options.store,
+    log: options.log,
+  });
+  onboarder.resume();
   return {
     rpcUrl,
     chainId,
@@ -369,10 +393,12 @@ async function connectRemote(
     treasury,
     faucet,
     wallet,
+    onboarder,
     async advanceTime(seconds, record) {
       await syncTime(seconds);
       const [outcome] = options.store.commitBlocks([], [record]);
       if (!outcome?.ok) throw outcome?.error;
+      await options.store.sync();
       return outcome.value as ReturnType<typeof record>;
     },
     isConnected: connectionCheck(rpc, () => false),
@@ -380,6 +406,7 @@ async function connectRemote(
     stateVersion: () => ({}),
     checkpoint: async () => undefined,
     close: async () => {
+      await onboarder.stop();
       // Let queued sends settle before the store closes.
       await Promise.all([treasury, faucet].map((w) => w.exclusive(async () => undefined)));
     },

@@ -1,6 +1,7 @@
 import type { Address, Hash, Hex } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
+import { crashAt } from '../faults.ts';
 import type { Store } from '../store/index.ts';
 import { type AnvilProcess, startAnvil } from './anvil.ts';
 import {
@@ -28,17 +29,6 @@ const CHECKPOINT_AFTER_MS = 60_000;
 /** How often blocks mined, and transactions sent, by others over the RPC URL are picked up. */
 const POLL_MS = 250;
 const META_CHECKPOINT = 'chain_checkpoint';
-
-/**
- * Crash points for the durability tests, which cannot reach them any other way:
- * AGENTCTL_SANDBOX_FAULT names one, and the process kills itself (kill -9) there.
- *   crash-after-commit        a write's block and rows are committed, not yet acknowledged
- *   crash-before-checkpoint   a checkpoint's temp file is written, not yet renamed
- *   crash-in-checkpoint       a checkpoint file is in place, the database not yet told
- */
-function crashAt(point: string): void {
-  if (process.env.AGENTCTL_SANDBOX_FAULT === point) process.kill(process.pid, 'SIGKILL');
-}
 
 export interface ChainLogger {
   info(message: string): void;
@@ -94,6 +84,7 @@ export async function startLocalChain(options: LocalChainOptions) {
       if (records.length > 0) crashAt('crash-after-commit');
       return outcomes;
     },
+    sync: () => store.sync(),
     revertReason: (hash) => options.revertReason(rpc, hash),
     onDiverged: (error) => {
       void recover(`the chain no longer matches the log (${error.message})`);

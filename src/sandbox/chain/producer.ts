@@ -68,6 +68,8 @@ export interface BlockProducerOptions {
    * on its own savepoint, so that one failing record loses only its own rows).
    */
   commit(blocks: LoggedBlock[], records: Array<() => unknown>): RecordOutcome[];
+  /** Resolves once what `commit` committed is on disk; writes are answered after it. */
+  sync(): Promise<void>;
   /** Turns a reverted transaction into the reason it reverted. */
   revertReason(hash: Hash): Promise<string>;
   /** The chain under the producer no longer matches the log; recovery should begin. */
@@ -175,16 +177,30 @@ export function createBlockProducer(options: BlockProducerOptions) {
     const last = blocks.at(-1);
     if (last) head = { number: last.number, hash: last.hash, timestamp: last.timestamp };
 
-    succeeded.forEach(({ pending, receipts: own }, i) => {
-      const outcome = outcomes[i] as RecordOutcome;
-      if (outcome.ok) pending.resolve({ receipts: own, recorded: outcome.value });
-      else pending.reject(outcome.error);
-    });
-    for (const [pending, error] of failed) pending.reject(error);
-    for (const { pending, tx } of reverted) {
-      const reason = await options.revertReason(tx.hash).catch(() => 'the transaction reverted');
-      pending.reject(new TransactionFailedError(tx.label, reason, tx.hash));
-    }
+    // The next block may be made while this one's commit is fsynced; its writes are
+    // answered once the fsync is done.
+    const reasons = Promise.all(
+      reverted.map(({ tx }) =>
+        options.revertReason(tx.hash).catch(() => 'the transaction reverted'),
+      ),
+    );
+    void options.sync().then(
+      async () => {
+        succeeded.forEach(({ pending, receipts: own }, i) => {
+          const outcome = outcomes[i] as RecordOutcome;
+          if (outcome.ok) pending.resolve({ receipts: own, recorded: outcome.value });
+          else pending.reject(outcome.error);
+        });
+        for (const [pending, error] of failed) pending.reject(error);
+        const why = await reasons;
+        reverted.forEach(({ pending, tx }, i) => {
+          pending.reject(new TransactionFailedError(tx.label, why[i] as string, tx.hash));
+        });
+      },
+      (error: unknown) => {
+        for (const pending of batch) pending.reject(error);
+      },
+    );
   }
 
   /**
@@ -327,6 +343,7 @@ export function createBlockProducer(options: BlockProducerOptions) {
               : await readFrom(head, new Map());
           if (blocks.length === 0) return;
           options.commit(blocks, []);
+          await options.sync();
           const last = blocks.at(-1) as LoggedBlock;
           head = { number: last.number, hash: last.hash, timestamp: last.timestamp };
         } catch (error) {

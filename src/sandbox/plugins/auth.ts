@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { type Tier, tierAtLeast } from '../../api/schemas/index.ts';
+import type { Onboarder } from '../chain/onboarding.ts';
 import { HttpError } from '../errors.ts';
 import { hashApiKey } from '../registration.ts';
 import type { AgentRow } from '../store/agents.ts';
@@ -23,7 +24,7 @@ export function callerOf(request: FastifyRequest): AgentRow {
  * X-API-Key authentication. Order matters and follows the spec: no keys on the server
  * at all is 503; a missing or unknown key is 401.
  */
-export function createAuthGuards(store: Store) {
+export function createAuthGuards(store: Store, onboarder: Pick<Onboarder, 'ready'>) {
   const authenticate: onRequestAsyncHookHandler = async (request) => {
     if (!store.agents.hasAnyApiKey()) {
       throw new HttpError(
@@ -37,6 +38,8 @@ export function createAuthGuards(store: Store) {
     }
     const agent = store.agents.findByKeyHash(hashApiKey(key));
     if (!agent) throw new HttpError(401, 'invalid API key');
+    // An agent registered a moment ago is answered once its wallet is funded.
+    await onboarder.ready(agent.agent_id);
     request.agent = agent;
   };
 

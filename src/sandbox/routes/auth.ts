@@ -7,10 +7,10 @@ import {
   RegisterRequest,
   RegisterResponse,
 } from '../../api/schemas/index.ts';
-import { createOnboarder } from '../chain/agent-wallets.ts';
 import { strategyCountOf } from '../chain/strategies.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { issueNonce, registerAgent } from '../registration.ts';
+import { createSignerPool } from '../signatures/pool.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerAuthRoutes(
@@ -18,7 +18,8 @@ export function registerAuthRoutes(
   { store, clock, limits, serviceDomain, chain }: RouteDeps,
 ): void {
   const perWallet = createKeyedLock();
-  const onboarder = createOnboarder(chain);
+  const signers = createSignerPool();
+  app.addHook('onClose', () => signers.close());
   app.get(
     '/api/v1/agent/auth/nonce',
     {
@@ -35,14 +36,17 @@ export function registerAuthRoutes(
       onRequest: limits.public,
     },
     async (request) =>
-      // One registration per wallet at a time: the checks for "already registered" and
-      // the nonce run before any transaction, so a retried or duplicated request never
-      // funds a second wallet or mints a second pass.
+      // One registration per wallet at a time, so a duplicated request does not verify
+      // its signature twice; the commit itself refuses a used nonce or a registered wallet.
       perWallet(request.body.wallet_address.toLowerCase(), () =>
-        registerAgent(store, clock, request.body, (index, registeredWallet, record) => {
-          const agentWallet = chain.wallet(index).address;
-          return onboarder.onboard(agentWallet, registeredWallet, () => record(agentWallet));
-        }),
+        registerAgent(
+          store,
+          clock,
+          request.body,
+          (index) => chain.wallet(index).address,
+          chain.onboarder,
+          signers.signerOf,
+        ),
       ),
   );
 

@@ -38,6 +38,7 @@ export function registerVaultRoutes(app: App, { store, limits, auth, chain }: Ro
     },
     async (request) => {
       const wallet = request.body.wallet_address as Address;
+      await chain.onboarder.readyWallet(wallet);
       const { positions, totalValueRaw } = await positionsOf(chain, wallet);
       return { wallet_address: wallet, positions, total_value_usdc: formatUsdc(totalValueRaw) };
     },

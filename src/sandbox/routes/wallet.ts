@@ -142,6 +142,7 @@ export function registerWalletRoutes(
     },
     async (request) => {
       const wallet = request.body.wallet_address as Address;
+      await chain.onboarder.readyWallet(wallet);
       const nfts = await agentPassesOf(chain, wallet);
       return { wallet_address: wallet, nfts, total: nfts.length };
     },

@@ -1,4 +1,5 @@
 import { closeSync, openSync } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { DatabaseSync } from 'node:sqlite';
 import { MIGRATIONS } from './migrations.ts';
 
@@ -7,10 +8,10 @@ export type Database = DatabaseSync;
 /**
  * Opens (creating if needed) the sandbox database and brings its schema up to date.
  * WAL with synchronous=NORMAL: every commit survives kill -9 (it is in the WAL file before
- * COMMIT returns). Commits that acknowledge a write go through `durableTransaction`, which
- * fsyncs the WAL as well, so they also survive power loss; the WAL is append-only, so that
- * fsync makes every earlier commit durable too. A temporary sandbox (`durable` false) never
- * fsyncs: its directory is removed at exit anyway.
+ * COMMIT returns). A write is acknowledged only after `createWalSync` has also fsynced the
+ * WAL, so it survives power loss too; the WAL is append-only, so one fsync makes every
+ * earlier commit durable. A temporary sandbox (`durable` false) never fsyncs: its directory
+ * is removed at exit anyway.
  */
 export function openDatabase(path: string, { durable = true } = {}): Database {
   // Create the file 0600 ourselves: SQLite would use the umask, and its -wal/-shm copy the mode.
@@ -22,7 +23,6 @@ export function openDatabase(path: string, { durable = true } = {}): Database {
     PRAGMA busy_timeout = 5000;
     PRAGMA foreign_keys = ON;
   `);
-  durableDatabases.set(db, durable);
   migrate(db);
   return db;
 }
@@ -44,20 +44,42 @@ export function migrate(db: Database): void {
   }
 }
 
-const durableDatabases = new WeakMap<Database, boolean>();
-
 /**
- * `transaction`, with its COMMIT fsynced (synchronous=FULL for this one commit; the
- * setting cannot change inside a transaction). For commits that acknowledge a write.
+ * fsyncs the database's WAL on libuv's thread pool, so the main thread never waits on the
+ * disk. Callers that arrive while an fsync runs share the next one (group commit): each
+ * resolves once an fsync that began after its call has finished.
  */
-export function durableTransaction<T>(db: Database, work: () => T): T {
-  if (!durableDatabases.get(db)) return transaction(db, work);
-  db.exec('PRAGMA synchronous = FULL');
-  try {
-    return transaction(db, work);
-  } finally {
-    db.exec('PRAGMA synchronous = NORMAL');
-  }
+export function createWalSync(databasePath: string, durable: boolean) {
+  let handle: Promise<FileHandle> | undefined;
+  let running: Promise<void> | undefined;
+  let next: Promise<void> | undefined;
+  const once = async () => {
+    handle ??= open(`${databasePath}-wal`, 'r');
+    await (await handle).sync();
+  };
+  const sync = (): Promise<void> => {
+    if (!durable) return Promise.resolve();
+    if (!running) {
+      running = once().finally(() => {
+        running = undefined;
+      });
+      return running;
+    }
+    next ??= running
+      .catch(() => undefined)
+      .then(() => {
+        next = undefined;
+        return sync();
+      });
+    return next;
+  };
+  return {
+    sync,
+    async close(): Promise<void> {
+      await running?.catch(() => undefined);
+      await (await handle?.catch(() => undefined))?.close();
+    },
+  };
 }
 
 /**

@@ -1,10 +1,11 @@
 import type { LoggedBlock, RecordOutcome } from '../chain/producer.ts';
 import { createAgentStore } from './agents.ts';
 import { createChainLogStore } from './chain-log.ts';
-import { type Database, durableTransaction, openDatabase, savepoint, transaction } from './db.ts';
+import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
 import { createMetaStore } from './meta.ts';
 import { createNonceStore } from './nonces.ts';
+import { createOnboardingStore } from './onboarding.ts';
 
 /** HD index of the first agent wallet (m/44'/60'/0'/0/1000); lower ones are the sandbox's own. */
 export const FIRST_AGENT_WALLET_INDEX = 1000;
@@ -12,8 +13,36 @@ export const FIRST_AGENT_WALLET_INDEX = 1000;
 /** The sandbox's off-chain state: one SQLite database, one repository per table group. */
 export function openStore(path: string, options: { durable?: boolean } = {}) {
   const db: Database = openDatabase(path, options);
+  const wal = createWalSync(path, options.durable ?? true);
   const meta = createMetaStore(db);
   const chainLog = createChainLogStore(db);
+  interface QueuedCommit {
+    work: () => unknown;
+    resolve(value: unknown): void;
+    reject(error: unknown): void;
+  }
+  const queued: QueuedCommit[] = [];
+  const flushQueued = () => {
+    const batch = queued.splice(0);
+    let outcomes: ReturnType<typeof savepoint>[];
+    try {
+      outcomes = transaction(db, () => batch.map((commit) => savepoint(db, commit.work)));
+    } catch (error) {
+      for (const commit of batch) commit.reject(error);
+      return;
+    }
+    wal.sync().then(
+      () =>
+        batch.forEach((commit, i) => {
+          const outcome = outcomes[i] as ReturnType<typeof savepoint>;
+          if (outcome.ok) commit.resolve(outcome.value);
+          else commit.reject(outcome.error);
+        }),
+      (error: unknown) => {
+        for (const commit of batch) commit.reject(error);
+      },
+    );
+  };
   const nextWalletIndex = () => Number(meta.get('next_wallet_index') ?? FIRST_AGENT_WALLET_INDEX);
   return {
     meta,
@@ -33,18 +62,36 @@ export function openStore(path: string, options: { durable?: boolean } = {}) {
     nextWalletIndex,
     nonces: createNonceStore(db),
     agents: createAgentStore(db),
+    onboarding: createOnboardingStore(db),
     transaction: <T>(work: () => T): T => transaction(db, work),
     /**
+     * Runs `work` in one transaction with every other `commitSoon` of this turn of the event
+     * loop, each on its own savepoint (one that throws rejects its own promise and loses only
+     * its own rows), and resolves once the commit is fsynced.
+     */
+    commitSoon<T>(work: () => T): Promise<T> {
+      return new Promise((resolve, reject) => {
+        queued.push({ work, resolve, reject } as QueuedCommit);
+        if (queued.length === 1) setImmediate(flushQueued);
+      });
+    },
+    /**
      * Appends `blocks` to the chain log and runs each record on its own savepoint, all in one
-     * fsynced transaction: a write's off-chain rows are durable exactly when its blocks are.
+     * transaction: a write's off-chain rows are committed exactly when its blocks are. Call
+     * `sync` before acknowledging what it committed.
      */
     commitBlocks(blocks: LoggedBlock[], records: Array<() => unknown>): RecordOutcome[] {
-      return durableTransaction(db, () => {
+      return transaction(db, () => {
         chainLog.append(blocks);
         return records.map((record) => savepoint(db, record));
       });
     },
-    close: () => db.close(),
+    /** Resolves once everything committed so far is fsynced. */
+    sync: wal.sync,
+    async close(): Promise<void> {
+      await wal.close();
+      db.close();
+    },
   };
 }
 export type Store = ReturnType<typeof openStore>;

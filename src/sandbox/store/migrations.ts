@@ -82,4 +82,15 @@ export const MIGRATIONS: readonly string[] = [
     txs         TEXT NOT NULL       -- JSON array of raw signed transactions (hex), in block order
   ) STRICT;
   `,
+  // 4: the onboarding outbox. A registration commits its agent and a row here together;
+  // the onboarding transaction that funds the agent's wallet deletes the row in the commit
+  // that logs its block. Rows left at a restart are onboarded then.
+  `
+  CREATE TABLE onboarding_queue (
+    agent_id          TEXT PRIMARY KEY REFERENCES agents (agent_id),
+    agent_address     TEXT NOT NULL,
+    registered_wallet TEXT NOT NULL,
+    queued_at         INTEGER NOT NULL   -- sandbox Unix milliseconds
+  ) STRICT;
+  `,
 ];

@@ -1,0 +1,153 @@
+import type { Address } from 'viem';
+import { HttpError } from '../errors.ts';
+import { crashAt } from '../faults.ts';
+import type { Store } from '../store/index.ts';
+import type { OnboardingRow } from '../store/onboarding.ts';
+import { AgentOnboarding } from './contracts/artifacts.ts';
+import { AGENT_FUNDING, type Deployment } from './deployment.ts';
+import type { ChainLogger } from './local-chain.ts';
+import type { ServerWallet } from './wallets.ts';
+
+/** Agents funded by one transaction at most (about 300k gas each). */
+const MAX_AGENTS_PER_ONBOARDING = 64;
+/** How long a request about an agent waits for its wallet to be funded before giving up. */
+const READY_TIMEOUT_MS = 15_000;
+const RETRY_MS = 1000;
+
+interface Waiting {
+  row: OnboardingRow;
+  sent: boolean;
+  done: Promise<void>;
+  resolve(): void;
+}
+
+/**
+ * Funds new agents' wallets: ETH for gas, test USDC and protocol tokens to the agent's
+ * server-side wallet, and the agent pass to its registered wallet, through the onboarding
+ * contract. A registration commits its agent with a row in the onboarding outbox and is
+ * answered at once; this sends every waiting agent in one transaction per block, and deletes
+ * their rows in the commit that logs that block. Requests about an agent (its wallet, its
+ * writes) wait until it is funded, so nobody sees an agent without its funds.
+ */
+export function createOnboarder(deps: {
+  treasury: ServerWallet;
+  deployment: Deployment;
+  store: Store;
+  log: ChainLogger;
+}) {
+  const waiting = new Map<string, Waiting>();
+  const byAddress = new Map<string, string>();
+  let flushing = false;
+  let stopped = false;
+
+  function add(row: OnboardingRow): void {
+    if (waiting.has(row.agent_id)) return;
+    let resolve = () => {};
+    const done = new Promise<void>((resolveDone) => {
+      resolve = resolveDone;
+    });
+    waiting.set(row.agent_id, { row, sent: false, done, resolve });
+    byAddress.set(row.agent_address.toLowerCase(), row.agent_id);
+    byAddress.set(row.registered_wallet.toLowerCase(), row.agent_id);
+    // After this turn: the registration is answered first, and others join the batch.
+    setImmediate(() => void flush());
+  }
+
+  async function flush(): Promise<void> {
+    if (flushing) return;
+    flushing = true;
+    try {
+      for (;;) {
+        const batch = [...waiting.values()]
+          .filter((entry) => !entry.sent)
+          .slice(0, MAX_AGENTS_PER_ONBOARDING);
+        if (batch.length === 0 || stopped) return;
+        for (const entry of batch) entry.sent = true;
+        crashAt('crash-before-onboarding');
+        try {
+          await onboard(batch.map((entry) => entry.row));
+          for (const entry of batch) {
+            waiting.delete(entry.row.agent_id);
+            byAddress.delete(entry.row.agent_address.toLowerCase());
+            byAddress.delete(entry.row.registered_wallet.toLowerCase());
+            entry.resolve();
+          }
+        } catch (error) {
+          for (const entry of batch) entry.sent = false;
+          if (stopped) return;
+          deps.log.error(
+            `onboarding ${batch.length} agents failed, retrying: ${(error as Error).message}`,
+          );
+          await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+        }
+      }
+    } finally {
+      flushing = false;
+    }
+  }
+
+  function onboard(rows: OnboardingRow[]) {
+    return deps.treasury.exclusive((session) =>
+      session.send(
+        [
+          {
+            label: 'onboarding new agents',
+            address: deps.deployment.agent_onboarding,
+            abi: AgentOnboarding.abi,
+            functionName: 'onboard',
+            args: [
+              rows.map((row) => row.agent_address as Address),
+              rows.map((row) => row.registered_wallet as Address),
+            ],
+            value: AGENT_FUNDING.eth * BigInt(rows.length),
+          },
+        ],
+        () => deps.store.onboarding.remove(rows.map((row) => row.agent_id)),
+      ),
+    );
+  }
+
+  function wait(agentId: string | undefined): Promise<void> {
+    const entry = agentId === undefined ? undefined : waiting.get(agentId);
+    if (!entry) return Promise.resolve();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new HttpError(503, "this agent's wallet is still being funded; try again shortly"),
+          ),
+        READY_TIMEOUT_MS,
+      );
+    });
+    return Promise.race([entry.done, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  return {
+    /** Queues an agent whose row and outbox row are committed. */
+    add,
+    /** Queues every agent the outbox still holds (at start). */
+    resume(): void {
+      for (const row of deps.store.onboarding.waiting()) add(row);
+    },
+    /** Resolves once the agent's wallet is funded (at once if it is). */
+    ready: (agentId: string) => wait(agentId),
+    /** The same, for an agent wallet or a registered wallet. */
+    readyWallet: (address: string) => wait(byAddress.get(address.toLowerCase())),
+    /**
+     * At shutdown: funds what is waiting (for up to `timeoutMs`), then sends no more; whatever
+     * is still waiting stays in the outbox for the next start.
+     */
+    async stop(timeoutMs = 5000): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      while (waiting.size > 0 && Date.now() < deadline) {
+        await Promise.race([
+          Promise.all([...waiting.values()].map((entry) => entry.done)),
+          new Promise((resolve) => setTimeout(resolve, deadline - Date.now())),
+        ]);
+      }
+      stopped = true;
+    },
+  };
+}
+export type Onboarder = ReturnType<typeof createOnboarder>;
