@@ -16,6 +16,7 @@ import { type Address, createPublicClient, type Hash, http, parseEther } from 'v
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SandboxInfo } from '../../src/api/schemas/index.ts';
+import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { GENESIS_KEYS } from '../../src/sandbox/chain/wallets.ts';
 import { registerOver, type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
@@ -34,9 +35,11 @@ beforeEach(() => {
 });
 afterEach(async () => {
   for (const serve of running.splice(0)) {
-    serve.child.kill('SIGKILL');
+    serve.child.kill('SIGTERM');
     await serve.exited;
   }
+  // The anvil of a serve a test killed with kill -9 outlives it, as it would for a user.
+  for (const pid of anvilsStartedFor(state)) process.kill(pid, 'SIGKILL');
   rmSync(dir, { recursive: true, force: true });
 });
 
