@@ -23,7 +23,7 @@ import('node:module')
     if (module.enableCompileCache) module.enableCompileCache();
   })
   .catch(() => undefined)
-  .then(() => import('../dist/cli/main.js'))
+  .then(() => import('../dist/main.js'))
   .then(
     (cli) => cli.main(process.argv),
     (error) => {
