@@ -50,7 +50,11 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       rpcUrl: options.rpcUrl,
       deploymentFile: options.deploymentFile,
     });
-    if (stateDir.sandboxId === undefined) stateDir.markCreated(sandboxId);
+    if (stateDir.sandboxId === undefined) {
+      // The database's side of the new state is on disk before the format file names it.
+      await store.sync();
+      stateDir.markCreated(sandboxId);
+    }
     const adminToken = options.adminToken ?? randomBytes(24).toString('base64url');
     const { buildApp } = await loadingApp;
     const app = await buildApp({

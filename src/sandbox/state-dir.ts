@@ -2,6 +2,7 @@ import {
   chmodSync,
   closeSync,
   existsSync,
+  fsyncSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -12,7 +13,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { StartupError } from './errors.ts';
 
@@ -189,8 +190,21 @@ function tightenPermissions(path: string): void {
   }
 }
 
+/** Writes a temp file, fsyncs it, renames it into place and fsyncs the directory. */
 function writeAtomically(path: string, content: string): void {
   const temp = `${path}.${process.pid}.tmp`;
-  writeFileSync(temp, content, { mode: 0o600 });
+  const fd = openSync(temp, 'w', 0o600);
+  try {
+    writeFileSync(fd, content);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
   renameSync(temp, path);
+  const dir = openSync(dirname(path), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
 }

@@ -6,10 +6,9 @@ import {
   openSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rmSync,
-  writeFileSync,
 } from 'node:fs';
+import { open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Hash, Hex } from 'viem';
 import { ContractAddresses } from '../../api/schemas/index.ts';
@@ -92,27 +91,28 @@ export function readCheckpoint(stateDir: string, block: number): Checkpoint {
 }
 
 /**
- * Writes a temp file, fsyncs it, renames it into place and fsyncs the directory.
- * `beforeRename` runs between the two (a crash point for tests).
+ * Writes a temp file, fsyncs it, renames it into place and fsyncs the directory, on the
+ * thread pool (a checkpoint is megabytes). `beforeRename` runs between the two (a crash
+ * point for tests).
  */
-export function writeCheckpoint(
+export async function writeCheckpoint(
   stateDir: string,
   checkpoint: Checkpoint,
   beforeRename: () => void = () => {},
-): void {
+): Promise<void> {
   const dir = chainDir(stateDir);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = checkpointPath(stateDir, checkpoint.block_number);
   const temp = `${path}.tmp`;
-  const fd = openSync(temp, 'w', 0o600);
+  const file = await open(temp, 'w', 0o600);
   try {
-    writeFileSync(fd, JSON.stringify(checkpoint));
-    fsyncSync(fd);
+    await file.writeFile(JSON.stringify(checkpoint));
+    await file.sync();
   } finally {
-    closeSync(fd);
+    await file.close();
   }
   beforeRename();
-  renameSync(temp, path);
+  await rename(temp, path);
   fsyncDir(dir);
 }
 

@@ -79,7 +79,9 @@ export interface SandboxChain {
   stateVersion(): unknown;
   /**
    * Takes a checkpoint now and resolves, once it is on disk, with the block it holds;
-   * undefined on a chain the sandbox does not own (which keeps its own history).
+   * undefined on a chain the sandbox does not own (which keeps its own history). Rejects,
+   * saying why, when the chain may not be checkpointed (it is being rebuilt, or it no longer
+   * matches the log).
    */
   checkpoint(): Promise<number | undefined>;
   close(): Promise<void>;
@@ -208,10 +210,7 @@ async function startOwnChain(
       isConnected: connectionCheck(probe, () => local.recovering()),
       nowSeconds: () => options.clock.nowSeconds(),
       stateVersion: () => local.producer.head().number,
-      checkpoint: async () => {
-        await local.checkpoint();
-        return local.checkpointBlock();
-      },
+      checkpoint: () => local.checkpoint(),
       close: async () => {
         await onboarder.stop();
         await local.close({ checkpoint: options.persistent });

@@ -64,7 +64,7 @@ export async function startLocalChain(options: LocalChainOptions) {
   const rpc = createRpcClient(anvil.rpcUrl);
   let closing = false;
   let recovering: Promise<void> | undefined;
-  let checkpointing: Promise<void> | undefined;
+  let checkpointing: Promise<number> | undefined;
   let deployment: Deployment;
   let head: BlockHead;
 
@@ -98,58 +98,65 @@ export async function startLocalChain(options: LocalChainOptions) {
   };
   watchAnvil(anvil);
 
-  /** Restarts anvil on the same port and rebuilds the chain from the checkpoint and the log. */
+  /**
+   * Restarts anvil on the same port and rebuilds the chain from the checkpoint and the log.
+   * Each attempt holds the producer's gate; between attempts writes run (and fail with 503
+   * against the dead chain) rather than hang. Gives up only when serve shuts down.
+   */
   function recover(why: string): Promise<void> {
     if (closing) return Promise.resolve();
-    recovering ??= producer
-      .exclusive(async () => {
-        for (let attempt = 1; !closing; attempt++) {
-          try {
-            log.warn(
-              `${why}: restarting anvil and rebuilding the chain from its checkpoint and log`,
-            );
+    recovering ??= (async () => {
+      log.warn(`${why}: restarting anvil and rebuilding the chain from its checkpoint and log`);
+      for (let attempt = 1; !closing; attempt++) {
+        try {
+          const restored = await producer.exclusive(async () => {
             await anvil.stop();
             anvil = await startAnvil({ stateDir, mining: 'manual', port });
             watchAnvil(anvil);
-            const restored = await restore(rpc, options);
-            producer.setHead(restored.head);
-            log.info(`the chain is back at block ${restored.head.number}`);
-            return;
-          } catch (error) {
-            log.error(
-              `recovering the chain failed (attempt ${attempt}): ${(error as Error).message}`,
-            );
-            await new Promise((resolve) => setTimeout(resolve, Math.min(5000, 250 * attempt)));
-          }
+            const rebuilt = await restore(rpc, options);
+            producer.setHead(rebuilt.head);
+            return rebuilt;
+          });
+          log.warn(`the chain is back at block ${restored.head.number}`);
+          return;
+        } catch (error) {
+          log.error(
+            `recovering the chain failed (attempt ${attempt}): ${(error as Error).message}`,
+          );
+          await new Promise((resolve) => setTimeout(resolve, Math.min(5000, 250 * attempt)));
         }
-      })
-      .finally(() => {
-        recovering = undefined;
-      });
+      }
+    })().finally(() => {
+      recovering = undefined;
+    });
     return recovering;
   }
 
   /**
    * Dumps the chain while no block is being made, writes the dump beside the state (fsynced),
-   * then cuts the log back to it. A chain that went back or lost the protocol's contracts is
-   * not checkpointed: the last good checkpoint and the log are kept, and the chain is rebuilt.
+   * then cuts the log back to it, and resolves with the block it holds. A chain that went back
+   * or lost the protocol's contracts is not checkpointed: the last good checkpoint and the log
+   * are kept, the chain is rebuilt, and the promise rejects saying why.
    */
-  function checkpoint(): Promise<void> {
+  function checkpoint(): Promise<number> {
     checkpointing ??= (async () => {
       const pointer = readPointer(store);
       const taken = await producer.exclusive(async () => {
-        if (recovering) return undefined;
+        if (recovering) throw new Error('the chain is being rebuilt; try again shortly');
         const at = producer.head();
         if (at.number === pointer.block) return undefined;
         const problem = await checkChain(rpc, at, deployment);
         if (problem) {
           log.warn(`not checkpointing: ${problem}; keeping the last good state`);
           void recover(problem);
-          return undefined;
+          throw new Error(`${problem}; the last good state is kept and the chain rebuilt`);
         }
         return { at, state: await rpc.call<Hex>('anvil_dumpState') };
       });
-      if (!taken) return;
+      if (!taken) return pointer.block;
+      // The blocks the dump holds must be in the log on disk before the dump is: a start
+      // adopts a checkpoint only when the log knows its block.
+      await store.sync();
       const file: Checkpoint = {
         format: CHECKPOINT_FORMAT,
         sandbox_id: options.sandboxId,
@@ -160,28 +167,32 @@ export async function startLocalChain(options: LocalChainOptions) {
         deployment,
         state: taken.state,
       };
-      writeCheckpoint(stateDir, file, () => crashAt('crash-before-checkpoint'));
+      await writeCheckpoint(stateDir, file, () => crashAt('crash-before-checkpoint'));
       crashAt('crash-in-checkpoint');
       store.transaction(() => {
         writePointer(store, { block: taken.at.number, hash: taken.at.hash });
         store.chainLog.truncateThrough(taken.at.number);
       });
+      // The old checkpoint goes only once the database points past it, on disk.
+      await store.sync();
       removeCheckpointsExcept(stateDir, taken.at.number);
-    })()
-      .catch((error: unknown) => {
-        log.error(
-          `checkpoint failed: ${(error as Error).message}; the chain log still has every block`,
-        );
-      })
-      .finally(() => {
-        checkpointing = undefined;
-      });
+      return taken.at.number;
+    })().finally(() => {
+      checkpointing = undefined;
+    });
     return checkpointing;
   }
 
+  /** A checkpoint nobody waits for: a failure is logged; the log still has every block. */
+  const checkpointInBackground = () => {
+    checkpoint().catch((error: unknown) => {
+      log.error(`checkpoint failed: ${(error as Error).message}`);
+    });
+  };
+
   const maybeCheckpoint = () => {
-    if (store.chainLog.countAfter(readPointer(store).block) >= CHECKPOINT_EVERY_BLOCKS) {
-      void checkpoint();
+    if (producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
+      checkpointInBackground();
     }
   };
   const poller = setInterval(() => {
@@ -195,8 +206,8 @@ export async function startLocalChain(options: LocalChainOptions) {
   }, POLL_MS);
   poller.unref();
   const timer = setInterval(() => {
-    if (!recovering && !closing && store.chainLog.countAfter(readPointer(store).block) > 0) {
-      void checkpoint();
+    if (!recovering && !closing && producer.head().number > readPointer(store).block) {
+      checkpointInBackground();
     }
   }, CHECKPOINT_AFTER_MS);
   timer.unref();
@@ -208,18 +219,16 @@ export async function startLocalChain(options: LocalChainOptions) {
     producer,
     afterCommit: maybeCheckpoint,
     checkpoint,
-    /** The block the last checkpoint holds (the genesis's when none was taken yet). */
-    checkpointBlock: () => readPointer(store).block,
     recovering: () => recovering !== undefined,
     async close(options: { checkpoint: boolean }) {
       clearInterval(poller);
       clearInterval(timer);
-      // Writes already queued finish first; none is accepted after.
-      await producer.exclusive(async () => {});
-      await recovering;
-      await checkpointing;
-      if (options.checkpoint && anvil.running()) await checkpoint();
+      // No new recovery attempt; writes already queued finish first.
       closing = true;
+      await recovering;
+      await producer.exclusive(async () => {});
+      await checkpointing?.catch(() => undefined);
+      if (options.checkpoint && anvil.running()) await checkpoint().catch(() => undefined);
       await anvil.stop();
     },
   };
@@ -299,14 +308,25 @@ async function restore(
       `the chain checkpoint at block ${source.block_number} loaded as block ${head.number} (${head.hash}); it is damaged`,
     );
   }
-  for (const block of store.chainLog.after(pointer.block)) {
-    head = await replayBlock(rpc, head, block);
+  for (const block of [...store.chainLog.after(pointer.block)]) {
+    head = await replayBlock(rpc, head, block, options);
   }
   return { deployment: source.deployment, head };
 }
 
-async function replayBlock(rpc: RpcClient, parent: BlockHead, block: LoggedBlock) {
-  if (block.number !== parent.number + 1 || block.parentHash !== parent.hash) {
+/**
+ * Mines a logged block again: its transactions, at its timestamp. Normally the block comes
+ * out identical. If the chain was changed outside transactions before the crash (anvil's
+ * cheat methods over the RPC URL), its hash differs: the same transactions are then kept in
+ * blocks of the same numbers, the log is updated to the rebuilt blocks, and this is reported.
+ */
+async function replayBlock(
+  rpc: RpcClient,
+  parent: BlockHead,
+  block: LoggedBlock,
+  options: LocalChainOptions,
+) {
+  if (block.number !== parent.number + 1) {
     throw new StartupError(
       `the chain log does not continue block ${parent.number} with block ${block.number}; the log is damaged`,
     );
@@ -322,9 +342,19 @@ async function replayBlock(rpc: RpcClient, parent: BlockHead, block: LoggedBlock
   }
   await rpc.call('evm_mine', [{ timestamp: block.timestamp }]);
   const head = await latestHead(rpc);
-  if (head.number !== block.number || head.hash !== block.hash) {
+  if (head.number !== block.number) {
     throw new StartupError(
-      `replaying block ${block.number} gave hash ${head.hash}, not the logged ${block.hash}; the chain cannot be rebuilt exactly`,
+      `replaying block ${block.number} gave block ${head.number}; the chain cannot be rebuilt`,
+    );
+  }
+  if (head.hash !== block.hash) {
+    options.log.warn(
+      `block ${block.number} replayed with hash ${head.hash}, not the logged ${block.hash}: ` +
+        'the chain had been changed outside transactions (anvil cheat methods over the RPC URL?); ' +
+        'its transactions are all kept, in blocks of the same numbers',
+    );
+    options.store.transaction(() =>
+      options.store.chainLog.rehash(block.number, head.hash, parent.hash),
     );
   }
   return head;

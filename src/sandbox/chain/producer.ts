@@ -141,7 +141,20 @@ export function createBlockProducer(options: BlockProducerOptions) {
     try {
       const ours = await broadcast(batch, failed);
       const notBefore = Math.max(0, ...batch.map((p) => p.submission.notBefore ?? 0));
-      blocks = await mineIncluding(ours, notBefore);
+      const mined = await mineIncluding(ours, notBefore);
+      blocks = mined.blocks;
+      for (const pending of batch) {
+        const stuck = pending.submission.txs.find((tx) => mined.unmined.has(tx.hash));
+        if (stuck && !failed.has(pending)) {
+          failed.set(
+            pending,
+            new TransactionFailedError(
+              stuck.label,
+              'it was not mined (its nonce is out of order); retry',
+            ),
+          );
+        }
+      }
       receipts = await receiptsOf(blocks);
     } catch (error) {
       // Whatever was mined is not logged: the chain is ahead of the log.
@@ -235,8 +248,9 @@ export function createBlockProducer(options: BlockProducerOptions) {
   /**
    * Mines until every accepted transaction is in a block (a full block leaves some for the
    * next one) and returns the new blocks, after any that someone else mined since the head.
+   * Transactions a block would not take (a nonce out of order) are dropped and returned.
    */
-  async function mineIncluding(ours: Map<Hash, Hex>, notBefore: number): Promise<LoggedBlock[]> {
+  async function mineIncluding(ours: Map<Hash, Hex>, notBefore: number) {
     const blocks = await readFrom(head, ours);
     const waiting = new Set(ours.keys());
     for (;;) {
@@ -248,9 +262,11 @@ export function createBlockProducer(options: BlockProducerOptions) {
       blocks.push(...mined);
       const before = waiting.size;
       for (const block of mined) for (const hash of block.txHashes) waiting.delete(hash);
-      if (waiting.size === 0) return blocks;
-      if (waiting.size === before) {
-        throw new ChainDivergedError(`${waiting.size} accepted transactions were never mined`);
+      if (waiting.size === 0 || waiting.size === before) {
+        await rpc.batch(
+          [...waiting].map((hash) => ({ method: 'anvil_dropTransaction', params: [hash] })),
+        );
+        return { blocks, unmined: waiting };
       }
     }
   }
@@ -279,24 +295,25 @@ export function createBlockProducer(options: BlockProducerOptions) {
         );
       }
       parent = block.hash;
+      // Transactions others sent over the RPC URL: their raw bytes come from the node.
       const unknown = block.transactions.filter((hash) => !ours.has(hash));
       const fetched = await rpc.batch(
         unknown.map((hash) => ({ method: 'eth_getRawTransactionByHash', params: [hash] })),
       );
-      const raws = new Map(ours);
+      const theirs = new Map<Hash, Hex>();
       unknown.forEach((hash, i) => {
         const raw = fetched[i];
         if (!raw?.ok || typeof raw.value !== 'string') {
           throw new ChainDivergedError(`the raw bytes of transaction ${hash} are unavailable`);
         }
-        raws.set(hash, raw.value as Hex);
+        theirs.set(hash, raw.value as Hex);
       });
       blocks.push({
         number: Number(block.number),
         hash: block.hash,
         parentHash: block.parentHash,
         timestamp: Number(block.timestamp),
-        txs: block.transactions.map((hash) => raws.get(hash) as Hex),
+        txs: block.transactions.map((hash) => (ours.get(hash) ?? theirs.get(hash)) as Hex),
         txHashes: block.transactions,
       });
     }
@@ -339,7 +356,7 @@ export function createBlockProducer(options: BlockProducerOptions) {
           const status = await rpc.call<{ pending: Hex }>('txpool_status');
           const blocks =
             Number(status.pending) > 0
-              ? await mineIncluding(new Map(), 0)
+              ? (await mineIncluding(new Map(), 0)).blocks
               : await readFrom(head, new Map());
           if (blocks.length === 0) return;
           options.commit(blocks, []);

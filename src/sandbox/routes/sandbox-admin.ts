@@ -54,18 +54,20 @@ export function registerSandboxAdminRoutes(
     '/sandbox/clock/advance',
     { onRequest, schema: { body: AdvanceClockRequest, response: { 200: ClockState } } },
     async (request) => {
-      if (clock.offsetSeconds() + request.body.seconds > MAX_CLOCK_OFFSET_SECONDS) {
-        throw new HttpError(
+      const tooFar = () =>
+        new HttpError(
           400,
           `seconds: the sandbox clock may run at most ${MAX_CLOCK_OFFSET_SECONDS} s ahead; it is ${clock.offsetSeconds()} s ahead now`,
         );
-      }
+      if (clock.offsetSeconds() + request.body.seconds > MAX_CLOCK_OFFSET_SECONDS) throw tooFar();
       // All or nothing: the new offset commits with the block that carries the new time
-      // (a block, so that views such as yield see it).
-      const offset = clock.offsetSeconds() + request.body.seconds;
-      await chain.advanceTime(clock.nowSeconds() + request.body.seconds, () =>
-        clock.setOffset(offset),
-      );
+      // (a block, so that views such as yield see it). It is computed in that commit, so
+      // concurrent advances add up.
+      const { seconds } = request.body;
+      await chain.advanceTime(clock.nowSeconds() + seconds, () => {
+        if (clock.offsetSeconds() + seconds > MAX_CLOCK_OFFSET_SECONDS) throw tooFar();
+        clock.setOffset(clock.offsetSeconds() + seconds);
+      });
       return clockState();
     },
   );
@@ -74,7 +76,9 @@ export function registerSandboxAdminRoutes(
     '/sandbox/checkpoint',
     { onRequest, schema: { response: { 200: CheckpointResult } } },
     async () => {
-      const block = await chain.checkpoint();
+      const block = await chain.checkpoint().catch((error: Error) => {
+        throw new HttpError(503, `no checkpoint was taken: ${error.message}`);
+      });
       if (block === undefined) {
         throw new HttpError(
           400,
@@ -93,6 +97,7 @@ export function registerSandboxAdminRoutes(
       if (!store.agents.setTier(wallet_address, tier)) {
         throw new HttpError(404, `no agent is registered for wallet ${wallet_address}`);
       }
+      await store.sync();
       return { wallet_address, tier };
     },
   );

@@ -21,8 +21,8 @@ export function createChainLogStore(db: Database) {
   const after = db.prepare('SELECT * FROM chain_blocks WHERE number > ? ORDER BY number');
   const byNumber = db.prepare('SELECT * FROM chain_blocks WHERE number = ?');
   const last = db.prepare('SELECT * FROM chain_blocks ORDER BY number DESC LIMIT 1');
-  const count = db.prepare('SELECT count(*) AS blocks FROM chain_blocks WHERE number > ?');
   const truncate = db.prepare('DELETE FROM chain_blocks WHERE number <= ?');
+  const rehash = db.prepare('UPDATE chain_blocks SET hash = ?, parent_hash = ? WHERE number = ?');
 
   const toBlock = (row: BlockRow): LoggedBlock => {
     const txs = JSON.parse(row.txs) as Hex[];
@@ -61,8 +61,9 @@ export function createChainLogStore(db: Database) {
       const row = last.get() as BlockRow | undefined;
       return row && toBlock(row);
     },
-    countAfter(number: number): number {
-      return (count.get(number) as { blocks: number }).blocks;
+    /** Records that block `number` was rebuilt with another hash. */
+    rehash(number: number, hash: Hash, parentHash: Hash): void {
+      rehash.run(hash, parentHash, number);
     },
     /** Drops blocks a checkpoint now holds. Call inside a transaction. */
     truncateThrough(number: number): void {

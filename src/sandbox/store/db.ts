@@ -49,13 +49,25 @@ export function migrate(db: Database): void {
  * disk. Callers that arrive while an fsync runs share the next one (group commit): each
  * resolves once an fsync that began after its call has finished.
  */
-export function createWalSync(databasePath: string, durable: boolean) {
+export function createWalSync(
+  databasePath: string,
+  durable: boolean,
+  onFailure: (error: Error) => void,
+) {
   let handle: Promise<FileHandle> | undefined;
   let running: Promise<void> | undefined;
   let next: Promise<void> | undefined;
   const once = async () => {
-    handle ??= open(`${databasePath}-wal`, 'r');
-    await (await handle).sync();
+    try {
+      handle ??= open(`${databasePath}-wal`, 'r');
+      await (await handle).sync();
+    } catch (error) {
+      handle = undefined;
+      // After a failed fsync the kernel may have dropped the pages it could not write, and
+      // a later fsync can succeed without them: nothing committed since can be trusted.
+      onFailure(error as Error);
+      throw error;
+    }
   };
   const sync = (): Promise<void> => {
     if (!durable) return Promise.resolve();

@@ -10,10 +10,28 @@ import { createOnboardingStore } from './onboarding.ts';
 /** HD index of the first agent wallet (m/44'/60'/0'/0/1000); lower ones are the sandbox's own. */
 export const FIRST_AGENT_WALLET_INDEX = 1000;
 
+/**
+ * What a failed fsync does by default: stop at once, like PostgreSQL. The next start rebuilds
+ * from what is on disk; carrying on could answer writes stacked on ones the disk lost.
+ */
+function exitOnSyncFailure(error: Error): void {
+  process.stderr.write(
+    `agentctl: fsync of the database failed (${error.message}); stopping, so that nothing is acknowledged that the disk may not hold\n`,
+  );
+  process.exit(1);
+}
+
 /** The sandbox's off-chain state: one SQLite database, one repository per table group. */
-export function openStore(path: string, options: { durable?: boolean } = {}) {
+export function openStore(
+  path: string,
+  options: { durable?: boolean; onSyncFailure?: (error: Error) => void } = {},
+) {
   const db: Database = openDatabase(path, options);
-  const wal = createWalSync(path, options.durable ?? true);
+  const wal = createWalSync(
+    path,
+    options.durable ?? true,
+    options.onSyncFailure ?? exitOnSyncFailure,
+  );
   const meta = createMetaStore(db);
   const chainLog = createChainLogStore(db);
   interface QueuedCommit {

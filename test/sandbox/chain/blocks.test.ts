@@ -89,13 +89,28 @@ describe('the block producer', () => {
       expect(sandbox.store.meta.get('clock_offset_seconds') ?? '0').toBe(String(offsetBefore));
     }
     // Once the chain is back, chain time and the clock agree again.
-    for (let i = 0; i < 100 && !(await sandbox.chain.isConnected()); i++) {
+    let connected = await sandbox.chain.isConnected();
+    for (let i = 0; i < 250 && !connected; i++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
+      connected = await sandbox.chain.isConnected();
     }
+    expect(connected).toBe(true);
     const again = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 10 });
     expect(again.statusCode).toBe(200);
     const block = await reader.getBlock();
     expect(Number(block.timestamp)).toBeGreaterThanOrEqual(again.json().now);
     expect(again.json().offset_seconds).toBe(sandbox.clock.offsetSeconds());
+  });
+
+  it('adds up concurrent clock advances', async () => {
+    const before = sandbox.clock.offsetSeconds();
+    const responses = await Promise.all(
+      [100, 200, 300].map((seconds) =>
+        admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds }),
+      ),
+    );
+    expect(responses.map((response) => response.statusCode)).toEqual([200, 200, 200]);
+    expect(sandbox.clock.offsetSeconds()).toBe(before + 600);
+    expect(sandbox.store.meta.get('clock_offset_seconds')).toBe(String(before + 600));
   });
 });
