@@ -10,6 +10,7 @@ import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import {
   BIN,
   registerOver,
+  requestOver,
   type ServeProcess,
   serveFailure,
   startServe,
@@ -44,19 +45,8 @@ function isRunning(pid: number): boolean {
   }
 }
 
-async function request(url: string, method: string, path: string, body?: object, key?: string) {
-  const response = await fetch(`${url}${path}`, {
-    method,
-    headers: {
-      ...(body ? { 'content-type': 'application/json' } : {}),
-      ...(key ? { 'x-api-key': key } : {}),
-      'x-admin-token': TOKEN,
-    },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: test responses are checked field by field
-  return { status: response.status, body: (await response.json()) as any };
-}
+const request = (url: string, method: string, path: string, body?: object, key?: string) =>
+  requestOver(url, TOKEN, method, path, body, key);
 
 async function registerAgent(url: string) {
   return (await registerOver(url)).apiKey;

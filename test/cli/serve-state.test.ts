@@ -19,7 +19,13 @@ import { SandboxInfo } from '../../src/api/schemas/index.ts';
 import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { GENESIS_KEYS } from '../../src/sandbox/chain/wallets.ts';
-import { registerOver, type ServeProcess, serveFailure, startServe } from '../helpers/serve.ts';
+import {
+  registerOver,
+  requestOver,
+  type ServeProcess,
+  serveFailure,
+  startServe,
+} from '../helpers/serve.ts';
 
 /**
  * The state dir from outside: what survives kill -9 at the worst moments, and what is refused
@@ -58,19 +64,8 @@ async function stop(serve: ServeProcess, signal: NodeJS.Signals = 'SIGTERM') {
   running.splice(running.indexOf(serve), 1);
 }
 
-async function call(url: string, method: string, path: string, body?: object, key?: string) {
-  const response = await fetch(`${url}${path}`, {
-    method,
-    headers: {
-      ...(body ? { 'content-type': 'application/json' } : {}),
-      ...(key ? { 'x-api-key': key } : {}),
-      'x-admin-token': TOKEN,
-    },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: test responses are checked field by field
-  return { status: response.status, body: (await response.json()) as any };
-}
+const call = (url: string, method: string, path: string, body?: object, key?: string) =>
+  requestOver(url, TOKEN, method, path, body, key);
 
 const deposit = (url: string, key: string, amount: number) =>
   call(

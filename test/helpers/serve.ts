@@ -79,3 +79,28 @@ export async function registerOver(url: string, agentName = 'Durable Agent') {
     throw new Error(`register answered ${response.status}: ${await response.text()}`);
   return { account, apiKey: RegisterResponse.parse(await response.json()).api_key };
 }
+
+/**
+ * A JSON request to a running serve, with the admin token and, when given, an API key.
+ * The body is returned untyped: tests check it field by field.
+ */
+export async function requestOver(
+  url: string,
+  adminToken: string,
+  method: string,
+  path: string,
+  body?: object,
+  apiKey?: string,
+) {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: {
+      ...(body ? { 'content-type': 'application/json' } : {}),
+      ...(apiKey ? { 'x-api-key': apiKey } : {}),
+      'x-admin-token': adminToken,
+    },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: test responses are checked field by field
+  return { status: response.status, body: (await response.json()) as any };
+}

@@ -1,0 +1,106 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Hash, Hex } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AnvilProcess, startAnvil } from '../../../src/sandbox/chain/anvil.ts';
+import { createBlockProducer, type LoggedBlock } from '../../../src/sandbox/chain/producer.ts';
+import { createRpcClient } from '../../../src/sandbox/chain/rpc.ts';
+
+/**
+ * The producer's ordering, against a real anvil: what it commits, and that nothing is
+ * answered before the commit is on disk. The disk is the one part faked here: `sync` is
+ * a promise the test releases, since a power loss cannot be caused from a test.
+ */
+let dir: string;
+let anvil: AnvilProcess;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-producer-'));
+  anvil = await startAnvil({ stateDir: dir, mining: 'manual' });
+});
+afterAll(async () => {
+  await anvil.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function producerOnAnvil() {
+  const rpc = createRpcClient(anvil.rpcUrl);
+  const latest = await rpc.call<{ number: Hex; hash: Hash; timestamp: Hex }>(
+    'eth_getBlockByNumber',
+    ['latest', false],
+  );
+  const events: string[] = [];
+  const committed: LoggedBlock[] = [];
+  let releaseSync = () => {};
+  const producer = createBlockProducer({
+    rpc,
+    head: { number: Number(latest.number), hash: latest.hash, timestamp: Number(latest.timestamp) },
+    nowSeconds: () => Math.floor(Date.now() / 1000),
+    commit(blocks, records) {
+      committed.push(...blocks);
+      events.push(`commit ${blocks.map((block) => block.number).join(',')}`);
+      return records.map((record) => ({ ok: true, value: record() }));
+    },
+    sync() {
+      events.push('sync started');
+      return new Promise((resolve) => {
+        releaseSync = () => {
+          events.push('sync done');
+          resolve();
+        };
+      });
+    },
+    revertReason: async () => 'reverted',
+    onDiverged: (error) => events.push(`diverged: ${error.message}`),
+  });
+  return { producer, events, committed, release: () => releaseSync() };
+}
+
+describe('the block producer', () => {
+  it('answers a write only after its block and rows are committed and fsynced', async () => {
+    const { producer, events, committed, release } = await producerOnAnvil();
+    let answered = false;
+    const write = producer
+      .submit({
+        txs: [],
+        notBefore: Math.floor(Date.now() / 1000) + 60,
+        record: () => events.push('record'),
+      })
+      .then(() => {
+        answered = true;
+        events.push('answered');
+      });
+    while (!events.includes('sync started')) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(answered).toBe(false);
+    release();
+    await write;
+    const block = committed.at(-1) as LoggedBlock;
+    expect(events).toEqual([
+      `commit ${block.number}`,
+      'record',
+      'sync started',
+      'sync done',
+      'answered',
+    ]);
+    expect(block.timestamp).toBeGreaterThanOrEqual(Math.floor(Date.now() / 1000) + 59);
+  });
+
+  it('logs blocks that someone else mined over the RPC URL before its own', async () => {
+    const { producer, committed, release, events } = await producerOnAnvil();
+    const rpc = createRpcClient(anvil.rpcUrl);
+    await rpc.call('evm_mine');
+    await rpc.call('evm_mine');
+    const write = producer.submit({ txs: [] });
+    while (!events.includes('sync started')) await new Promise((r) => setTimeout(r, 5));
+    release();
+    await write;
+    const numbers = committed.map((block) => block.number);
+    expect(numbers).toHaveLength(3);
+    expect(numbers[1]).toBe((numbers[0] as number) + 1);
+    expect(numbers[2]).toBe((numbers[1] as number) + 1);
+    // Each logged block names its parent: the log is one unbroken chain.
+    expect(committed[1]?.parentHash).toBe(committed[0]?.hash);
+    expect(committed[2]?.parentHash).toBe(committed[1]?.hash);
+  });
+});
