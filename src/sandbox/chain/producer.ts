@@ -91,8 +91,9 @@ const MAX_WRITES_PER_BLOCK = 256;
  * The sandbox's only block producer (anvil runs with --no-mining). Writes submit signed
  * transactions; the producer sends every waiting write's transactions at once, mines one block
  * at sandbox time, and commits the block to the chain log together with each successful
- * write's off-chain rows, in one fsynced SQLite transaction. Writes that arrive while a block
- * is being made share the next one (group commit). A write resolves only after that commit.
+ * write's off-chain rows, in one SQLite transaction. A write resolves only once that commit is
+ * fsynced; the next block may be made meanwhile. Writes that arrive while a block is being
+ * made share the next one (group commit).
  *
  * Every block the chain gains is logged, whatever becomes of the writes in it; blocks that
  * someone else mined over the RPC URL too, when they extend the logged chain. A chain that no
