@@ -172,8 +172,7 @@ async function startOwnChain(
     };
     const wallet = walletRegistry(keyring, publicClient, submitter, SANDBOX_FEES);
     await checkAgentsAgainstChain(options.store, publicClient, local.deployment);
-    await catchUpClock(options.clock, options.store, local.producer.head().timestamp);
-    const probe = createRpcClient(local.rpcUrl);
+    catchUpClock(options.clock, options.store, local.producer.head().timestamp);
     const treasury = createServerWallet(
       privateKeyToAccount(GENESIS_KEYS.treasury),
       publicClient,
@@ -207,7 +206,7 @@ async function startOwnChain(
         const { recorded } = await submitter.submit({ txs: [], notBefore: seconds, record });
         return recorded;
       },
-      isConnected: connectionCheck(probe, () => local.recovering()),
+      isConnected: connectionCheck(local.rpc, () => local.recovering()),
       nowSeconds: () => options.clock.nowSeconds(),
       stateVersion: () => local.producer.head().number,
       checkpoint: () => local.checkpoint(),
@@ -249,7 +248,7 @@ async function checkAgentsAgainstChain(
 }
 
 /** Chain time never goes back: the sandbox clock moves up to just past the chain's last block. */
-async function catchUpClock(clock: SandboxClock, store: Store, latestTimestamp: number) {
+function catchUpClock(clock: SandboxClock, store: Store, latestTimestamp: number): void {
   if (clock.nowSeconds() <= latestTimestamp) {
     store.transaction(() => clock.raiseTo(latestTimestamp + 1));
   }

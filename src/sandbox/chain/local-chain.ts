@@ -13,6 +13,7 @@ import {
   writeCheckpoint,
 } from './checkpoint.ts';
 import type { Deployment } from './deployment.ts';
+import { ChainUnavailableError } from './errors.ts';
 import { GENESIS } from './genesis.ts';
 import {
   type BlockHead,
@@ -227,6 +228,8 @@ export async function startLocalChain(options: LocalChainOptions) {
       closing = true;
       await recovering;
       await producer.exclusive(async () => {});
+      // A write that comes later is refused, rather than sent to an anvil about to stop.
+      producer.stop(new ChainUnavailableError());
       await checkpointing?.catch(() => undefined);
       if (options.checkpoint && anvil.running()) await checkpoint().catch(() => undefined);
       await anvil.stop();

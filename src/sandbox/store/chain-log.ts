@@ -20,7 +20,6 @@ export function createChainLogStore(db: Database) {
   );
   const after = db.prepare('SELECT * FROM chain_blocks WHERE number > ? ORDER BY number');
   const byNumber = db.prepare('SELECT * FROM chain_blocks WHERE number = ?');
-  const last = db.prepare('SELECT * FROM chain_blocks ORDER BY number DESC LIMIT 1');
   const truncate = db.prepare('DELETE FROM chain_blocks WHERE number <= ?');
   const rehash = db.prepare('UPDATE chain_blocks SET hash = ?, parent_hash = ? WHERE number = ?');
 
@@ -55,10 +54,6 @@ export function createChainLogStore(db: Database) {
     },
     find(number: number): LoggedBlock | undefined {
       const row = byNumber.get(number) as BlockRow | undefined;
-      return row && toBlock(row);
-    },
-    last(): LoggedBlock | undefined {
-      const row = last.get() as BlockRow | undefined;
       return row && toBlock(row);
     },
     /** Records that block `number` was rebuilt with another hash. */

@@ -76,8 +76,6 @@ export function openStore(
       meta.set('next_wallet_index', String(index + 1));
       return index;
     },
-    /** The lowest HD index no agent has been given yet. */
-    nextWalletIndex,
     nonces: createNonceStore(db),
     agents: createAgentStore(db),
     onboarding: createOnboardingStore(db),
