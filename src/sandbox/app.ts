@@ -3,7 +3,17 @@ import { formatHostPort } from './address.ts';
 import type { SandboxChain } from './chain/index.ts';
 import type { SandboxClock } from './clock.ts';
 import { createAuthGuards } from './plugins/auth.ts';
-import { registerErrorHandling } from './plugins/errors.ts';
+import {
+  type ConnectionLimits,
+  connectionServerOptions,
+  registerConnectionHandling,
+} from './plugins/connections.ts';
+import {
+  answerFrameworkError,
+  handleClientError,
+  registerErrorHandling,
+} from './plugins/errors.ts';
+import { registerJsonBody } from './plugins/json-body.ts';
 import { registerRateLimits } from './plugins/rate-limit.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
@@ -37,6 +47,7 @@ export interface AppOptions extends AdminDeps {
   chain: SandboxChain;
   trustProxy: boolean;
   logger: FastifyServerOptions['logger'];
+  connections: ConnectionLimits;
 }
 
 /**
@@ -50,12 +61,17 @@ export async function buildApp(options: AppOptions): Promise<App> {
     // X-Forwarded-For, not whatever the client wrote there before it.
     trustProxy: options.trustProxy ? (_address, hop) => hop === 0 : false,
     bodyLimit: BODY_LIMIT_BYTES,
+    clientErrorHandler: handleClientError,
+    frameworkErrors: answerFrameworkError,
+    ...connectionServerOptions(options.connections),
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest('agent', null);
-  registerErrorHandling(app);
+  registerJsonBody(app);
+  registerErrorHandling(app, options.stateDir);
+  registerConnectionHandling(app, options.connections);
 
   const deps = {
     serviceDomain: () => listeningDomain(app),

@@ -4,6 +4,8 @@
  */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export const DEFAULT_MAX_CONNECTIONS = 1024;
+export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
 
 export interface SandboxOptions {
   host: string;
@@ -19,4 +21,8 @@ export interface SandboxOptions {
   rpcUrl?: string;
   /** Contract addresses on `rpcUrl` when it is not a dev chain. */
   deploymentFile?: string;
+  /** Most client connections at once (lowered to fit the open-file limit). */
+  maxConnections: number;
+  /** Time to receive a whole request, in milliseconds. */
+  requestTimeoutMs: number;
 }

@@ -60,6 +60,11 @@ function newApiKey() {
   return { key, hash: hashApiKey(key), prefix: key.slice(0, SHOWN_PREFIX_LENGTH) };
 }
 
+/** The 409 names the wallet in its EIP-55 form, whatever case the client wrote. */
+function alreadyRegistered(wallet: string): HttpError {
+  return new HttpError(409, `wallet ${getAddress(wallet)} is already registered`);
+}
+
 /** Returns the nonce row if it can register `wallet` now; otherwise throws a 401 saying why. */
 function usableNonce(row: NonceRow | undefined, wallet: string, now: number): NonceRow {
   const refuse = (reason: string) => new HttpError(401, reason);
@@ -87,7 +92,7 @@ export async function registerAgent(
 ) {
   const wallet = request.wallet_address.toLowerCase();
   if (store.agents.findByWallet(wallet)) {
-    throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);
+    throw alreadyRegistered(wallet);
   }
   const row = usableNonce(
     store.nonces.find(request.nonce.toLowerCase()),
@@ -113,7 +118,7 @@ export async function registerAgent(
       throw new HttpError(401, 'nonce can no longer be used; request a new one');
     }
     if (store.agents.findByWallet(wallet)) {
-      throw new HttpError(409, `wallet ${request.wallet_address} is already registered`);
+      throw alreadyRegistered(wallet);
     }
     const walletIndex = store.takeWalletIndex();
     const agentAddress = agentWalletAt(walletIndex);

@@ -5,6 +5,8 @@ import { type ChainLogger, type SandboxChain, startChain } from './chain/index.t
 import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
 import type { SandboxOptions } from './options.ts';
+import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
+import { loggerOptions } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
 import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
 import { openStore, type Store } from './store/index.ts';
@@ -16,6 +18,8 @@ export interface RunningSandbox {
   adminTokenGenerated: boolean;
   stateDir: string;
   persistent: boolean;
+  /** Set when the connection cap was lowered to fit the open-file limit. */
+  connectionCapNote: string | undefined;
   app: App;
   close(): Promise<void>;
 }
@@ -26,6 +30,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const loadingApp = import('./app.ts');
   loadingApp.catch(() => undefined);
   reapAbandonedTempDirs(stopAbandonedAnvil);
+  const fileLimit = openFileLimit();
+  const maxConnections = fitConnectionCap(options.maxConnections, fileLimit);
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
   let chain: SandboxChain | undefined;
@@ -66,7 +72,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       persistent: stateDir.persistent,
       rateLimit: options.rateLimit,
       trustProxy: options.trustProxy,
-      logger: { level: options.logLevel, stream: process.stderr },
+      logger: loggerOptions(options.logLevel, process.stderr, adminToken),
+      connections: { maxConnections, requestTimeoutMs: options.requestTimeoutMs },
     });
     logger = app.log;
     const openedStore = store;
@@ -86,6 +93,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       adminTokenGenerated: options.adminToken === undefined,
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
+      connectionCapNote:
+        maxConnections < options.maxConnections
+          ? `at most ${maxConnections} connections at once (ulimit -n ${fileLimit})`
+          : undefined,
       app,
       close: () => app.close(),
     };
@@ -150,6 +161,7 @@ export async function serveUntilSignalled(
     `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
   );
   print(`chain: ${sandbox.rpcUrl}`);
+  if (sandbox.connectionCapNote) print(`connections: ${sandbox.connectionCapNote}`);
   print(`agentctl sandbox listening on ${sandbox.url}`);
   await stopped;
 }

@@ -58,6 +58,7 @@ export async function createTestSandbox(
     rateLimit: options.rateLimit ?? false,
     trustProxy: options.trustProxy ?? false,
     logger: (options.logger ?? false) as false,
+    connections: { maxConnections: 64, requestTimeoutMs: 30_000 },
   });
   options.beforeReady?.(app);
   await app.ready();
@@ -144,4 +145,21 @@ export function admin(app: App, method: 'GET' | 'POST', url: string, payload?: o
     headers: { 'x-admin-token': ADMIN_TOKEN },
     ...(payload ? { payload } : {}),
   });
+}
+
+/**
+ * A sandbox with one registered agent raised to `established`, so that every route, the vote
+ * included, reads its body rather than refusing the tier.
+ */
+export async function sandboxWithEstablishedAgent(): Promise<{
+  sandbox: TestSandbox;
+  apiKey: string;
+}> {
+  const sandbox = await createTestSandbox();
+  const agent = await registeredAgent(sandbox.app);
+  await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
+    wallet_address: agent.account.address,
+    tier: 'established',
+  });
+  return { sandbox, apiKey: agent.apiKey };
 }

@@ -95,3 +95,22 @@ describe('error bodies', () => {
     }
   });
 });
+
+describe('a chain without the contracts', () => {
+  it('answers reads with 503 and says what is wrong, not 500', async () => {
+    const vault = sandbox.chain.deployment.vaults.moderate;
+    await fetch(sandbox.chain.rpcUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'anvil_setCode',
+        params: [vault, '0x'],
+      }),
+    });
+    const response = await sandbox.app.inject({ method: 'GET', url: '/api/v1/vaults' });
+    expect(response.statusCode).toBe(503);
+    expect(response.json()).toEqual({ error: expect.stringContaining('contracts are missing') });
+  });
+});

@@ -3,26 +3,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ADMIN_TOKEN,
   AGENT_FIELDS,
-  admin,
-  createTestSandbox,
   getNonce,
   newAccount,
   postRegister,
-  registeredAgent,
+  sandboxWithEstablishedAgent,
   type TestSandbox,
 } from '../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
 let apiKey: string;
 beforeAll(async () => {
-  sandbox = await createTestSandbox();
-  const agent = await registeredAgent(sandbox.app);
-  apiKey = agent.apiKey;
-  // Established, so that the vote route reads its body rather than refusing the tier.
-  await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
-    wallet_address: agent.account.address,
-    tier: 'established',
-  });
+  ({ sandbox, apiKey } = await sandboxWithEstablishedAgent());
 });
 afterAll(async () => {
   await sandbox.close();

@@ -71,7 +71,7 @@ describe('GET /api/v1/agents', () => {
     expect((await sandbox.app.inject({ url: '/api/v1/agents?limit=100' })).json().count).toBe(100);
   });
 
-  it.each(['0', '101', '-1', 'abc', '1.5', ''])('refuses limit=%s with 400', async (limit) => {
+  it.each(['0', '101', '-1', 'abc', '1.5'])('refuses limit=%s with 400', async (limit) => {
     const response = await sandbox.app.inject({ url: `/api/v1/agents?limit=${limit}` });
     expect(response.statusCode).toBe(400);
     expect(response.json().error).toMatch(/^limit: /);

@@ -1,13 +1,9 @@
 import { z } from 'zod';
+import { queryInt } from './common.ts';
 import { LEADERBOARD_DEFAULT_LIMIT, LEADERBOARD_MAX_LIMIT } from './values.ts';
 
 export const LeaderboardQuery = z.object({
-  limit: z.coerce
-    .number({ error: 'must be an integer' })
-    .int({ error: 'must be an integer' })
-    .min(1, { error: `must be 1 to ${LEADERBOARD_MAX_LIMIT}` })
-    .max(LEADERBOARD_MAX_LIMIT, { error: `must be 1 to ${LEADERBOARD_MAX_LIMIT}` })
-    .default(LEADERBOARD_DEFAULT_LIMIT),
+  limit: queryInt(1, LEADERBOARD_MAX_LIMIT, LEADERBOARD_DEFAULT_LIMIT),
 });
 
 export const LeaderboardEntry = z.object({

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Address, boundedText, textUpTo } from './common.ts';
+import { Address, nameText, textUpTo, withNameRules } from './common.ts';
 import { AGENT_TYPES } from './values.ts';
 export const AgentType = z.enum(AGENT_TYPES);
 
@@ -24,13 +24,13 @@ export const RegisterRequest = z.object({
   nonce: z
     .string()
     .regex(/^[0-9a-fA-F]{16,128}$/, { error: 'must be the hex nonce from the nonce endpoint' }),
-  agent_name: boundedText(3, 100),
+  agent_name: nameText(3, 100),
   agent_type: AgentType.default('custom'),
   description: textUpTo(500).optional(),
   operator_address: Address,
   operator_email: z.email({ error: 'must be an e-mail address' }).max(254).optional(),
-  operator_name: textUpTo(100).optional(),
-  framework: textUpTo(50).optional(),
+  operator_name: withNameRules(textUpTo(100)).optional(),
+  framework: withNameRules(textUpTo(50)).optional(),
   repo_url: z
     .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
     .max(500)

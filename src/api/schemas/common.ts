@@ -1,5 +1,6 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
 import { z } from 'zod';
+import { decimalOf, decimalPlaces, exceeds, InexactNumber, plainDecimal } from './numbers.ts';
 import { TIERS } from './values.ts';
 
 /**
@@ -56,24 +57,128 @@ export function hasValidChecksum(address: string): address is `0x${string}` {
   return true;
 }
 
+/**
+ * Text must be well-formed UTF-16: a lone surrogate has no UTF-8 form, so SQLite and the
+ * chain would store U+FFFD in its place while the answer echoed the original.
+ */
+const LONE_SURROGATE = /\p{Cs}/u;
+const WELL_FORMED = {
+  error: 'must be well-formed Unicode (it holds a lone surrogate)',
+  abort: true,
+} as const;
+
 /** A string of `min` to `max` characters, with one message for either bound. */
 export const boundedText = (min: number, max: number) => {
   const error = `must be ${min} to ${max} characters`;
-  return z.string().min(min, { error }).max(max, { error });
+  return z
+    .string()
+    .min(min, { error, abort: true })
+    .max(max, { error, abort: true })
+    .refine((text) => !LONE_SURROGATE.test(text), WELL_FORMED);
 };
 
 /** A string of at most `max` characters. */
 export const textUpTo = (max: number) =>
-  z.string().max(max, { error: `must be at most ${max} characters` });
+  z
+    .string()
+    .max(max, { error: `must be at most ${max} characters`, abort: true })
+    .refine((text) => !LONE_SURROGATE.test(text), WELL_FORMED);
 
-/** An integer from `min` to `max`; JSON numbers with a fraction are refused, not rounded. */
-export const boundedInt = (min: number, max: number) => {
-  const error = `must be ${min} to ${max}`;
+/**
+ * What a name (of an agent, a strategy, an operator, a proposal) may not hold, in the order
+ * checked. Names are shown on one line to people who trust them: control characters can
+ * break or forge a terminal line, bidi controls can show text in another order than it is
+ * stored (as in Trojan Source), and a lone surrogate would be stored as U+FFFD.
+ */
+const NAME_RULES: [RegExp, string][] = [
+  [/^\s*$/u, 'must not be blank'],
+  [/[\p{Cc}\u2028\u2029]/u, 'must not contain control characters (tabs, line breaks and the like)'],
+  [
+    /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/u,
+    'must not contain bidirectional control characters (U+202A to U+202E, U+2066 to U+2069, U+200E, U+200F, U+061C)',
+  ],
+  [LONE_SURROGATE, WELL_FORMED.error],
+];
+
+/** Adds NAME_RULES to a string schema; only the first rule that fails is reported. */
+export const withNameRules = (text: z.ZodString) =>
+  text.superRefine((name, ctx) => {
+    const broken = NAME_RULES.find(([pattern]) => pattern.test(name));
+    if (broken) ctx.addIssue({ code: 'custom', message: broken[1], input: name });
+  });
+
+/** A name of `min` to `max` characters that follows NAME_RULES. */
+export const nameText = (min: number, max: number) => withNameRules(boundedText(min, max));
+
+/**
+ * A JSON number as the body parser delivers it: a number, or an InexactNumber where a JS
+ * number would round it. NaN and ±Infinity (possible from the CLI) are not numbers here.
+ */
+const jsonNumber = (message: string) =>
+  z.custom<number | InexactNumber>(
+    (value) =>
+      (typeof value === 'number' && Number.isFinite(value)) || value instanceof InexactNumber,
+    { error: requiredOr(message) },
+  );
+
+/** Ends a transform with one issue. */
+function refuse(ctx: z.RefinementCtx, input: unknown, message: string): never {
+  ctx.addIssue({ code: 'custom', message, input });
+  return z.NEVER;
+}
+
+/**
+ * An integer from `min` to `max` (at most 2^53 - 1); JSON numbers with a fraction are
+ * refused, not rounded. One rule is reported. An integer JSON carries only inexactly
+ * (2^53 + 1, 1e400) is beyond any bound here, so it gets the bound's message.
+ */
+export const boundedInt = (
+  min: number,
+  max: number,
+  messages = { below: `must be ${min} to ${max}`, above: `must be ${min} to ${max}` },
+) =>
+  jsonNumber('must be an integer').transform((value, ctx): number => {
+    const parts = decimalOf(value);
+    if (!parts || parts.exponent < 0) return refuse(ctx, value, 'must be an integer');
+    if (value instanceof InexactNumber) {
+      return refuse(ctx, value, parts.negative ? messages.below : messages.above);
+    }
+    if (value < min) return refuse(ctx, value, messages.below);
+    if (value > max) return refuse(ctx, value, messages.above);
+    return value;
+  });
+
+/**
+ * A positive decimal amount of at most `decimals` places, up to `max`, as exact plain
+ * decimal text ("0.0000001", never "1e-7"): it is read from the JSON number's digits, never
+ * through floating point. One rule is reported, checked in this order: sign, size, places.
+ */
+export const decimalAmount = (decimals: number, max: number) =>
+  jsonNumber('must be a number').transform((value, ctx): string => {
+    const parts = decimalOf(value);
+    if (!parts) return refuse(ctx, value, 'must be a number');
+    if (parts.negative || parts.digits === '') return refuse(ctx, value, 'must be greater than 0');
+    if (exceeds(parts, max)) return refuse(ctx, value, `must be at most ${max}`);
+    if (decimalPlaces(parts) > decimals) {
+      return refuse(ctx, value, `must have at most ${decimals} decimal places`);
+    }
+    return plainDecimal(parts);
+  });
+
+/**
+ * An integer query parameter in plain digits: Number() would also take "0x10", "1e2" and
+ * " 5", which nobody writes as a count. Absent or empty (`limit=`) means `fallback`.
+ */
+export const queryInt = (min: number, max: number, fallback: number) => {
+  const range = `must be ${min} to ${max}`;
   return z
-    .number({ error: requiredOr('must be an integer') })
-    .int({ error: 'must be an integer' })
-    .min(min, { error })
-    .max(max, { error });
+    .string({ error: 'must be given once' })
+    .regex(/^\d*$/, { error: 'must be plain digits (0-9 only)' })
+    .optional()
+    .transform((text, ctx): number => {
+      const value = text ? Number(text) : fallback;
+      return value < min || value > max ? refuse(ctx, text, range) : value;
+    });
 };
 
 export const Tier = z.enum(TIERS);

@@ -1,16 +1,15 @@
 import { z } from 'zod';
-import { requiredOr } from './common.ts';
+import { boundedInt, requiredOr, textUpTo } from './common.ts';
 
 export const VoteRequest = z.object({
-  proposal_id: z
-    .number({ error: requiredOr('must be an integer') })
-    .int({ error: 'must be an integer' })
-    .nonnegative({ error: 'must not be negative' })
-    .max(Number.MAX_SAFE_INTEGER, { error: 'is too large' }),
+  proposal_id: boundedInt(0, Number.MAX_SAFE_INTEGER, {
+    below: 'must not be negative',
+    above: 'is too large',
+  }),
   support: z.union([z.literal(0), z.literal(1), z.literal(2)], {
     error: requiredOr('must be 0 (against), 1 (for) or 2 (abstain)'),
   }),
-  reason: z.string().max(1000, { error: 'must be at most 1000 characters' }).default(''),
+  reason: textUpTo(1000).default(''),
 });
 export type VoteRequest = z.input<typeof VoteRequest>;
 

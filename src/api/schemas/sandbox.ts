@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { Address, boundedInt, Tier } from './common.ts';
+import { Address, boundedInt, decimalAmount, Tier, textUpTo, withNameRules } from './common.ts';
 import { STRATEGY_STATUSES, VAULT_IDS } from './values.ts';
-import { UsdcAmount } from './vaults.ts';
+import { USDC_DECIMALS } from './vaults.ts';
 
 /** The sandbox admin API (header X-Admin-Token). Not part of the live service. */
 
@@ -58,19 +58,13 @@ export const CheckpointResult = z.object({ block_number: z.number().int() });
 /** Largest amounts one POST /sandbox/fund may add. */
 export const MAX_FUND_USDC = 1_000_000_000;
 export const MAX_FUND_ETH = 1000;
+const ETH_DECIMALS = 18;
 
 export const FundRequest = z
   .object({
     address: Address,
-    usdc: UsdcAmount.max(MAX_FUND_USDC, { error: `must be at most ${MAX_FUND_USDC}` }).optional(),
-    eth: z
-      .number({ error: 'must be a number' })
-      .positive({ error: 'must be greater than 0' })
-      .max(MAX_FUND_ETH, { error: `must be at most ${MAX_FUND_ETH}`, abort: true })
-      .refine((value) => /^\d+(\.\d{1,18})?$/.test(String(value)), {
-        error: 'must be a plain decimal with at most 18 decimal places',
-      })
-      .optional(),
+    usdc: decimalAmount(USDC_DECIMALS, MAX_FUND_USDC).optional(),
+    eth: decimalAmount(ETH_DECIMALS, MAX_FUND_ETH).optional(),
   })
   .refine((body) => body.usdc !== undefined || body.eth !== undefined, {
     error: 'give usdc, eth or both',
@@ -84,12 +78,14 @@ export const FundResult = z.object({
 });
 
 export const CreateProposalRequest = z.object({
-  title: z
-    .string()
-    .trim()
-    .min(1, { error: 'must not be empty' })
-    .max(200, { error: 'must be at most 200 characters' }),
-  description: z.string().max(5000, { error: 'must be at most 5000 characters' }).default(''),
+  title: withNameRules(
+    z
+      .string()
+      .trim()
+      .min(1, { error: 'must not be empty', abort: true })
+      .max(200, { error: 'must be at most 200 characters', abort: true }),
+  ),
+  description: textUpTo(5000).default(''),
 });
 export const CreateProposalResult = z.object({
   proposal_id: z.number().int(),

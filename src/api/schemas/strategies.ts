@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedInt, boundedText } from './common.ts';
+import { boundedInt, boundedText, nameText } from './common.ts';
 
 /** Risk parameters with the spec's bounds and defaults. */
 export const RISK_BOUNDS = {
@@ -27,7 +27,7 @@ export const RiskParams = z.object({
 });
 
 export const StrategySubmitRequest = RiskParams.extend({
-  name: boundedText(3, 100),
+  name: nameText(3, 100),
   description: boundedText(10, 2000),
   dna_string: z
     .string()

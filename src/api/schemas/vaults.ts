@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Address, requiredOr } from './common.ts';
+import { Address, decimalAmount, requiredOr } from './common.ts';
 import { VAULT_IDS } from './values.ts';
 export const VaultId = z.enum(VAULT_IDS, {
   error: requiredOr(`must be one of ${VAULT_IDS.join(', ')}`),
@@ -10,13 +10,10 @@ export type VaultId = z.infer<typeof VaultId>;
 export const MAX_USDC_AMOUNT = 1_000_000_000;
 
 /** USDC has 6 decimals; an amount with more cannot be represented onchain. */
-export const UsdcAmount = z
-  .number({ error: requiredOr('must be a number') })
-  .positive({ error: 'must be greater than 0' })
-  .max(MAX_USDC_AMOUNT, { error: `must be at most ${MAX_USDC_AMOUNT}`, abort: true })
-  .refine((value) => /^\d+(\.\d{1,6})?$/.test(String(value)), {
-    error: 'must have at most 6 decimal places',
-  });
+export const USDC_DECIMALS = 6;
+
+/** A USDC amount as exact decimal text, for example "12.5". */
+export const UsdcAmount = decimalAmount(USDC_DECIMALS, MAX_USDC_AMOUNT);
 
 export const DepositRequest = z.object({
   vault_id: VaultId,

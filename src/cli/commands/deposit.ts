@@ -17,16 +17,27 @@ export function depositCommand(): Command {
     .action(
       action(async (context, command) => {
         const [vault, amount] = command.processedArgs as [string, string];
-        const { DepositRequest, describeZodError } = await import('../../api/schemas/index.ts');
+        const { DepositRequest, describeZodError, exactNumber } = await import(
+          '../../api/schemas/index.ts'
+        );
         if (!/^\d+(\.\d+)?$/.test(amount)) {
           throw new CliError(
             `amount ${amount}: must be a positive decimal number, for example 100 or 12.5`,
             EXIT.usage,
           );
         }
-        const parsed = DepositRequest.safeParse({ vault_id: vault, amount_usdc: Number(amount) });
+        // Checked from its digits, as the service would: 1.0000000000000000001 is not 1.
+        const parsed = DepositRequest.safeParse({
+          vault_id: vault,
+          amount_usdc: exactNumber(Number(amount), amount),
+        });
         if (!parsed.success)
           throw new CliError(describeZodError(parsed.error, 'deposit'), EXIT.usage);
+        // Valid amounts have at most 15 significant digits: a JS number carries them exactly.
+        const body = {
+          vault_id: parsed.data.vault_id,
+          amount_usdc: Number(parsed.data.amount_usdc),
+        };
         const client = await context.authenticatedClient();
         await confirmUnlessYes(
           `Deposit ${amount} USDC into the ${vault} vault?`,
@@ -34,7 +45,7 @@ export function depositCommand(): Command {
         );
         const out = await context.output();
         const response = await out.progress('waiting for approve and deposit to confirm', () =>
-          client.deposit(parsed.data),
+          client.deposit(body),
         );
         out.writeResult(response, (result) => {
           out.print(

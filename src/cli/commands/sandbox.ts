@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import { type DecimalParts, decimalParts, plainDecimal } from '../../api/schemas/numbers.ts';
 import { STRATEGY_STATUSES, TIERS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
@@ -27,11 +28,18 @@ async function adminCall(
   out.generic(response.data);
 }
 
-function numberArg(name: string, value: string): number {
+/** JSON.rawJSON (Node 21 and later; not yet in TypeScript's lib). */
+const { rawJSON } = JSON as unknown as { rawJSON(text: string): unknown };
+
+/**
+ * A decimal argument as a JSON number written digit for digit: Number() would round
+ * 0.123456789012345678 ETH, which the service takes exactly.
+ */
+function numberArg(name: string, value: string): unknown {
   if (!/^\d+(\.\d+)?$/.test(value)) {
     throw new CliError(`${name} ${value}: must be a positive number`, EXIT.usage);
   }
-  return Number(value);
+  return rawJSON(plainDecimal(decimalParts(value) as DecimalParts));
 }
 
 export function sandboxCommand(): Command {

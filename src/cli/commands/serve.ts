@@ -1,5 +1,10 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { LOG_LEVELS, type LogLevel } from '../../sandbox/options.ts';
+import {
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_REQUEST_TIMEOUT_SECONDS,
+  LOG_LEVELS,
+  type LogLevel,
+} from '../../sandbox/options.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 
 interface ServeFlags {
@@ -12,6 +17,8 @@ interface ServeFlags {
   logLevel: LogLevel;
   rpcUrl?: string;
   deployment?: string;
+  maxConnections: number;
+  requestTimeout: number;
 }
 
 function parseRpcUrl(value: string): string {
@@ -33,6 +40,16 @@ function parsePort(value: string): number {
     throw new InvalidArgumentError('must be an integer from 0 to 65535 (0 picks a free port)');
   }
   return port;
+}
+
+function parsePositiveInteger(max: number) {
+  return (value: string): number => {
+    const number = Number(value);
+    if (!/^\d+$/.test(value) || number < 1 || number > max) {
+      throw new InvalidArgumentError(`must be a whole number from 1 to ${max}`);
+    }
+    return number;
+  };
 }
 
 export function serveCommand(): Command {
@@ -75,6 +92,18 @@ export function serveCommand(): Command {
       '--deployment <file>',
       'contract addresses (JSON, as in /sandbox/info "contracts") on an --rpc-url that is not a dev chain',
     )
+    .option(
+      '--max-connections <n>',
+      'most client connections at once; more are refused (lowered to fit ulimit -n)',
+      parsePositiveInteger(1_000_000),
+      DEFAULT_MAX_CONNECTIONS,
+    )
+    .option(
+      '--request-timeout <seconds>',
+      'time a client has to send a whole request (408 after it)',
+      parsePositiveInteger(3600),
+      DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    )
     .addOption(
       new Option('--log-level <level>', 'level of the JSON request log on stderr')
         .choices(LOG_LEVELS)
@@ -101,6 +130,8 @@ export function serveCommand(): Command {
             logLevel: flags.logLevel,
             rpcUrl: flags.rpcUrl,
             deploymentFile: flags.deployment,
+            maxConnections: flags.maxConnections,
+            requestTimeoutMs: flags.requestTimeout * 1000,
           },
           (line) => process.stdout.write(`${line}\n`),
         );

@@ -8,6 +8,7 @@ import {
   parseGwei,
   type Transport,
 } from 'viem';
+import { nodeFetch } from './http.ts';
 import type { FeePolicy } from './wallets.ts';
 
 /**
@@ -29,7 +30,7 @@ export function createChainClients(rpcUrl: string, chainId: number, chainName: s
   });
   // No automatic retries: a resent eth_sendRawTransaction whose first attempt landed would
   // be reported as a failure of a transaction that happened.
-  const transport = http(rpcUrl, { retryCount: 0, timeout: 30_000 });
+  const transport = http(rpcUrl, { retryCount: 0, timeout: 30_000, fetchFn: nodeFetch });
   const publicClient: PublicClient<Transport, Chain> = createPublicClient({
     chain,
     transport,

@@ -2,6 +2,7 @@ import {
   type Abi,
   BaseError,
   ContractFunctionRevertedError,
+  ContractFunctionZeroDataError,
   decodeErrorResult,
   type Hash,
   type Hex,
@@ -31,6 +32,24 @@ export class TransactionFailedError extends HttpError {
     if (isUnreachable(error)) return new ChainUnavailableError();
     return new TransactionFailedError(label, revertReason(error), txHash);
   }
+}
+
+/** A contract the service relies on has no code on the chain (a reset node, a wrong deployment). */
+export class ContractsMissingError extends HttpError {
+  constructor() {
+    super(
+      503,
+      "the protocol's contracts are missing from the sandbox chain; the operator must restart serve (or fix --rpc-url and --deployment)",
+    );
+  }
+}
+
+/** A call reached an address with no code: viem reports the empty answer it got. */
+export function isMissingContract(error: unknown): boolean {
+  return (
+    error instanceof BaseError &&
+    Boolean(error.walk((cause) => cause instanceof ContractFunctionZeroDataError))
+  );
 }
 
 /** The chain's RPC endpoint does not answer. */

@@ -1,7 +1,9 @@
+import { nodeFetch } from './http.ts';
+
 /**
  * A small JSON-RPC client for the sandbox's own calls to anvil: block production, replay and
  * checkpoints. It batches (one HTTP request for many calls) and reports each call's own error.
- * Reads for the routes go through viem instead; both share the same keep-alive dispatcher.
+ * Reads for the routes go through viem instead; both share one bounded keep-alive pool (http.ts).
  */
 
 /** A JSON-RPC error answered by the node (as opposed to the node being unreachable). */
@@ -54,7 +56,7 @@ export function createRpcClient(url: string): RpcClient {
   async function post(body: unknown): Promise<unknown> {
     let response: Response;
     try {
-      response = await fetch(url, {
+      response = await nodeFetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(body),

@@ -24,22 +24,52 @@ export interface RiskParams {
   flash_loans_enabled: boolean;
 }
 
-/** The DNA used when a submission has none: keccak256 of name, wallet and timestamp. */
-export function deriveDna(name: string, wallet: Address, timestamp: number): Hex {
-  return keccak256(toHex(`${name}\n${wallet.toLowerCase()}\n${timestamp}`));
+/** What the DNA of a submission without one is derived from. */
+export interface DnaSeed {
+  name: string;
+  agentId: string;
+  /** The agent's server-side wallet, which owns the strategy onchain. */
+  wallet: Address;
+  timestamp: number;
+  /** How many strategies the wallet owned before this one: its index in the registry. */
+  sequence: bigint;
 }
 
-/** Submits from the agent's server-side wallet and returns what the receipt says. */
+/**
+ * The DNA used when a submission has none: keccak256 of name, agent id, wallet, timestamp
+ * and sequence, one per line. Name, wallet and timestamp alone (the spec's words) repeat
+ * when an agent submits one name twice in a second; the sequence never repeats for a wallet,
+ * since it is read while the wallet is held for this submission. Every input is one the
+ * agent can know (agent_id from registration, the strategy count), so it can recompute it.
+ */
+export function deriveDna(seed: DnaSeed): Hex {
+  const { name, agentId, wallet, timestamp, sequence } = seed;
+  return keccak256(toHex([name, agentId, wallet.toLowerCase(), timestamp, sequence].join('\n')));
+}
+
+/**
+ * Submits from the agent's server-side wallet and returns what the receipt says. `dna` is
+ * the client's, or derived from the submission's sequence (see deriveDna).
+ */
 export async function submitStrategy(
   chain: SandboxChain,
   walletIndex: number,
-  strategy: { name: string; description: string; dna: Hex; risk: RiskParams },
+  strategy: {
+    name: string;
+    description: string;
+    dna: Hex | ((sequence: bigint) => Hex);
+    risk: RiskParams;
+  },
   record: () => void,
 ) {
   const registry = chain.deployment.strategy_registry;
   const { risk } = strategy;
-  const { receipts } = await chain.wallet(walletIndex).exclusive((session) =>
-    session.send(
+  const { dna, receipts } = await chain.wallet(walletIndex).exclusive(async (session) => {
+    const dna =
+      typeof strategy.dna === 'string'
+        ? strategy.dna
+        : strategy.dna(await strategyCountOf(chain, session.address));
+    const sent = await session.send(
       [
         {
           label: 'strategy submission',
@@ -47,7 +77,7 @@ export async function submitStrategy(
           abi: StrategyRegistryV3.abi,
           functionName: 'submit',
           args: [
-            strategy.dna,
+            dna,
             strategy.name,
             strategy.description,
             {
@@ -63,8 +93,9 @@ export async function submitStrategy(
         },
       ],
       record,
-    ),
-  );
+    );
+    return { dna, receipts: sent.receipts };
+  });
   const receipt = receipts[0] as TransactionReceipt;
   const submitted = receipt.logs
     .filter((log) => log.address.toLowerCase() === registry.toLowerCase())
@@ -77,6 +108,7 @@ export async function submitStrategy(
     );
   }
   return {
+    dna,
     strategyId: submitted.args.strategyId,
     txHash: receipt.transactionHash,
     blockNumber: Number(receipt.blockNumber),

@@ -7,8 +7,9 @@ import type { SandboxChain } from './index.ts';
 
 export const USDC_DECIMALS = 6;
 
-export function toUsdcRaw(amount: number): bigint {
-  return parseUnits(String(amount), USDC_DECIMALS);
+/** `amount` is exact decimal text (the schemas' UsdcAmount), so nothing is rounded. */
+export function toUsdcRaw(amount: string): bigint {
+  return parseUnits(amount, USDC_DECIMALS);
 }
 
 export function formatUsdc(raw: bigint): string {

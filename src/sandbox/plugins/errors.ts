@@ -1,5 +1,12 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
-import { ChainUnavailableError, isUnreachable } from '../chain/errors.ts';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  ChainUnavailableError,
+  ContractsMissingError,
+  isMissingContract,
+  isUnreachable,
+} from '../chain/errors.ts';
 import { HttpError } from '../errors.ts';
 
 /** Fastify's own texts, reworded to say what to do. */
@@ -15,7 +22,9 @@ const FRIENDLIER: Record<string, string> = {
  * client's to read; any other failure is logged and replaced with a generic text so
  * internals never leak.
  */
-export function registerErrorHandling(app: FastifyInstance): void {
+export function registerErrorHandling(app: FastifyInstance, stateDir: string): void {
+  // No answer names a file on the server's disk, whatever a system error's text says.
+  const withoutPaths = (message: string) => message.replaceAll(stateDir, 'the state directory');
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // A chain read that fails because the node is down is the chain's unavailability,
     // not a bug: say so with 503.
@@ -23,13 +32,19 @@ export function registerErrorHandling(app: FastifyInstance): void {
       request.log.warn({ err: error }, 'chain unreachable');
       return reply.code(503).send({ error: new ChainUnavailableError().message });
     }
+    if (isMissingContract(error)) {
+      request.log.error({ err: error }, 'a contract is missing from the chain');
+      return reply.code(503).send({ error: new ContractsMissingError().message });
+    }
     const status =
       error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500 && !(error instanceof HttpError)) {
       request.log.error({ err: error }, 'request failed');
       return reply.code(500).send({ error: 'internal server error' });
     }
-    return reply.code(status).send({ error: FRIENDLIER[error.code] ?? error.message });
+    return reply
+      .code(status)
+      .send({ error: withoutPaths(FRIENDLIER[error.code] ?? error.message) });
   });
 
   // Only JSON bodies are part of the contract: anything else is 415, not parsed as a string.
@@ -39,4 +54,46 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const path = (request.url.split('?')[0] ?? '').slice(0, 200);
     return reply.code(404).send({ error: `no such endpoint: ${request.method} ${path}` });
   });
+}
+
+/** Errors Fastify raises before routing (a URL that does not decode, say), in the same shape. */
+export function answerFrameworkError(
+  error: FastifyError,
+  _request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  const message =
+    error.code === 'FST_ERR_BAD_URL'
+      ? 'the URL is not valid: percent-encode reserved characters'
+      : 'the request could not be read';
+  reply.code(400).send({ error: message });
+}
+
+/**
+ * Answers what Node's HTTP parser refuses before Fastify sees a request (headers too large,
+ * a malformed request line or header, a request not received in time) in the contract's
+ * `{"error": "..."}` shape, then closes the connection. The log gets the parser's error code
+ * only: the error also carries the raw request bytes, secrets included.
+ */
+export function handleClientError(
+  this: FastifyInstance,
+  error: Error & { code?: string },
+  socket: Duplex,
+): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message]: [number, string] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'the request took too long to arrive; send it again']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'request headers are too large: the limit is 16 KiB in all']
+        : [400, `malformed HTTP request${error.code ? ` (${error.code})` : ''}`];
+  this.log.debug({ code: error.code, status }, 'client error');
+  if (socket.writable) {
+    const body = JSON.stringify({ error: message });
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

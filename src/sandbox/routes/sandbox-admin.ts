@@ -110,7 +110,7 @@ export function registerSandboxAdminRoutes(
       const address = request.body.address as Address;
       const txs = await fundAddress(chain, address, {
         usdcRaw: usdc === undefined ? undefined : toUsdcRaw(usdc),
-        ethWei: eth === undefined ? undefined : parseEther(String(eth)),
+        ethWei: eth === undefined ? undefined : parseEther(eth),
       });
       const balances = await balancesOf(chain, address);
       return {

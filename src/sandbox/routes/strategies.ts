@@ -22,8 +22,11 @@ export function registerStrategyRoutes(
       const agent = callerOf(request);
       const { name, description, dna_string, ...risk } = request.body;
       const agentAddress = agent.agent_address as Address;
+      const timestamp = clock.nowSeconds();
       const dna =
-        (dna_string as Hex | undefined) ?? deriveDna(name, agentAddress, clock.nowSeconds());
+        (dna_string as Hex | undefined) ??
+        ((sequence: bigint) =>
+          deriveDna({ name, agentId: agent.agent_id, wallet: agentAddress, timestamp, sequence }));
       const submitted = await submitStrategy(
         chain,
         agent.wallet_index,
@@ -35,7 +38,7 @@ export function registerStrategyRoutes(
         agent_address: agentAddress,
         strategy_name: name,
         strategy_id: submitted.strategyId,
-        dna_string: dna,
+        dna_string: submitted.dna,
         risk_params: risk,
         tx_hash: submitted.txHash,
         status: 'shadow',

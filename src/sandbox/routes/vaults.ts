@@ -62,7 +62,8 @@ export function registerVaultRoutes(app: App, { store, limits, auth, chain }: Ro
         agent_address: deposit.agentAddress,
         vault: deposit.vaultName,
         vault_address: deposit.vault,
-        amount_usdc,
+        // At most 10^9 with 6 decimals: 15 significant digits, which a JS number holds exactly.
+        amount_usdc: Number(amount_usdc),
         approve_tx: deposit.approveTx,
         deposit_tx: deposit.depositTx,
         status: 'confirmed',

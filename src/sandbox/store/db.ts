@@ -1,5 +1,4 @@
-import { closeSync, openSync } from 'node:fs';
-import { type FileHandle, open } from 'node:fs/promises';
+import { closeSync, fsync, openSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
 import { MIGRATIONS } from './migrations.ts';
 
@@ -48,21 +47,24 @@ export function migrate(db: Database): void {
  * fsyncs the database's WAL on libuv's thread pool, so the main thread never waits on the
  * disk. Callers that arrive while an fsync runs share the next one (group commit): each
  * resolves once an fsync that began after its call has finished.
+ * The WAL is opened here, once, at start: a write never needs a new file descriptor, so
+ * running out of them (many client sockets) cannot fail a write half-way.
  */
 export function createWalSync(
   databasePath: string,
   durable: boolean,
   onFailure: (error: Error) => void,
 ) {
-  let handle: Promise<FileHandle> | undefined;
+  // SQLite keeps the WAL file (it truncates, never deletes it) while the database is open.
+  const fd = durable ? openSync(`${databasePath}-wal`, 'a', 0o600) : undefined;
   let running: Promise<void> | undefined;
   let next: Promise<void> | undefined;
   const once = async () => {
     try {
-      handle ??= open(`${databasePath}-wal`, 'r');
-      await (await handle).sync();
+      await new Promise<void>((resolve, reject) =>
+        fsync(fd as number, (error) => (error ? reject(error) : resolve())),
+      );
     } catch (error) {
-      handle = undefined;
       // After a failed fsync the kernel may have dropped the pages it could not write, and
       // a later fsync can succeed without them: nothing committed since can be trusted.
       onFailure(error as Error);
@@ -70,7 +72,7 @@ export function createWalSync(
     }
   };
   const sync = (): Promise<void> => {
-    if (!durable) return Promise.resolve();
+    if (fd === undefined) return Promise.resolve();
     if (!running) {
       running = once().finally(() => {
         running = undefined;
@@ -89,7 +91,8 @@ export function createWalSync(
     sync,
     async close(): Promise<void> {
       await running?.catch(() => undefined);
-      await (await handle?.catch(() => undefined))?.close();
+      await next?.catch(() => undefined);
+      if (fd !== undefined) closeSync(fd);
     },
   };
 }

@@ -83,14 +83,21 @@ describe('POST /api/v1/agent/strategy/submit', () => {
     }
   });
 
-  it('derives the DNA from name, wallet and timestamp when none is given', async () => {
+  it('derives the DNA from name, agent, wallet, timestamp and sequence when none is given', async () => {
     const agent = await chainAgent(sandbox);
     const body = (await submit(agent.apiKey, STRATEGY)).json();
     const block = await reader.getBlock({ blockNumber: BigInt(body.block_number) });
+    // The agent's first strategy: sequence 0.
     const candidates = [0, 1, 2].map((lag) =>
       keccak256(
         toHex(
-          `${STRATEGY.name}\n${agent.agentAddress.toLowerCase()}\n${Number(block.timestamp) - lag}`,
+          [
+            STRATEGY.name,
+            agent.body.agent_id,
+            agent.agentAddress.toLowerCase(),
+            Number(block.timestamp) - lag,
+            0,
+          ].join('\n'),
         ),
       ),
     );

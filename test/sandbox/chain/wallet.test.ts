@@ -188,9 +188,13 @@ describe('POST /sandbox/fund', () => {
     const none = await admin(sandbox.app, 'POST', '/sandbox/fund', { address });
     expect(none.statusCode).toBe(400);
     expect(none.json().error).toContain('give usdc, eth or both');
+    // 1e-7 is how JavaScript writes 0.0000001: it is converted exactly, not refused.
     const tiny = await admin(sandbox.app, 'POST', '/sandbox/fund', { address, eth: 1e-7 });
-    expect(tiny.statusCode).toBe(400);
-    expect(tiny.json().error).toContain('eth: must be a plain decimal');
+    expect(tiny.statusCode).toBe(200);
+    expect(tiny.json().eth_balance_wei).toBe('2000000100000000000');
+    const tooPrecise = await admin(sandbox.app, 'POST', '/sandbox/fund', { address, eth: 1e-19 });
+    expect(tooPrecise.statusCode).toBe(400);
+    expect(tooPrecise.json().error).toBe('eth: must have at most 18 decimal places');
   });
 });
 
