@@ -53,7 +53,7 @@ _agentctl_options() {
     "sandbox fund") echo "--usdc --eth --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "sandbox proposal") echo "--description --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --log-level --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
   esac
 }
 

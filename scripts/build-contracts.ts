@@ -1,7 +1,10 @@
 /**
  * Compiles the sandbox's Solidity contracts with the npm `solc` package and writes
- * src/sandbox/chain/contracts/artifacts.ts: every contract's ABI and bytecode as a typed
- * TypeScript module. The sandbox imports that module, so solc is a build-time tool only.
+ * src/sandbox/chain/contracts/artifacts.ts: every contract's ABI, creation bytecode and runtime
+ * (deployed) bytecode, with the byte ranges of the runtime code that its constructor fills in
+ * (immutables), as a typed TypeScript module. Start-up compares the code at each address of a
+ * deployment with the runtime bytecode, those ranges aside. The sandbox imports that module,
+ * so solc is a build-time tool only.
  *
  *   node scripts/build-contracts.ts          regenerate the artifacts
  *   node scripts/build-contracts.ts --check  exit 1 if they are out of date
@@ -33,8 +36,30 @@ interface SolcOutput {
   errors?: Array<{ severity: string; formattedMessage: string }>;
   contracts: Record<
     string,
-    Record<string, { abi: unknown[]; evm: { bytecode: { object: string } } }>
+    Record<
+      string,
+      {
+        abi: unknown[];
+        evm: {
+          bytecode: { object: string };
+          deployedBytecode: {
+            object: string;
+            immutableReferences?: Record<string, Array<{ start: number; length: number }>>;
+          };
+        };
+      }
+    >
   >;
+}
+
+/** Every byte range of the runtime code that the constructor fills in, in code order. */
+function immutableRanges(
+  references: Record<string, Array<{ start: number; length: number }>> = {},
+): Array<{ start: number; length: number }> {
+  return Object.values(references)
+    .flat()
+    .map(({ start, length }) => ({ start, length }))
+    .sort((a, b) => a.start - b.start);
 }
 
 function findImport(path: string): { contents: string } | { error: string } {
@@ -63,7 +88,16 @@ export function renderArtifacts(): string {
     settings: {
       evmVersion: 'cancun',
       optimizer: { enabled: true, runs: 200 },
-      outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } },
+      outputSelection: {
+        '*': {
+          '*': [
+            'abi',
+            'evm.bytecode.object',
+            'evm.deployedBytecode.object',
+            'evm.deployedBytecode.immutableReferences',
+          ],
+        },
+      },
     },
   };
   const output = JSON.parse(
@@ -86,6 +120,8 @@ export function renderArtifacts(): string {
       `export const ${name} = {`,
       `  abi: ${JSON.stringify(contract.abi)},`,
       `  bytecode: '0x${contract.evm.bytecode.object}',`,
+      `  deployedBytecode: '0x${contract.evm.deployedBytecode.object}',`,
+      `  immutableReferences: ${JSON.stringify(immutableRanges(contract.evm.deployedBytecode.immutableReferences))},`,
       '} as const;',
       '',
     );

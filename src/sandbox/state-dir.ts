@@ -10,12 +10,13 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { StartupError } from './errors.ts';
+import { fileErrorMessage, isFileError, StartupError } from './errors.ts';
 
 /**
  * Bumped whenever the on-disk layout changes in a way migrations cannot carry forward.
@@ -84,16 +85,20 @@ export function openStateDir(dir: string | undefined): StateDir {
   let unlock = () => {};
   let sandboxId: string | undefined;
   if (persistent) {
-    mkdirSync(path, { recursive: true, mode: 0o700 });
-    readFormat(path);
-    unlock = lock(path);
+    try {
+      createDirectory(path);
+      readFormat(path);
+      unlock = lock(path);
+    } catch (error) {
+      throw refusal(error, path);
+    }
     try {
       // Read again under the lock: another serve may have created the state meanwhile.
       sandboxId = readFormat(path);
       tightenPermissions(path);
     } catch (error) {
       unlock();
-      throw error;
+      throw refusal(error, path);
     }
   }
   return {
@@ -115,6 +120,67 @@ export function openStateDir(dir: string | undefined): StateDir {
   };
 }
 
+/**
+ * Creates `path` and its missing parents (0700), or says which one cannot be made and why.
+ * Not mkdirSync's `recursive`: it spins forever where mkdir answers ENOENT under a directory
+ * that exists (/proc/x/y, say).
+ */
+function createDirectory(path: string): void {
+  const missing: string[] = [];
+  let existing = path;
+  while (!existsSync(existing) && dirname(existing) !== existing) {
+    missing.unshift(existing);
+    existing = dirname(existing);
+  }
+  const cannotCreate = (reason: string) =>
+    new StateDirError(
+      `cannot create the state directory ${path}: ${reason}; choose another --state directory`,
+    );
+  if (!isDirectory(existing)) {
+    throw missing.length === 0
+      ? new StateDirError(`${path} is not a directory; give --state a directory`)
+      : cannotCreate(`${existing} is not a directory`);
+  }
+  for (const dir of missing) {
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST' && isDirectory(dir)) continue;
+      const parent = dirname(dir);
+      const reasons: Record<string, string> = {
+        EACCES: `you may not create ${basename(dir)} in ${parent}`,
+        EPERM: `you may not create ${basename(dir)} in ${parent}`,
+        EROFS: `${parent} is on a read-only file system`,
+        ENOENT: `${parent} does not take new directories`,
+        ENOSPC: `no space is left on the device of ${parent}`,
+        EEXIST: `${dir} exists and is not a directory`,
+      };
+      throw cannotCreate(`${reasons[code ?? ''] ?? `${dir} cannot be made`} (mkdir: ${code})`);
+    }
+  }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Any failure opening the state dir as a refusal that names the file and says what to do,
+ * rather than a bare errno.
+ */
+function refusal(error: unknown, path: string): unknown {
+  if (error instanceof StartupError) return error;
+  if (isFileError(error)) return new StateDirError(fileErrorMessage(error, path));
+  return new StateDirError(
+    `cannot open the state directory ${path}: ${(error as Error)?.message ?? String(error)}; check it, or choose another --state directory`,
+  );
+}
+
 /** The sandbox id the format file names; undefined for a dir that is new (or whose first start was cut short). */
 function readFormat(path: string): string | undefined {
   const formatPath = join(path, FORMAT_FILE);
@@ -127,9 +193,11 @@ function readFormat(path: string): string | undefined {
     }
     return undefined;
   }
+  // A file that cannot be read at all (another user's, say) is reported as such by the caller.
+  const text = readFileSync(formatPath, 'utf8');
   let parsed: { format?: unknown; sandbox_id?: unknown } | null;
   try {
-    parsed = JSON.parse(readFileSync(formatPath, 'utf8'));
+    parsed = JSON.parse(text);
   } catch {
     parsed = null;
   }

@@ -17,9 +17,14 @@ const running: ServeProcess[] = [];
 const dirs: string[] = [];
 
 afterEach(async () => {
+  // SIGTERM, so each serve stops its own anvil; SIGKILL only if it does not exit.
   for (const serve of running.splice(0)) {
-    serve.child.kill('SIGKILL');
-    await serve.exited;
+    serve.child.kill('SIGTERM');
+    const stopped = await Promise.race([
+      serve.exited.then(() => true),
+      new Promise((resolve) => setTimeout(() => resolve(false), 10_000)),
+    ]);
+    if (!stopped) serve.child.kill('SIGKILL');
   }
 });
 afterAll(() => {

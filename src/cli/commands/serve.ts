@@ -143,7 +143,9 @@ export function serveCommand(): Command {
             EXIT.failure,
           );
         }
-        if (code === 'EADDRNOTAVAIL' || code === 'EACCES') {
+        // Only the listening socket's own errors: an EACCES from a file is a StartupError.
+        const syscall = (error as NodeJS.ErrnoException).syscall;
+        if ((code === 'EADDRNOTAVAIL' || code === 'EACCES') && syscall === 'listen') {
           throw new CliError(
             `cannot listen on ${flags.host}:${flags.port} (${code})`,
             EXIT.failure,

@@ -11,8 +11,9 @@ import {
 import { open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Hash, Hex } from 'viem';
-import { ContractAddresses } from '../../api/schemas/index.ts';
-import { StartupError } from '../errors.ts';
+import { z } from 'zod';
+import { CHAIN_ID, CHAIN_NAME, ContractAddresses } from '../../api/schemas/index.ts';
+import { fileErrorMessage, isFileError, StartupError } from '../errors.ts';
 import type { Deployment } from './deployment.ts';
 
 /** Bumped when the checkpoint file's layout changes; other versions are refused. */
@@ -54,40 +55,96 @@ export function listCheckpoints(stateDir: string): number[] {
     .sort((a, b) => b - a);
 }
 
+const RESTORE = 'restore the state directory from a backup, or start with a new --state directory';
+
+/** What a checkpoint file must hold; `block` is the number in its name. */
+function checkpointShape(block: number) {
+  return z.object({
+    format: z.literal(CHECKPOINT_FORMAT, { error: `must be ${CHECKPOINT_FORMAT}` }),
+    sandbox_id: z.string().min(1, { error: 'must name the sandbox' }),
+    chain_id: z.literal(CHAIN_ID, {
+      error: `must be ${CHAIN_ID}, the sandbox's chain (${CHAIN_NAME})`,
+    }),
+    block_number: z.literal(block, { error: `must be ${block}, the block in the file's name` }),
+    block_hash: z.string().regex(/^0x[0-9a-fA-F]{64}$/, {
+      error: 'must be a block hash (0x and 64 hex digits)',
+    }),
+    block_timestamp: z.number().int().nonnegative({ error: 'must be a Unix time' }),
+    deployment: ContractAddresses,
+    // Only its start: it is megabytes, and anvil_loadState refuses a damaged one.
+    state: z.string().startsWith('0x', { error: "must be anvil's dump, in hex" }),
+  });
+}
+
+const EXPECTED: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'an integer',
+  object: 'an object',
+  array: 'an array',
+  boolean: 'true or false',
+};
+
 export function readCheckpoint(stateDir: string, block: number): Checkpoint {
   const path = checkpointPath(stateDir, block);
-  let checkpoint: Partial<Checkpoint> | null;
+  let text: string;
   try {
-    checkpoint = JSON.parse(readFileSync(path, 'utf8'));
+    text = readFileSync(path, 'utf8');
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : 'unreadable';
-    throw new CheckpointError(
-      `the chain checkpoint ${path} is ${reason}; the chain cannot be restored`,
-    );
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+      throw new CheckpointError(
+        `the chain checkpoint ${path} is missing; the chain cannot be restored: ${RESTORE}`,
+      );
+    }
+    throw isFileError(error)
+      ? new CheckpointError(fileErrorMessage(error, stateDir))
+      : new CheckpointError(`the chain checkpoint ${path} is unreadable; ${RESTORE}`);
   }
-  if (typeof checkpoint !== 'object' || checkpoint === null) {
-    throw new CheckpointError(`the chain checkpoint ${path} is not a checkpoint`);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw new CheckpointError(`the chain checkpoint ${path} is not valid JSON; ${RESTORE}`);
   }
-  if (checkpoint.format !== CHECKPOINT_FORMAT) {
+  const format = (raw as { format?: unknown } | null)?.format;
+  if (typeof format === 'number' && format !== CHECKPOINT_FORMAT) {
     throw new CheckpointError(
-      `${path} has checkpoint format ${String(checkpoint.format)}, but this agentctl reads format ${CHECKPOINT_FORMAT}; ` +
+      `${path} has checkpoint format ${format}, but this agentctl reads format ${CHECKPOINT_FORMAT}; ` +
         'use a matching agentctl or start with a new --state directory',
     );
   }
-  const wellFormed =
-    typeof checkpoint.sandbox_id === 'string' &&
-    Number.isInteger(checkpoint.chain_id) &&
-    checkpoint.block_number === block &&
-    typeof checkpoint.block_hash === 'string' &&
-    Number.isInteger(checkpoint.block_timestamp) &&
-    typeof checkpoint.state === 'string' &&
-    ContractAddresses.safeParse(checkpoint.deployment).success;
-  if (!wellFormed) {
+  const parsed = checkpointShape(block).safeParse(raw, {
+    error: (issue) =>
+      issue.code === 'invalid_type'
+        ? `must be ${EXPECTED[issue.expected] ?? issue.expected}`
+        : undefined,
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0] as z.core.$ZodIssue;
     throw new CheckpointError(
-      `the chain checkpoint ${path} is damaged; the chain cannot be restored`,
+      `the chain checkpoint ${path} is damaged: ${describeIssue(raw, issue)}; ${RESTORE}`,
     );
   }
-  return checkpoint as Checkpoint;
+  return parsed.data as Checkpoint;
+}
+
+/** "chain_id is "84532" (a string), but it must be 84532, …": the field, its value, the rule. */
+function describeIssue(raw: unknown, issue: z.core.$ZodIssue): string {
+  if (issue.path.length === 0) return `it holds ${show(raw)}, not a checkpoint (a JSON object)`;
+  const field = issue.path.join('.');
+  let value: unknown = raw;
+  for (const key of issue.path) value = (value as Record<PropertyKey, unknown>)?.[key];
+  if (value === undefined) return `${field} is missing`;
+  return `${field} is ${show(value)}, but it ${issue.message}`;
+}
+
+function show(value: unknown): string {
+  if (typeof value === 'string') {
+    return `${JSON.stringify(value.length > 70 ? `${value.slice(0, 67)}...` : value)} (a string)`;
+  }
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object' && value !== null) return 'an object';
+  return String(value);
 }
 
 /**

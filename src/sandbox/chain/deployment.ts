@@ -10,6 +10,7 @@ import {
   StrategyRegistryV3,
 } from './contracts/artifacts.ts';
 import { TransactionFailedError } from './errors.ts';
+import type { RpcClient } from './rpc.ts';
 import type { ServerWallet, WalletSession } from './wallets.ts';
 
 /** Where the protocol's contracts live on the chain. */
@@ -130,4 +131,109 @@ async function deployFrom(session: WalletSession): Promise<Deployment> {
     agent_onboarding: onboarding,
     vaults,
   };
+}
+
+/** The runtime code a contract must have, and the byte ranges its constructor fills in. */
+interface RuntimeArtifact {
+  deployedBytecode: Hex;
+  immutableReferences: ReadonlyArray<{ start: number; length: number }>;
+}
+
+/** One address of a deployment and the contract that must be there. */
+export interface DeployedContract {
+  /** The deployment's field: `usdc`, `vaults.moderate`, … */
+  field: string;
+  /** The contract's name in the sources: MockUSDC, SandboxVault, … */
+  contract: string;
+  address: Address;
+  artifact: RuntimeArtifact;
+}
+
+export function deployedContracts(deployment: Deployment): DeployedContract[] {
+  const entry = (field: string, contract: string, address: Address, artifact: RuntimeArtifact) => ({
+    field,
+    contract,
+    address,
+    artifact,
+  });
+  return [
+    entry('usdc', 'MockUSDC', deployment.usdc, MockUSDC),
+    entry('protocol_token', 'ProtocolToken', deployment.protocol_token, ProtocolToken),
+    entry(
+      'strategy_registry',
+      'StrategyRegistryV3',
+      deployment.strategy_registry,
+      StrategyRegistryV3,
+    ),
+    entry('governor', 'AgentGovernor', deployment.governor, AgentGovernor),
+    entry('agent_pass', 'AgentPass', deployment.agent_pass, AgentPass),
+    entry('agent_onboarding', 'AgentOnboarding', deployment.agent_onboarding, AgentOnboarding),
+    ...VAULT_IDS.map((id) =>
+      entry(`vaults.${id}`, 'SandboxVault', deployment.vaults[id], SandboxVault),
+    ),
+  ];
+}
+
+/** A deployment's address that does not hold its contract: no code there, or other code. */
+export interface MisplacedContract extends DeployedContract {
+  found: 'no code' | 'other code';
+}
+
+/**
+ * Checks that every address of `deployment` holds the contract it names, in one batched
+ * eth_getCode: the runtime code must be the compiled contract's, its immutables (which the
+ * constructor fills in: token addresses, the EIP-712 domain, …) aside. A call to an address
+ * without code succeeds and does nothing, so a wrong address would otherwise go unnoticed.
+ */
+export async function findMisplacedContracts(
+  rpc: RpcClient,
+  deployment: Deployment,
+): Promise<MisplacedContract[]> {
+  const contracts = deployedContracts(deployment);
+  const codes = await rpc.batch(
+    contracts.map(({ address }) => ({ method: 'eth_getCode', params: [address, 'latest'] })),
+  );
+  const misplaced: MisplacedContract[] = [];
+  for (const [i, contract] of contracts.entries()) {
+    const result = codes[i];
+    // A node that limits or refuses batches is asked once per address.
+    const answer = result?.ok
+      ? result.value
+      : await rpc.call('eth_getCode', [contract.address, 'latest']);
+    const code = String(answer).toLowerCase();
+    if (code === '0x' || code === '') misplaced.push({ ...contract, found: 'no code' });
+    else if (!isCodeOf(code, contract.artifact)) {
+      misplaced.push({ ...contract, found: 'other code' });
+    }
+  }
+  return misplaced;
+}
+
+/** The first misplaced contract as a clause ("usdc is 0x…, which has no code …"), plus how many more. */
+export function describeMisplaced(misplaced: MisplacedContract[], where: string): string {
+  const [first, ...rest] = misplaced;
+  if (!first) return '';
+  const what =
+    first.found === 'no code'
+      ? `which has no code ${where}`
+      : `which holds another contract than ${first.contract} ${where}`;
+  const others =
+    rest.length > 3
+      ? `${rest.length} other addresses`
+      : rest.map((entry) => entry.field).join(', ');
+  const more = rest.length > 0 ? ` (and ${others} are wrong too)` : '';
+  return `${first.field} is ${first.address}, ${what}${more}`;
+}
+
+/** Whether runtime `code` (lowercase hex) is the artifact's, the immutables' bytes aside. */
+function isCodeOf(code: string, artifact: RuntimeArtifact): boolean {
+  const expected = artifact.deployedBytecode;
+  if (code.length !== expected.length) return false;
+  let from = 2;
+  for (const { start, length } of artifact.immutableReferences) {
+    const at = 2 + 2 * start;
+    if (code.slice(from, at) !== expected.slice(from, at)) return false;
+    from = at + 2 * length;
+  }
+  return code.slice(from) === expected.slice(from);
 }

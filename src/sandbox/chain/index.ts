@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Address, Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
+import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
@@ -8,7 +8,13 @@ import { StartupError } from '../errors.ts';
 import type { Store } from '../store/index.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
 import { AgentOnboarding } from './contracts/artifacts.ts';
-import { type Deployment, deployProtocol } from './deployment.ts';
+import {
+  type Deployment,
+  deployedContracts,
+  deployProtocol,
+  describeMisplaced,
+  findMisplacedContracts,
+} from './deployment.ts';
 import { isUnreachable, TransactionFailedError, tracedRevertReason } from './errors.ts';
 import { type ChainLogger, type LocalChain, startLocalChain } from './local-chain.ts';
 import { createOnboarder, type Onboarder } from './onboarding.ts';
@@ -350,20 +356,38 @@ async function connectRemote(
     }
   }
 
-  let deployment = readDeployment(options, dev);
-  const hasRegistry =
-    deployment !== undefined &&
-    (await publicClient.getCode({ address: deployment.strategy_registry })) !== undefined;
-  if (!deployment || !hasRegistry) {
+  const known = readDeployment(options, dev);
+  let deployment = known?.deployment;
+  if (known) {
+    // Every address, not just one: a call to an address without code succeeds and does nothing.
+    const misplaced = await findMisplacedContracts(rpc, known.deployment);
+    const gone =
+      misplaced.length === deployedContracts(known.deployment).length &&
+      misplaced.every((entry) => entry.found === 'no code');
+    if (gone && dev && !options.deploymentFile) {
+      // Deploying afresh would orphan every agent's wallet, shares and strategies.
+      throw new StartupError(
+        `the protocol's contracts named in ${known.path} are gone from ${rpcUrl} (was the chain reset?); start with a new --state directory`,
+      );
+    }
+    if (misplaced.length > 0) {
+      throw new StartupError(
+        options.deploymentFile
+          ? `--deployment ${known.path}: ${describeMisplaced(misplaced, `on ${rpcUrl}`)}; ` +
+              'give the addresses of the sandbox contracts deployed there (as in /sandbox/info "contracts")'
+          : `${known.path}: ${describeMisplaced(misplaced, `on ${rpcUrl}`)}; ` +
+              'restore the state directory from a backup, or start with a new --state directory',
+      );
+    }
+  }
+  if (!deployment) {
     if (!dev) {
       throw new StartupError(
-        deployment
-          ? `no contract at ${deployment.strategy_registry} on ${rpcUrl}: check --deployment`
-          : `${rpcUrl} is not a dev chain and no contracts are known there: pass --deployment FILE`,
+        `${rpcUrl} is not a dev chain and no contracts are known there: pass --deployment FILE`,
       );
     }
     // Deploying afresh would orphan every agent's wallet, shares and strategies.
-    if (deployment || options.store.agents.hasAny()) {
+    if (options.store.agents.hasAny()) {
       throw new StartupError(
         `the protocol's contracts are gone from ${rpcUrl} (was the chain reset?); start with a new --state directory`,
       );
@@ -422,7 +446,10 @@ async function isDevChain(rpc: RpcClient): Promise<boolean> {
 }
 
 /** `--deployment FILE`, or the addresses this state dir deployed on an external dev chain. */
-function readDeployment(options: ChainOptions, dev: boolean): Deployment | undefined {
+function readDeployment(
+  options: ChainOptions,
+  dev: boolean,
+): { deployment: Deployment; path: string } | undefined {
   const path =
     options.deploymentFile ?? (dev ? join(options.stateDir, DEPLOYMENT_FILE) : undefined);
   if (!path || !existsSync(path)) {
@@ -442,5 +469,5 @@ function readDeployment(options: ChainOptions, dev: boolean): Deployment | undef
       `${path} is not a deployment file: ${issue?.path.join('.') || 'it'}: ${issue?.message}`,
     );
   }
-  return parsed.data as Deployment & { [key: string]: Address | object };
+  return { deployment: parsed.data as Deployment, path };
 }

@@ -7,12 +7,13 @@ import { type AnvilProcess, startAnvil } from './anvil.ts';
 import {
   CHECKPOINT_FORMAT,
   type Checkpoint,
+  checkpointPath,
   listCheckpoints,
   readCheckpoint,
   removeCheckpointsExcept,
   writeCheckpoint,
 } from './checkpoint.ts';
-import type { Deployment } from './deployment.ts';
+import { type Deployment, describeMisplaced, findMisplacedContracts } from './deployment.ts';
 import { ChainUnavailableError } from './errors.ts';
 import { GENESIS } from './genesis.ts';
 import {
@@ -309,6 +310,17 @@ async function restore(
   if (head.number !== source.block_number || head.hash !== source.block_hash) {
     throw new StartupError(
       `the chain checkpoint at block ${source.block_number} loaded as block ${head.number} (${head.hash}); it is damaged`,
+    );
+  }
+  // The routes trust the checkpoint's addresses: each must hold its contract in the chain loaded.
+  const misplaced = await findMisplacedContracts(rpc, source.deployment);
+  if (misplaced.length > 0) {
+    throw new StartupError(
+      pointer.block === GENESIS.block_number
+        ? `the built-in genesis checkpoint is damaged: ${describeMisplaced(misplaced, 'in its chain')}; reinstall agentctl`
+        : `the chain checkpoint ${checkpointPath(stateDir, pointer.block)} is damaged: ` +
+            `deployment.${describeMisplaced(misplaced, 'in the chain it holds')}; ` +
+            'restore the state directory from a backup, or start with a new --state directory',
     );
   }
   for (const block of [...store.chainLog.after(pointer.block)]) {

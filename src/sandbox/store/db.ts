@@ -1,29 +1,84 @@
 import { closeSync, fsync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { fileErrorMessage, isFileError, StartupError } from '../errors.ts';
 import { MIGRATIONS } from './migrations.ts';
 
 export type Database = DatabaseSync;
 
 /**
- * Opens (creating if needed) the sandbox database and brings its schema up to date.
+ * Opens (creating if needed) the sandbox database, checks its pages (`PRAGMA quick_check`) and
+ * brings its schema up to date.
  * WAL with synchronous=NORMAL: every commit survives kill -9 (it is in the WAL file before
  * COMMIT returns). A write is acknowledged only after `createWalSync` has also fsynced the
  * WAL, so it survives power loss too; the WAL is append-only, so one fsync makes every
  * earlier commit durable. A temporary sandbox (`durable` false) never fsyncs: its directory
  * is removed at exit anyway.
+ * Any failure is a StartupError that names the file: a damaged database is refused at start,
+ * rather than found by the first write that touches the damaged page.
  */
 export function openDatabase(path: string, { durable = true } = {}): Database {
-  // Create the file 0600 ourselves: SQLite would use the umask, and its -wal/-shm copy the mode.
-  closeSync(openSync(path, 'a', 0o600));
-  const db = new DatabaseSync(path);
-  db.exec(`
-    PRAGMA journal_mode = WAL;
-    PRAGMA synchronous = ${durable ? 'NORMAL' : 'OFF'};
-    PRAGMA busy_timeout = 5000;
-    PRAGMA foreign_keys = ON;
-  `);
-  migrate(db);
-  return db;
+  let db: DatabaseSync | undefined;
+  try {
+    // Create the file 0600 ourselves: SQLite would use the umask, and its -wal/-shm copy the mode.
+    closeSync(openSync(path, 'a', 0o600));
+    db = new DatabaseSync(path);
+    db.exec(`
+      PRAGMA journal_mode = WAL;
+      PRAGMA synchronous = ${durable ? 'NORMAL' : 'OFF'};
+      PRAGMA busy_timeout = 5000;
+      PRAGMA foreign_keys = ON;
+    `);
+    checkPages(db, path);
+    migrate(db);
+    return db;
+  } catch (error) {
+    try {
+      db?.close();
+    } catch {
+      // Closing what failed to open is best effort.
+    }
+    throw startupError(error, path);
+  }
+}
+
+/** How many of quick_check's findings a refusal quotes. */
+const FINDINGS_SHOWN = 3;
+const RESTORE =
+  'restore the whole state directory from one backup, or start with a new --state directory';
+
+/**
+ * Every page's structure (b-tree order, cell bounds, free list), without integrity_check's
+ * cross-checking of indexes against tables: linear in the database's size, a few ms for MBs.
+ */
+function checkPages(db: DatabaseSync, path: string): void {
+  const rows = db.prepare(`PRAGMA quick_check(${FINDINGS_SHOWN})`).all() as Array<{
+    quick_check: string;
+  }>;
+  if (rows.length === 1 && rows[0]?.quick_check === 'ok') return;
+  const findings = rows
+    .flatMap((row) => row.quick_check.split('\n'))
+    .filter((line) => line !== '' && !line.startsWith('*** in database'))
+    .slice(0, FINDINGS_SHOWN);
+  throw new StartupError(
+    `${path} is damaged (PRAGMA quick_check: ${findings.join('; ')}); ${RESTORE}`,
+  );
+}
+
+/** SQLite's primary result codes that mean the file is not a sound database. */
+const SQLITE_CORRUPT = 11;
+const SQLITE_NOTADB = 26;
+
+/** Why the database cannot be opened, as a refusal that names it. */
+function startupError(error: unknown, path: string): StartupError {
+  if (error instanceof StartupError) return error;
+  if (isFileError(error)) return new StartupError(fileErrorMessage(error, dirname(path)));
+  const { message, errcode } = error as Error & { errcode?: number };
+  const primary = typeof errcode === 'number' ? errcode & 0xff : undefined;
+  if (primary === SQLITE_CORRUPT || primary === SQLITE_NOTADB) {
+    return new StartupError(`${path} is damaged (${message}); ${RESTORE}`);
+  }
+  return new StartupError(`cannot open ${path}: ${message}`);
 }
 
 /** Applies every migration newer than the database's user_version, each in its own transaction. */
@@ -32,7 +87,7 @@ export function migrate(db: Database): void {
   const current = row.user_version;
   if (current > MIGRATIONS.length) {
     throw new Error(
-      `the database schema is version ${current}, newer than this agentctl knows (${MIGRATIONS.length}); upgrade agentctl`,
+      `its schema is version ${current}, newer than this agentctl knows (${MIGRATIONS.length}); upgrade agentctl`,
     );
   }
   for (let version = current + 1; version <= MIGRATIONS.length; version++) {
