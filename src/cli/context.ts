@@ -30,11 +30,17 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
   let config: Config | undefined;
   let output: Output | undefined;
   let client: ApiClient | undefined;
+  // Set by the commands that create the profile they are given (register).
+  let createsProfile = false;
 
   const context = {
     globals,
     env,
     profileName: namedProfile ?? 'default',
+    /** This command creates the named profile when it does not exist yet. */
+    createsProfile(): void {
+      createsProfile = true;
+    },
     async config(): Promise<Config> {
       if (!config) {
         const { openConfig } = await import('../config/profiles.ts');
@@ -51,13 +57,13 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
     },
     /**
      * The profile's settings. A profile named with --profile or AGENTCTL_PROFILE must exist
-     * (a typo would otherwise run against the default sandbox), unless `mayBeNew`.
+     * (a typo would otherwise run against the default sandbox), unless this command creates it.
      */
-    async profile({ mayBeNew = false } = {}): Promise<Profile> {
+    async profile(): Promise<Profile> {
       const config = await context.config();
       if (
         namedProfile !== undefined &&
-        !mayBeNew &&
+        !createsProfile &&
         !config.profileNames().includes(namedProfile)
       ) {
         const known = config.profileNames();

@@ -33,7 +33,7 @@ export function describeFailure(error: unknown): Failure {
       json: { error: error.message, status: error.status, code: 'unexpected_response' },
     };
   }
-  if (error instanceof CliError) return local(error.message, error.exitCode);
+  if (error instanceof CliError) return local(error.message, error.exitCode, error.code);
   // By name, so this module does not load the keystore code.
   if (error instanceof Error && error.name === 'KeystoreError') {
     const kind = (error as Error & { kind?: string }).kind;
@@ -48,12 +48,8 @@ export function describeFailure(error: unknown): Failure {
   );
 }
 
-function local(message: string, exitCode: ExitCode): Failure {
-  return {
-    exitCode,
-    message,
-    json: { error: message, status: null, code: EXIT_CODE_NAMES[exitCode] },
-  };
+function local(message: string, exitCode: ExitCode, code = EXIT_CODE_NAMES[exitCode]): Failure {
+  return { exitCode, message, json: { error: message, status: null, code } };
 }
 
 function classify(error: ApiError): { exitCode: ExitCode; code: string } {

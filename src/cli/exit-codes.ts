@@ -34,10 +34,13 @@ export const EXIT_CODE_NAMES: Record<ExitCode, string> = {
 /** An error the CLI reports as one line on stderr and maps to `exitCode`. */
 export class CliError extends Error {
   readonly exitCode: ExitCode;
+  /** The --json error's `code`, when more precise than the exit code's name. */
+  readonly code: string | undefined;
 
-  constructor(message: string, exitCode: ExitCode) {
+  constructor(message: string, exitCode: ExitCode, code?: string) {
     super(message);
     this.name = 'CliError';
     this.exitCode = exitCode;
+    this.code = code;
   }
 }

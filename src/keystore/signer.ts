@@ -50,19 +50,31 @@ export async function resolveSigner(sources: SignerSources): Promise<ResolvedSig
   throw new KeystoreError(`no signing key: ${SIGNER_OPTIONS}`);
 }
 
+/** Tries a typed password gets before the unlock fails (a file or variable gets one). */
+export const PASSWORD_TRIES = 3;
+
 async function unlock(
   sources: SignerSources,
   name: string,
   toAccount: (key: Hex) => PrivateKeyAccount,
 ): Promise<ResolvedSigner> {
   sources.keystores.address(name); // a missing keystore is reported before asking for its password
-  const password = await keystorePassword(sources, `Password for key ${name}`);
-  const key = await sources.keystores.decrypt(name, password);
-  return {
-    account: toAccount(`0x${Buffer.from(key).toString('hex')}`),
-    source: `keystore ${name}`,
-    keystore: name,
-  };
+  const typed = !sources.passwordFile && !sources.env.AGENTCTL_KEYSTORE_PASSWORD;
+  for (let attempt = 1; ; attempt++) {
+    const password = await keystorePassword(sources, `Password for key ${name}`);
+    try {
+      const key = await sources.keystores.decrypt(name, password);
+      return {
+        account: toAccount(`0x${Buffer.from(key).toString('hex')}`),
+        source: `keystore ${name}`,
+        keystore: name,
+      };
+    } catch (error) {
+      const wrong = error instanceof KeystoreError && error.message.startsWith('wrong password');
+      if (!wrong || !typed || !sources.askPassword || attempt >= PASSWORD_TRIES) throw error;
+      process.stderr.write(`Wrong password for key ${name}; try again.\n`);
+    }
+  }
 }
 
 /** `--password-file`, then `AGENTCTL_KEYSTORE_PASSWORD`, then a hidden prompt. */

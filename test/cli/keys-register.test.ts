@@ -169,7 +169,7 @@ describe('agentctl register (scripted)', () => {
     const { cli } = freshCli();
     const missing = await cli(['register']);
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toBe('agentctl: missing --name and --operator\n');
+    expect(missing.stderr).toBe('agentctl: missing --name\n');
     const noSigner = await cli(['register', '--name', 'Nobody', '--operator', OPERATOR]);
     expect(noSigner.code).toBe(2);
     expect(noSigner.stderr).toContain('--key NAME');
@@ -182,7 +182,21 @@ describe('agentctl register (scripted)', () => {
       },
     );
     expect(badField.code).toBe(2);
-    expect(badField.stderr).toContain('repo_url: must be an http or https URL');
+    expect(badField.stderr).toContain('--repo-url: must be an http or https URL');
+    // Every bad flag at once, before any key is needed.
+    const many = await cli([
+      'register',
+      '--name',
+      'x',
+      '--operator-email',
+      'no',
+      '--repo-url',
+      'ftp://x',
+    ]);
+    expect(many.code).toBe(2);
+    expect(many.stderr).toContain('--name: must be 3 to 100 characters');
+    expect(many.stderr).toContain('--operator-email: must be an e-mail address');
+    expect(many.stderr).toContain('--repo-url: must be an http or https URL');
   });
 
   it('exits 4 on a wrong keystore password', async () => {
@@ -207,8 +221,32 @@ describe('agentctl register (scripted)', () => {
     const kept = await cli(['--json', ...args], { AGENTCTL_PRIVATE_KEY: key });
     expect(kept.code).toBe(2);
     expect(JSON.parse(kept.stderr).error).toContain('already holds an API key');
+    // With --force, the wallet's registration is found before anything is signed or sent.
     const again = await cli(['--json', ...args, '--force'], { AGENTCTL_PRIVATE_KEY: key });
     expect(again.code).toBe(2);
-    expect(JSON.parse(again.stderr)).toMatchObject({ status: 409, code: 'conflict' });
+    expect(JSON.parse(again.stderr)).toMatchObject({
+      code: 'conflict',
+      error: expect.stringContaining('is already registered, as Twice'),
+    });
+  });
+
+  it('registers into a new profile named with --profile, leaving the default one alone', async () => {
+    const { dir, cli } = freshCli();
+    const first = generatePrivateKey();
+    const args = ['register', '--name', 'First', '--operator', OPERATOR, '--yes'];
+    expect((await cli(args, { AGENTCTL_PRIVATE_KEY: first })).code).toBe(0);
+    const second = await cli(
+      ['--profile', 'second', 'register', '--name', 'Again', '--operator', OPERATOR, '--yes'],
+      { AGENTCTL_PRIVATE_KEY: generatePrivateKey() },
+    );
+    expect(second.stderr).toContain('stored in profile "second"');
+    expect(second.code).toBe(0);
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+    expect(Object.keys(config.profiles).sort()).toEqual(['default', 'second']);
+    expect(config.profiles.second.api_key).not.toBe(config.profiles.default.api_key);
+    // Other commands still refuse a profile that does not exist.
+    const typo = await cli(['--profile', 'secnd', 'whoami']);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('no profile named "secnd"');
   });
 });

@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -55,7 +55,11 @@ function onTerminal(args: string[], env: NodeJS.ProcessEnv) {
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       await new Promise((resolve) => setTimeout(resolve, 100));
-      child.stdin.write(keys);
+      // Key by key, as typed: a control key inside a chunk would be read as text.
+      for (const key of keys) {
+        child.stdin.write(key);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
     },
   };
 }
@@ -75,7 +79,7 @@ describe('the registration wizard', () => {
     await run.answer('Operator name', '\r');
     await run.answer('Framework', 'eliza\r');
     await run.answer('Public repository URL', '\r');
-    await run.answer('Register Wizard Bot?', '\r');
+    await run.answer('Register Wizard Bot with wallet', '\r');
     expect(await run.exited).toBe(0);
     expect(run.screen()).toContain('registered Wizard Bot');
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
@@ -116,7 +120,7 @@ describe('the registration wizard', () => {
       ],
       { AGENTCTL_CONFIG_DIR: mkdtempSync(join(dir, 'no-')), AGENTCTL_PRIVATE_KEY: key },
     );
-    await run.answer('Register Never?', 'n\r');
+    await run.answer('Register Never with wallet', 'n\r');
     expect(await run.exited).toBe(130);
     const lookup = await (
       await fetch(
@@ -124,5 +128,97 @@ describe('the registration wizard', () => {
       )
     ).json();
     expect(lookup).toEqual({ registered: false });
+  }, 60_000);
+
+  it('checks each answer at its prompt, asks again, and defaults the operator to the signer', async () => {
+    const config = mkdtempSync(join(dir, 'checks-'));
+    const run = onTerminal(['--base-url', sandbox.url, 'register'], {
+      AGENTCTL_CONFIG_DIR: config,
+      AGENTCTL_PRIVATE_KEY: undefined,
+      AGENTCTL_KEYSTORE_PASSWORD: undefined,
+    });
+    await run.answer('Which key signs the registration?', '\r'); // Create a new key
+    await run.answer('Name for the new key', 'wiz key!\r');
+    await run.answer('use letters, digits', 'wizkey\r');
+    await run.answer('New keystore password', 'correct horse battery\r');
+    await run.answer('Repeat the password', 'correct horse battery\r');
+    await run.answer('Agent name', 'ab\r');
+    await run.answer('must be 3 to 100 characters', 'Checked Bot\r');
+    await run.answer('Agent type', '\r');
+    await run.answer('Description', '\r');
+    // The operator's default is the new key's address: Enter takes it.
+    await run.answer('Operator address', '\r');
+    await run.answer('Operator e-mail', 'not-an-email\r');
+    await run.answer('must be an e-mail address', 'ops@example.org\r');
+    await run.answer('Operator name', '\r');
+    await run.answer('Framework', '\r');
+    await run.answer('Public repository URL', 'ftp://x\r');
+    await run.answer('must be an http or https URL', '\r');
+    await run.answer('Register Checked Bot with wallet', '\r');
+    expect(await run.exited).toBe(0);
+    expect(run.screen()).not.toMatch(/KeystoreError|\n\s+at /);
+    const stored = JSON.parse(readFileSync(join(config, 'config.json'), 'utf8'));
+    expect(stored.profiles.default).toMatchObject({ keystore: 'wizkey' });
+    expect(run.screen()).toContain(`(${stored.profiles.default.wallet_address})`);
+  }, 90_000);
+
+  it('asks again after a wrong keystore password, up to 3 times', async () => {
+    const config = mkdtempSync(join(dir, 'password-'));
+    const passwordFile = join(config, 'pw');
+    writeFileSync(passwordFile, 'correct horse battery\n');
+    const made = spawnSync(
+      process.execPath,
+      [BIN, 'keys', 'new', 'signer', '--password-file', passwordFile],
+      { env: { ...process.env, AGENTCTL_CONFIG_DIR: config } },
+    );
+    expect(made.status).toBe(0);
+    const run = onTerminal(
+      ['--base-url', sandbox.url, 'register', '--key', 'signer', '--name', 'Retry Bot', '--yes'],
+      { AGENTCTL_CONFIG_DIR: config, AGENTCTL_PRIVATE_KEY: undefined },
+    );
+    await run.answer('Password for key signer', 'wrong one\r');
+    await run.answer('Wrong password for key signer; try again', '');
+    await run.answer('Password for key signer', 'correct horse battery\r');
+    await run.answer('Operator address', '\r');
+    expect(await run.exited).toBe(0);
+    expect(run.screen()).toContain('registered Retry Bot');
+
+    // Three wrong answers end it, with exit 4.
+    const failing = onTerminal(
+      [
+        '--base-url',
+        sandbox.url,
+        '--profile',
+        'other',
+        'register',
+        '--key',
+        'signer',
+        '--name',
+        'X Bot',
+      ],
+      { AGENTCTL_CONFIG_DIR: config, AGENTCTL_PRIVATE_KEY: undefined },
+    );
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      await failing.answer('Password for key signer', 'nope\r');
+      if (attempt < 3) await failing.answer('try again', '');
+    }
+    expect(await failing.exited).toBe(4);
+  }, 90_000);
+
+  it('says a wallet is already registered before asking anything else', async () => {
+    const key = generatePrivateKey();
+    const first = onTerminal(
+      ['--base-url', sandbox.url, 'register', '--name', 'Only Once', '--yes'],
+      { AGENTCTL_CONFIG_DIR: mkdtempSync(join(dir, 'once-')), AGENTCTL_PRIVATE_KEY: key },
+    );
+    await first.answer('Operator address', '\r');
+    expect(await first.exited).toBe(0);
+    const again = onTerminal(['--base-url', sandbox.url, 'register'], {
+      AGENTCTL_CONFIG_DIR: mkdtempSync(join(dir, 'twice-')),
+      AGENTCTL_PRIVATE_KEY: key,
+    });
+    expect(await again.exited).toBe(2);
+    expect(again.screen()).toContain('is already registered, as Only Once');
+    expect(again.screen()).not.toContain('Agent name');
   }, 60_000);
 });

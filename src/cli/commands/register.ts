@@ -22,7 +22,7 @@ interface RegisterFlags {
 }
 
 /** The fields of the register body, from the flags (the wizard fills the gaps first). */
-function fieldsFrom(flags: RegisterFlags) {
+function fieldsFrom(flags: RegisterFlags): Record<string, string> {
   return Object.fromEntries(
     Object.entries({
       agent_name: flags.name,
@@ -33,60 +33,94 @@ function fieldsFrom(flags: RegisterFlags) {
       operator_name: flags.operatorName,
       framework: flags.framework,
       repo_url: flags.repoUrl,
-    }).filter(([, value]) => value !== undefined && value !== ''),
+    }).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== ''),
   );
 }
 
+/** A refused answer is cleared, with the reason shown, so the next one is typed afresh. */
+const CLEAR_ON_FAILURE = { validationFailureMode: 'clear' } as const;
+
+/** The flag that sets each register field, for messages. */
+const FLAG_OF: Record<string, string> = {
+  agent_name: '--name',
+  agent_type: '--type',
+  description: '--description',
+  operator_address: '--operator',
+  operator_email: '--operator-email',
+  operator_name: '--operator-name',
+  framework: '--framework',
+  repo_url: '--repo-url',
+};
+
+type Field = keyof typeof FLAG_OF;
+
+/** The shared schema's verdict on one field: true, or the rule it breaks (for a prompt). */
+async function fieldRule(field: Field): Promise<(value: string) => true | string> {
+  const { RegisterRequest } = await import('../../api/schemas/index.ts');
+  const schema = RegisterRequest.shape[field as keyof typeof RegisterRequest.shape];
+  return (value) => {
+    const result = schema.safeParse(value);
+    return result.success || (result.error.issues[0]?.message ?? 'invalid');
+  };
+}
+
 /**
- * The wizard: asks for whatever the flags left out. The key first: an existing keystore,
- * or a new one created on the spot.
+ * Picks the key in the wizard when nothing else names one: an existing keystore, or a new
+ * one created on the spot (its name checked at the prompt).
  */
-async function wizard(
-  context: Context,
-  flags: RegisterFlags,
-): Promise<{ flags: RegisterFlags; newKeyPassword?: string }> {
-  let newKeyPassword: string | undefined;
-  const { input, select, confirm } = await import('@inquirer/prompts');
-  const filled = { ...flags };
-  const profile = await context.profile({ mayBeNew: true });
-  if (!filled.key && !context.env.AGENTCTL_PRIVATE_KEY && !profile.keystore) {
-    const store = await context.keystores();
-    const existing = store.list();
-    const choice = await select({
-      message: 'Which key signs the registration?',
-      choices: [
-        ...existing.map((entry) => ({
-          name: `${entry.name} (${entry.address})`,
-          value: entry.name,
-        })),
-        { name: 'Create a new key', value: '' },
-      ],
-    });
-    if (choice) {
-      filled.key = choice;
-    } else {
-      const name = await input({
-        message: 'Name for the new key',
-        default: 'default',
-        validate: (value) => !store.exists(value) || `a key named ${value} already exists`,
-      });
-      const password = await askNewPassword();
-      const { generatePrivateKey } = await import('viem/accounts');
-      const entry = await store.create(
-        name,
-        Buffer.from(generatePrivateKey().slice(2), 'hex'),
-        password,
-      );
-      process.stderr.write(`Created key ${name}: ${entry.address}\n`);
-      filled.key = name;
-      filled.passwordFile = undefined;
-      newKeyPassword = password;
-    }
-  }
-  filled.name ??= await input({
-    message: 'Agent name (3 to 100 characters)',
-    validate: (value) => (value.length >= 3 && value.length <= 100) || '3 to 100 characters',
+async function chooseKey(context: Context): Promise<{ key: string; password?: string }> {
+  const { input, select } = await import('@inquirer/prompts');
+  const { KEY_NAME } = await import('../../keystore/store.ts');
+  const store = await context.keystores();
+  const existing = store.list();
+  const choice = await select({
+    message: 'Which key signs the registration?',
+    choices: [
+      ...existing.map((entry) => ({ name: `${entry.name} (${entry.address})`, value: entry.name })),
+      { name: 'Create a new key', value: '' },
+    ],
   });
+  if (choice) return { key: choice };
+  const name = await input({
+    message: 'Name for the new key',
+    default: 'default',
+    theme: CLEAR_ON_FAILURE,
+    validate: (value) =>
+      !KEY_NAME.test(value)
+        ? 'use letters, digits, dot, dash or underscore (at most 64), starting with a letter or digit'
+        : !store.exists(value) || `a key named ${value} already exists`,
+  });
+  const password = await askNewPassword();
+  const { generatePrivateKey } = await import('viem/accounts');
+  const entry = await store.create(
+    name,
+    Buffer.from(generatePrivateKey().slice(2), 'hex'),
+    password,
+  );
+  process.stderr.write(`Created key ${name}: ${entry.address}\n`);
+  return { key: name, password };
+}
+
+/** The wizard's questions, for what the flags left out; each answer is checked as it is typed. */
+async function askFields(flags: RegisterFlags, signer: string): Promise<RegisterFlags> {
+  const { input, select } = await import('@inquirer/prompts');
+  const filled = { ...flags };
+  const ask = async (
+    field: Field,
+    message: string,
+    options: { optional?: boolean; default?: string } = {},
+  ) => {
+    const rule = await fieldRule(field);
+    return input({
+      message,
+      theme: CLEAR_ON_FAILURE,
+      ...(options.default !== undefined && { default: options.default }),
+      validate: (value) => (options.optional && value === '') || rule(value),
+    });
+  };
+  const optional = (field: Field, message: string) =>
+    filled.yes ? undefined : ask(field, `${message} (optional)`, { optional: true });
+  filled.name ??= await ask('agent_name', 'Agent name (3 to 100 characters)');
   filled.type ??= filled.yes
     ? undefined
     : await select({
@@ -94,34 +128,53 @@ async function wizard(
         choices: AGENT_TYPES.map((type) => ({ name: type, value: type })),
         default: 'custom',
       });
-  const optional = async (message: string) => (filled.yes ? undefined : input({ message }));
-  filled.description ??= await optional('Description (optional, at most 500)');
-  filled.operator ??= await input({
-    message: 'Operator address (the human or organisation controlling the agent)',
-    validate: (value) => /^0x[0-9a-fA-F]{40}$/.test(value) || '0x followed by 40 hex digits',
-  });
-  filled.operatorEmail ??= await optional('Operator e-mail (optional)');
-  filled.operatorName ??= await optional('Operator name (optional)');
-  filled.framework ??= await optional('Framework, e.g. langchain, eliza (optional)');
-  filled.repoUrl ??= await optional('Public repository URL (optional)');
-  if (!filled.yes && !(await confirm({ message: `Register ${filled.name}?`, default: true }))) {
-    throw new CliError('cancelled', EXIT.cancelled);
+  filled.description ??= await optional('description', 'Description, at most 500 characters');
+  filled.operator ??= await ask(
+    'operator_address',
+    'Operator address (the human or organisation controlling the agent)',
+    { default: signer },
+  );
+  filled.operatorEmail ??= await optional('operator_email', 'Operator e-mail');
+  filled.operatorName ??= await optional('operator_name', 'Operator name');
+  filled.framework ??= await optional('framework', 'Framework, e.g. langchain, eliza');
+  filled.repoUrl ??= await optional('repo_url', 'Public repository URL');
+  return filled;
+}
+
+/** Every field's rule at once, so a script learns all its mistakes in one run. */
+async function checkFields(fields: Record<string, string>): Promise<void> {
+  const { RegisterRequest } = await import('../../api/schemas/index.ts');
+  const placeholder = {
+    wallet_address: '0x0000000000000000000000000000000000000000',
+    signature: `0x${'0'.repeat(130)}`,
+    nonce: '0'.repeat(64),
+    agent_name: 'placeholder',
+    operator_address: '0x0000000000000000000000000000000000000000',
+  };
+  const checked = RegisterRequest.safeParse({ ...placeholder, ...fields });
+  if (!checked.success) {
+    const problems = checked.error.issues.map(
+      (issue) => `${FLAG_OF[String(issue.path[0])] ?? String(issue.path[0])}: ${issue.message}`,
+    );
+    throw new CliError(problems.join('; '), EXIT.usage);
   }
-  return { flags: filled, newKeyPassword };
 }
 
 export function registerCommand(): Command {
   return new Command('register')
     .summary('register an agent and store its API key')
     .description(
-      'Register a wallet as an agent: get a nonce, sign it (EIP-191) with your key, submit, and store the one-time API key in the profile. On a terminal a wizard asks for what the flags leave out; in scripts, give --name and --operator (and a key).',
+      'Register a wallet as an agent: get a nonce, sign it (EIP-191) with your key, submit, and store the one-time API key in the profile (created if new). On a terminal a wizard asks for what the flags leave out; in scripts, give --name (and a key). The operator defaults to the signing wallet.',
     )
     .option('--key <name>', "keystore that signs (else AGENTCTL_PRIVATE_KEY, else the profile's)")
     .option('--password-file <file>', 'keystore password from the first line of FILE')
     .option('--name <name>', 'agent name, 3 to 100 characters')
     .option('--type <type>', AGENT_TYPES.join(' | '))
     .option('--description <text>', 'at most 500 characters')
-    .option('--operator <address>', 'wallet of the human or organisation controlling the agent')
+    .option(
+      '--operator <address>',
+      'wallet of the human or organisation controlling the agent (default: the signing wallet)',
+    )
     .option('--operator-email <email>', 'operator contact e-mail')
     .option('--operator-name <name>', 'operator display name')
     .option('--framework <name>', 'agent framework, e.g. langchain, autogen, crewai, eliza')
@@ -130,36 +183,30 @@ export function registerCommand(): Command {
     .option('--force', 'replace the API key the profile already holds')
     .addHelpText(
       'after',
-      '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader --name "Trend Bot" --operator 0xYourOperator --type trading --yes',
+      '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader --name "Trend Bot" --type trading --yes\n  agentctl --profile second register      # a second agent, in a new profile',
     )
     .action(
       action(async (context, command) => {
+        context.createsProfile();
         let flags = command.opts<RegisterFlags>();
-        let newKeyPassword: string | undefined;
-        if (canPrompt()) ({ flags, newKeyPassword } = await wizard(context, flags));
-        const fields = fieldsFrom(flags);
-        const missing = [
-          fields.agent_name === undefined ? '--name' : undefined,
-          fields.operator_address === undefined ? '--operator' : undefined,
-        ].filter(Boolean);
-        if (missing.length > 0) throw new CliError(`missing ${missing.join(' and ')}`, EXIT.usage);
-        // Every field is checked with the shared schema before the key is unlocked.
-        const { RegisterRequest, describeZodError } = await import('../../api/schemas/index.ts');
-        const placeholder = {
-          wallet_address: '0x0000000000000000000000000000000000000000',
-          signature: `0x${'0'.repeat(130)}`,
-          nonce: '0'.repeat(64),
-        };
-        const checked = RegisterRequest.safeParse({ ...placeholder, ...fields });
-        if (!checked.success)
-          throw new CliError(describeZodError(checked.error, 'registration'), EXIT.usage);
-
-        const profile = await context.profile({ mayBeNew: true });
+        const prompting = canPrompt();
+        // What can be refused without the key or the network is refused first.
+        const profile = await context.profile();
         if (profile.api_key && !flags.force) {
           throw new CliError(
             `profile "${context.profileName}" already holds an API key; register into another profile (--profile NAME), or pass --force to replace it`,
             EXIT.usage,
           );
+        }
+        await checkFields(fieldsFrom(flags));
+        if (!prompting && flags.name === undefined)
+          throw new CliError('missing --name', EXIT.usage);
+
+        let newKeyPassword: string | undefined;
+        if (prompting && !flags.key && !context.env.AGENTCTL_PRIVATE_KEY && !profile.keystore) {
+          const chosen = await chooseKey(context);
+          flags = { ...flags, key: chosen.key };
+          newKeyPassword = chosen.password;
         }
         const { resolveSigner } = await import('../../keystore/signer.ts');
         const signer = await resolveSigner({
@@ -167,13 +214,34 @@ export function registerCommand(): Command {
           profileKeystore: profile.keystore,
           // The key the wizard just made is unlocked with the password just typed.
           env: newKeyPassword ? {} : context.env,
-          passwordFile: flags.passwordFile,
+          passwordFile: newKeyPassword ? undefined : flags.passwordFile,
           keystores: await context.keystores(),
           askPassword: newKeyPassword ? async () => newKeyPassword : hiddenPrompt(),
         });
         const wallet = signer.account.address;
         const client = await context.client();
         const out = await context.output();
+        // Before any question: a wallet registers once.
+        const known = await client.lookup(wallet);
+        if (known.data.registered) {
+          throw new CliError(
+            `wallet ${wallet} is already registered, as ${known.data.agent_name}; register another key, or store this agent's API key with \`agentctl config set api_key\``,
+            EXIT.usage,
+            'conflict',
+          );
+        }
+        if (prompting) flags = await askFields(flags, wallet);
+        const fields: Record<string, string> = { operator_address: wallet, ...fieldsFrom(flags) };
+        await checkFields(fields);
+        if (prompting && !flags.yes) {
+          const { confirm } = await import('@inquirer/prompts');
+          const go = await confirm({
+            message: `Register ${fields.agent_name} with wallet ${wallet} on ${client.baseUrl} (profile ${context.profileName})?`,
+            default: true,
+          });
+          if (!go) throw new CliError('cancelled', EXIT.cancelled);
+        }
+
         const nonce = await client.nonce(wallet);
         const signature = await signer.account.signMessage({ message: nonce.data.message });
         const response = await client.register({
@@ -181,7 +249,7 @@ export function registerCommand(): Command {
           wallet_address: wallet,
           nonce: nonce.data.nonce,
           signature,
-        });
+        } as Parameters<typeof client.register>[0]);
         // The key is shown once: print the body first with --json, and never drop the key.
         if (out.json) out.raw(response.text);
         const apiKey = (response.data as { api_key?: unknown } | null)?.api_key;
