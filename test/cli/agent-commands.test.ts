@@ -128,7 +128,22 @@ describe('agent commands against serve', () => {
     expect(bounds.stderr).toContain('max_leverage: must be 100 to 1000');
     const missing = await cli(['strategy', 'submit']);
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain('missing --name and --description');
+    expect(missing.stderr).toContain('missing --name');
+    expect(missing.stderr).toContain('missing --description');
+    // Every bad flag at once.
+    const many = await cli([
+      'strategy',
+      'submit',
+      '--name',
+      'ok name',
+      '--stop-loss',
+      'x',
+      '--slippage',
+      '1.5',
+    ]);
+    expect(many.stderr).toContain('--stop-loss x: must be a whole number');
+    expect(many.stderr).toContain('--slippage 1.5: must be a whole number');
+    expect(many.stderr).toContain('missing --description');
     const dry = await cli([
       '--json',
       'strategy',
@@ -141,6 +156,46 @@ describe('agent commands against serve', () => {
     ]);
     expect(dry.code).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({ name: 'Dry', max_leverage: 200 });
+  });
+
+  it('strategy submit --file refuses unknown fields, large files and bad paths, in plain words', async () => {
+    const typo = join(dir, 'typo.json');
+    writeFileSync(
+      typo,
+      JSON.stringify({ name: 'Typo', description: 'A misspelt field.', max_leverge: 900 }),
+    );
+    const refused = await cli(['strategy', 'submit', '--file', typo, '--dry-run']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('unknown field "max_leverge" (did you mean max_leverage?)');
+    const huge = join(dir, 'huge.json');
+    writeFileSync(huge, `{"name": "${'x'.repeat(200_000)}"}`);
+    const tooBig = await cli(['strategy', 'submit', '--file', huge, '--dry-run']);
+    expect(tooBig.code).toBe(2);
+    expect(tooBig.stderr).toContain('a strategy is at most 64 KiB');
+    const missing = await cli(['strategy', 'submit', '--file', join(dir, 'nope.json')]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no such file');
+    expect(missing.stderr).not.toContain('ENOENT');
+    const directory = await cli(['strategy', 'submit', '--file', dir]);
+    expect(directory.code).toBe(2);
+    expect(directory.stderr).toContain('is a directory');
+    expect(directory.stderr).not.toContain('EISDIR');
+    // --no-flash-loans overrides the file.
+    const withLoans = join(dir, 'loans.json');
+    writeFileSync(
+      withLoans,
+      JSON.stringify({ name: 'Loans', description: 'Flash loans on.', flash_loans_enabled: true }),
+    );
+    const off = await cli([
+      '--json',
+      'strategy',
+      'submit',
+      '--file',
+      withLoans,
+      '--no-flash-loans',
+      '--dry-run',
+    ]);
+    expect(JSON.parse(off.stdout)).toMatchObject({ flash_loans_enabled: false });
   });
 
   it('vote: 403 below established (exit 4), then a vote, then a second is a conflict (exit 2)', async () => {
@@ -200,6 +255,9 @@ describe('agent commands against serve', () => {
     expect(noToken.code).toBe(4);
     const advance = await cli(['--json', 'sandbox', 'advance', '60']);
     expect(JSON.parse(advance.stdout).offset_seconds).toBeGreaterThanOrEqual(60);
+    const backwards = await cli(['sandbox', 'advance', '-5']);
+    expect(backwards.code).toBe(2);
+    expect(backwards.stderr).toContain('the sandbox clock only moves forward');
     const fund = await cli(['--json', 'sandbox', 'fund', wallet, '--eth', '0.5']);
     expect(JSON.parse(fund.stdout).eth_balance_wei).toBe('500000000000000000');
   });

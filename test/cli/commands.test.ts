@@ -178,6 +178,22 @@ describe('config and precedence', () => {
       expect(
         (await runCli(['--profile', 'local', 'config', 'set', 'api_key', key], env)).code,
       ).toBe(0);
+      // A typo in a key is refused, and a stored key is never replaced silently.
+      const cut = await runCli(
+        ['--profile', 'local', 'config', 'set', 'api_key', key.slice(0, 40)],
+        env,
+      );
+      expect(cut.code).toBe(2);
+      expect(cut.stderr).toContain('looks cut short or mistyped');
+      const other = `agk_${'b'.repeat(64)}`;
+      const replace = await runCli(['--profile', 'local', 'config', 'set', 'api_key', other], env);
+      expect(replace.code).toBe(2);
+      expect(replace.stderr).toContain('already holds an API key (agk_aaaaaaaa…); pass --force');
+      const quoted = await runCli(
+        ['--profile', 'local', 'config', 'set', 'api_key', `"${other}"`],
+        env,
+      );
+      expect(quoted.code).toBe(2);
       const path = await runCli(['config', 'path'], env);
       expect(path.stdout.trim()).toBe(join(dir, 'config.json'));
       expect(statSync(join(dir, 'config.json')).mode & 0o777).toBe(0o600);
@@ -302,6 +318,30 @@ describe('the HTTP client against misbehaving services', () => {
       service.close();
     }
   }, 20_000);
+
+  it('health exits 1 when the service reports degraded, and still prints the answer', async () => {
+    const service = await fakeService((response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(
+        '{"status":"degraded","version":"x","chain_id":84532,"chain_name":"Base Sepolia","rpc_connected":false}',
+      );
+    });
+    try {
+      const human = await runCli(['--base-url', service.url, 'health'], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(human.code).toBe(1);
+      expect(human.stdout).toMatch(/^status\s+degraded$/m);
+      expect(human.stderr).toContain('the service is degraded');
+      const json = await runCli(['--json', '--base-url', service.url, 'health'], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(json.code).toBe(1);
+      expect(JSON.parse(json.stdout)).toMatchObject({ status: 'degraded' });
+    } finally {
+      service.close();
+    }
+  });
 
   it('keeps every field of an error body without "error"', async () => {
     const service = await fakeService((response) => {

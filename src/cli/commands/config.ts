@@ -21,8 +21,29 @@ async function validate(key: ProfileKey, value: string): Promise<string> {
     );
   }
   if (key === 'wallet_address') await checkAddress('wallet_address', value);
+  if (key === 'api_key') checkApiKey(value);
   if (value.trim() === '') throw new CliError(`${key} must not be empty`, EXIT.usage);
   return value;
+}
+
+/**
+ * An API key as services issue them: the sandbox's are `agk_` and 64 hex digits; any key is
+ * one token of printable ASCII. A quote, a space or a cut-off paste is caught here, before it
+ * replaces the only copy of a key.
+ */
+function checkApiKey(value: string): void {
+  const fail = (why: string) => {
+    throw new CliError(`api_key ${why}; paste the whole key as the service printed it`, EXIT.usage);
+  };
+  if (!/^[\x21-\x7e]+$/.test(value))
+    fail('must be one token of printable ASCII (no spaces or quotes)');
+  if (/["'`]/.test(value)) fail('holds a quote');
+  if (value.startsWith('agk_') && !/^agk_[0-9a-f]{64}$/.test(value)) {
+    fail(
+      `looks cut short or mistyped: agk_ keys are agk_ and 64 hex digits (this one has ${value.length - 4} characters after agk_)`,
+    );
+  }
+  if (value.length < 16) fail(`is too short to be a key (${value.length} characters)`);
 }
 
 /** API keys are shown by their prefix only, except by an explicit `config get api_key`. */
@@ -59,11 +80,25 @@ export function configCommand(): Command {
     .description('change one setting of the profile')
     .argument('<key>', KEYS.join(' | '), parseKey)
     .argument('<value>', 'the new value')
-    .addHelpText('after', '\nExample:\n  agentctl config set base_url https://agents.example.org')
+    .option('--force', 'replace an API key the profile already holds')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agentctl config set base_url https://agents.example.org\n  agentctl --profile ci config set api_key agk_…',
+    )
     .action(
       action(async (context, command) => {
         const [key, value] = command.processedArgs as [ProfileKey, string];
-        (await context.config()).set(context.profileName, { [key]: await validate(key, value) });
+        const checked = await validate(key, value);
+        const config = await context.config();
+        const held = config.get(context.profileName).api_key;
+        if (key === 'api_key' && held && held !== checked && !command.opts().force) {
+          // It may be the only copy: the service shows a key once.
+          throw new CliError(
+            `profile "${context.profileName}" already holds an API key (${masked('api_key', held)}); pass --force to replace it, or use another --profile`,
+            EXIT.usage,
+          );
+        }
+        config.set(context.profileName, { [key]: checked });
         const out = await context.output();
         if (out.json)
           return out.jsonValue({ profile: context.profileName, key, value: masked(key, value) });

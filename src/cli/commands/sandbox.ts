@@ -66,8 +66,12 @@ export function sandboxCommand(): Command {
     .action(
       action(async (context, command) => {
         const seconds = command.processedArgs[0] as string;
-        if (!/^\d+$/.test(seconds))
-          throw new CliError(`seconds ${seconds}: must be an integer`, EXIT.usage);
+        if (!/^\d+$/.test(seconds) || Number(seconds) === 0) {
+          throw new CliError(
+            `seconds ${seconds}: the sandbox clock only moves forward; give a whole number of seconds, at least 1 (86400 is a day)`,
+            EXIT.usage,
+          );
+        }
         await adminCall(context, command, 'POST', '/sandbox/clock/advance', {
           seconds: Number(seconds),
         });

@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
+import { didYouMean } from '../suggest.ts';
 
 /** Flags and the API fields they fill; `--file` takes the API's own names. */
 const NUMERIC_FLAGS = {
@@ -28,40 +29,76 @@ interface SubmitFlags {
   dryRun?: boolean;
 }
 
-/** The request body from --file or the flags (flags win over the file). */
-function requestFrom(flags: SubmitFlags): Record<string, unknown> {
-  let body: Record<string, unknown> = {};
-  if (flags.file) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(readFileSync(flags.file, 'utf8'));
-    } catch (error) {
-      throw new CliError(`--file ${flags.file}: ${(error as Error).message}`, EXIT.usage);
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-      throw new CliError(`--file ${flags.file}: must hold a JSON object`, EXIT.usage);
-    }
-    body = parsed as Record<string, unknown>;
+/** The service's body limit: a larger file could never be sent. */
+const MAX_FILE_BYTES = 64 * 1024;
+
+/** The JSON object in `--file`, read only after its size is known to be sendable. */
+function readStrategyFile(file: string, fields: readonly string[]): Record<string, unknown> {
+  const refuse = (reason: string) => new CliError(`--file ${file}: ${reason}`, EXIT.usage);
+  let size: number;
+  try {
+    const stats = statSync(file);
+    if (stats.isDirectory()) throw refuse('is a directory; give a JSON file');
+    size = stats.size;
+  } catch (error) {
+    if (error instanceof CliError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    throw refuse(
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EACCES'
+          ? 'not readable (permission denied)'
+          : `cannot read it (${code ?? (error as Error).message})`,
+    );
   }
+  if (size > MAX_FILE_BYTES) {
+    throw refuse(`is ${size} bytes; a strategy is at most 64 KiB (the service's body limit)`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    const where = /line (\d+) column (\d+)/.exec((error as Error).message);
+    throw refuse(`not valid JSON${where ? ` (line ${where[1]}, column ${where[2]})` : ''}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw refuse('must hold a JSON object');
+  }
+  // A misspelt field would otherwise be dropped and its default submitted.
+  const unknown = Object.keys(parsed).filter((key) => !fields.includes(key));
+  if (unknown.length > 0) {
+    throw refuse(
+      unknown
+        .map((key) => `unknown field ${JSON.stringify(key)}${didYouMean(key, fields)}`)
+        .join('; ') + ` (fields: ${fields.join(', ')})`,
+    );
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/** The request body from --file or the flags (flags win over the file). Every bad flag is reported at once. */
+function requestFrom(flags: SubmitFlags, fields: readonly string[]): Record<string, unknown> {
+  const body: Record<string, unknown> = flags.file ? readStrategyFile(flags.file, fields) : {};
   if (flags.name !== undefined) body.name = flags.name;
   if (flags.description !== undefined) body.description = flags.description;
   if (flags.dna !== undefined) body.dna_string = flags.dna;
+  const problems: string[] = [];
   for (const [flag, field] of Object.entries(NUMERIC_FLAGS)) {
     const value = flags[flag as keyof typeof NUMERIC_FLAGS];
     if (value === undefined) continue;
     const flagName = `--${flag.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
-    if (!/^\d+$/.test(value))
-      throw new CliError(`${flagName} ${value}: must be a whole number`, EXIT.usage);
-    body[field] = Number(value);
+    if (/^\d+$/.test(value)) body[field] = Number(value);
+    else problems.push(`${flagName} ${value}: must be a whole number`);
   }
-  if (flags.flashLoans) body.flash_loans_enabled = true;
-  const missing = [
-    body.name === undefined ? '--name' : undefined,
-    body.description === undefined ? '--description' : undefined,
-  ].filter(Boolean);
-  if (missing.length > 0) {
-    throw new CliError(`missing ${missing.join(' and ')} (or give them in --file)`, EXIT.usage);
+  if (flags.flashLoans !== undefined) body.flash_loans_enabled = flags.flashLoans;
+  for (const [flag, field] of [
+    ['--name', 'name'],
+    ['--description', 'description'],
+  ]) {
+    if (body[field as string] === undefined)
+      problems.push(`missing ${flag} (or give ${field} in --file)`);
   }
+  if (problems.length > 0) throw new CliError(problems.join('; '), EXIT.usage);
   return body;
 }
 
@@ -82,6 +119,10 @@ export function strategyCommand(): Command {
     .option('--correlation <n>', 'correlation threshold, 0 to 100; 70 means 0.7 (default 70)')
     .option('--velocity-limit <n>', 'capital movement per period, at least 1000 (default 1000000)')
     .option('--flash-loans', 'allow flash loans (default: not allowed)')
+    .option(
+      '--no-flash-loans',
+      'do not allow flash loans (overrides flash_loans_enabled in --file)',
+    )
     .addOption(new Option('--file <file>', 'a JSON object with the API field names'))
     .option('--dry-run', 'check and print the request, send nothing')
     .addHelpText(
@@ -91,10 +132,10 @@ export function strategyCommand(): Command {
     .action(
       action(async (context, command) => {
         const flags = command.opts<SubmitFlags>();
-        const body = requestFrom(flags);
         const { StrategySubmitRequest, describeZodError } = await import(
           '../../api/schemas/index.ts'
         );
+        const body = requestFrom(flags, Object.keys(StrategySubmitRequest.shape));
         const parsed = StrategySubmitRequest.safeParse(body);
         if (!parsed.success)
           throw new CliError(describeZodError(parsed.error, 'strategy'), EXIT.usage);
