@@ -8,6 +8,7 @@ _agentctl_subcommands() {
     "strategy") echo "submit list" ;;
     "config") echo "get set unset list path" ;;
     "sandbox") echo "info advance tier fund proposal strategy-status" ;;
+    "serve") echo "stop status logs" ;;
   esac
 }
 
@@ -33,7 +34,7 @@ _agentctl_options() {
     "wallet") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "deposit") echo "--yes --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "strategy") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "strategy submit") echo "--name --description --dna --max-position-size --max-leverage --stop-loss --slippage --correlation --velocity-limit --flash-loans --file --dry-run --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "strategy submit") echo "--name --description --dna --max-position-size --max-leverage --stop-loss --slippage --correlation --velocity-limit --flash-loans --no-flash-loans --file --dry-run --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "strategy list") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "vote") echo "--reason --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "faucet") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
@@ -41,7 +42,7 @@ _agentctl_options() {
     "api") echo "--data --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "config") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "config get") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "config set") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "config set") echo "--force --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "config unset") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "config list") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "config path") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
@@ -53,7 +54,10 @@ _agentctl_options() {
     "sandbox fund") echo "--usdc --eth --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "sandbox proposal") echo "--description --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
     "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --detach --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "serve stop") echo "--state --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "serve status") echo "--state --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "serve logs") echo "--lines --follow --state --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
   esac
 }
 

@@ -86,8 +86,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     await app.listen({ host: options.host, port: options.port });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : options.port;
+    const url = `http://${formatHostPort(options.host, port)}`;
+    stateDir.announce({ url, rpc_url: chain.rpcUrl });
     return {
-      url: `http://${formatHostPort(options.host, port)}`,
+      url,
       rpcUrl: chain.rpcUrl,
       adminToken,
       adminTokenGenerated: options.adminToken === undefined,

@@ -27,6 +27,10 @@ export const STATE_FORMAT = 3;
 const FORMAT_FILE = 'agentctl-state.json';
 const LOCK_FILE = 'serve.lock';
 const PID_FILE = 'serve.pid';
+/** Where a running serve says where it listens (for `serve status`); removed at exit. */
+const ANNOUNCE_FILE = 'serve.json';
+/** The log of a serve started with --detach. */
+export const LOG_FILE = 'serve.log';
 const TEMP_PREFIX = 'agentctl-sandbox-';
 /** What a first start can leave behind before it writes the format file (a crash mid-way). */
 const FIRST_START_FILES = new Set([
@@ -38,6 +42,8 @@ const FIRST_START_FILES = new Set([
   'chain',
   LOCK_FILE,
   PID_FILE,
+  ANNOUNCE_FILE,
+  LOG_FILE,
 ]);
 
 /**
@@ -69,6 +75,8 @@ export interface StateDir {
   sandboxId: string | undefined;
   /** Writes the format file, naming the sandbox: from now on the dir is a state dir. */
   markCreated(sandboxId: string): void;
+  /** Records where this serve listens, for `serve status` (persistent dirs only). */
+  announce(where: { url: string; rpc_url: string }): void;
   /** Gives the directory up: drops the lock; a temporary directory is deleted. */
   release(): void;
 }
@@ -113,9 +121,18 @@ export function openStateDir(dir: string | undefined): StateDir {
         `${JSON.stringify({ format: STATE_FORMAT, sandbox_id: id })}\n`,
       );
     },
+    announce(where) {
+      if (!persistent) return;
+      writeAtomically(
+        join(path, ANNOUNCE_FILE),
+        `${JSON.stringify({ pid: process.pid, ...where })}\n`,
+      );
+    },
     release() {
-      if (persistent) unlock();
-      else rmSync(path, { recursive: true, force: true });
+      if (persistent) {
+        rmSync(join(path, ANNOUNCE_FILE), { force: true });
+        unlock();
+      } else rmSync(path, { recursive: true, force: true });
     },
   };
 }
@@ -219,6 +236,50 @@ function readFormat(path: string): string | undefined {
     );
   }
   return parsed.sandbox_id;
+}
+
+/** What `serve status` and `serve stop` know of the serve using a state dir. */
+export interface RunningServe {
+  pid: number | undefined;
+  url: string | undefined;
+  rpc_url: string | undefined;
+}
+
+/**
+ * The serve using `path`, or undefined when none holds its lock. The lock, not the pid file,
+ * decides: the kernel drops it when the process dies, so a stale pid file never says "running".
+ */
+export function serveUsing(path: string): RunningServe | undefined {
+  const lockPath = join(path, LOCK_FILE);
+  if (!existsSync(lockPath)) return undefined;
+  const db = new DatabaseSync(lockPath, { timeout: 0 });
+  try {
+    db.exec('BEGIN EXCLUSIVE');
+    db.exec('ROLLBACK');
+    return undefined;
+  } catch {
+    const read = (file: string) => {
+      try {
+        return readFileSync(join(path, file), 'utf8');
+      } catch {
+        return undefined;
+      }
+    };
+    let announced: Partial<RunningServe> = {};
+    try {
+      announced = JSON.parse(read(ANNOUNCE_FILE) ?? '{}');
+    } catch {
+      // Being written right now.
+    }
+    const pid = Number(read(PID_FILE)?.trim());
+    return {
+      pid: Number.isInteger(pid) && pid > 0 ? pid : undefined,
+      url: announced.url,
+      rpc_url: announced.rpc_url,
+    };
+  } finally {
+    db.close();
+  }
 }
 
 /** Takes the dir's lock, or says which serve holds it. Returns the function that drops it. */

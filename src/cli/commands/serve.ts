@@ -6,6 +6,7 @@ import {
   type LogLevel,
 } from '../../sandbox/options.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
+import { serveSubcommands } from './serve-control.ts';
 
 interface ServeFlags {
   host: string;
@@ -19,6 +20,7 @@ interface ServeFlags {
   deployment?: string;
   maxConnections: number;
   requestTimeout: number;
+  detach?: boolean;
 }
 
 function parseRpcUrl(value: string): string {
@@ -53,7 +55,7 @@ function parsePositiveInteger(max: number) {
 }
 
 export function serveCommand(): Command {
-  return new Command('serve')
+  const serve = new Command('serve')
     .summary('run the local sandbox of the service')
     .description(
       'Run the local sandbox of the agent service: the same API on one machine, with an admin API under /sandbox.',
@@ -109,12 +111,24 @@ export function serveCommand(): Command {
         .choices(LOG_LEVELS)
         .default('info'),
     )
+    .option(
+      '--detach',
+      'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox); stop it with `agentctl serve stop`',
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agentctl serve                                  # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
+    )
     .action(async (flags: ServeFlags) => {
       if (flags.adminToken !== undefined && flags.adminToken.trim() === '') {
         throw new CliError(
           'the admin token (--admin-token or AGENTCTL_ADMIN_TOKEN) is empty: set a value, or unset it to have one generated',
           EXIT.usage,
         );
+      }
+      if (flags.detach) {
+        const { detach } = await import('./serve-control.ts');
+        return detach(process.argv.slice(2), flags.state);
       }
       const { serveUntilSignalled } = await import('../../sandbox/server.ts');
       const { StartupError } = await import('../../sandbox/errors.ts');
@@ -155,4 +169,6 @@ export function serveCommand(): Command {
         throw error;
       }
     });
+  for (const subcommand of serveSubcommands()) serve.addCommand(subcommand);
+  return serve;
 }
