@@ -14,66 +14,151 @@ _agentctl_subcommands() {
 
 _agentctl_options() {
   case "$1" in
-    "") echo "--version --profile --base-url --api-key --json --no-color --quiet --verbose --help" ;;
-    "keys") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "keys new") echo "--password-file --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "keys import") echo "--private-key-file --password-file --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "keys list") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "keys address") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "keys remove") echo "--yes --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "register") echo "--key --password-file --name --type --description --operator --operator-email --operator-name --framework --repo-url --yes --force --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "whoami") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "health") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "vaults") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "leaderboard") echo "--limit --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "stats") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "lookup") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "proposals") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "positions") echo "--wallet --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "nfts") echo "--wallet --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "wallet") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "deposit") echo "--yes --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "strategy") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "strategy submit") echo "--name --description --dna --max-position-size --max-leverage --stop-loss --slippage --correlation --velocity-limit --flash-loans --no-flash-loans --file --dry-run --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "strategy list") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "vote") echo "--reason --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "faucet") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "eligibility") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "api") echo "--data --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "config") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "config get") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "config set") echo "--force --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "config unset") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "config list") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "config path") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "completion") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "sandbox") echo "--admin-token --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "sandbox info") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "sandbox advance") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "sandbox tier") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "sandbox fund") echo "--usdc --eth --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "sandbox proposal") echo "--description --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --detach --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "serve stop") echo "--state --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "serve status") echo "--state --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
-    "serve logs") echo "--lines --follow --state --help --profile --base-url --api-key --json --no-color --quiet --verbose" ;;
+    "") echo "--version --profile --base-url --api-key --json --quiet --verbose --no-color --help" ;;
+    "keys") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "keys new") echo "--password-file --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "keys import") echo "--private-key-file --password-file --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "keys list") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "keys address") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "keys remove") echo "--yes --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "register") echo "--key --password-file --name --type --description --operator --operator-email --operator-name --framework --repo-url --yes --force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "whoami") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "health") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "vaults") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "leaderboard") echo "--limit --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "lookup") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "proposals") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "positions") echo "--wallet --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "nfts") echo "--wallet --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "wallet") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "deposit") echo "--yes --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "strategy") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "strategy submit") echo "--name --description --dna --max-position-size --max-leverage --stop-loss --slippage --correlation --velocity-limit --flash-loans --file --dry-run --no-flash-loans --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "strategy list") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "vote") echo "--reason --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "faucet") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "eligibility") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "api") echo "--data --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "config") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "config get") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "config set") echo "--force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "config unset") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "config list") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "config path") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "completion") echo "--values --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox") echo "--admin-token --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox info") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox advance") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox tier") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox fund") echo "--usdc --eth --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox proposal") echo "--description --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve logs") echo "--lines --follow --state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+  esac
+}
+
+# What completes the value of an option; fails for an option that takes none.
+_agentctl_option_values() {
+  case "$1" in
+    --profile) echo "$(command agentctl completion --values profiles 2>/dev/null)" ;;
+    --base-url) echo "@none" ;;
+    --api-key) echo "@none" ;;
+    --password-file) echo "@files" ;;
+    --private-key-file) echo "@files" ;;
+    --key) echo "$(command agentctl completion --values keys 2>/dev/null)" ;;
+    --name) echo "@none" ;;
+    --type) echo "trading governance analytics custom quant cfo research" ;;
+    --description) echo "@none" ;;
+    --operator) echo "@none" ;;
+    --operator-email) echo "@none" ;;
+    --operator-name) echo "@none" ;;
+    --framework) echo "@none" ;;
+    --repo-url) echo "@none" ;;
+    --limit) echo "@none" ;;
+    --wallet) echo "@none" ;;
+    --dna) echo "@none" ;;
+    --max-position-size) echo "@none" ;;
+    --max-leverage) echo "@none" ;;
+    --stop-loss) echo "@none" ;;
+    --slippage) echo "@none" ;;
+    --correlation) echo "@none" ;;
+    --velocity-limit) echo "@none" ;;
+    --file) echo "@files" ;;
+    --reason) echo "@none" ;;
+    --data) echo "@none" ;;
+    --values) echo "profiles keys" ;;
+    --admin-token) echo "@none" ;;
+    --usdc) echo "@none" ;;
+    --eth) echo "@none" ;;
+    --host) echo "@none" ;;
+    --port) echo "@none" ;;
+    --state) echo "@files" ;;
+    --rate-limit) echo "on off" ;;
+    --rpc-url) echo "@none" ;;
+    --deployment) echo "@files" ;;
+    --max-connections) echo "@none" ;;
+    --request-timeout) echo "@none" ;;
+    --log-level) echo "fatal error warn info debug trace silent" ;;
+    --lines) echo "@none" ;;
+    *) return 1 ;;
+  esac
+}
+
+# What completes positional argument $2 (from 0) of command path $1.
+_agentctl_argument_values() {
+  case "$1:$2" in
+    "deposit:0") echo "conservative moderate aggressive inverse hedged configurable" ;;
+    "deposit:1") echo "@none" ;;
+    "vote:0") echo "@none" ;;
+    "vote:1") echo "for against abstain" ;;
+    "vote:2") echo "@none" ;;
+    "config get:0") echo "base_url wallet_address keystore api_key" ;;
+    "config set:0") echo "base_url wallet_address keystore api_key" ;;
+    "config set:1") echo "@none" ;;
+    "config unset:0") echo "base_url wallet_address keystore api_key" ;;
+    "completion:0") echo "bash zsh fish" ;;
+    "keys address:0") echo "$(command agentctl completion --values keys 2>/dev/null)" ;;
+    "keys remove:0") echo "$(command agentctl completion --values keys 2>/dev/null)" ;;
+    "keys new:0") echo "@none" ;;
+    "keys import:0") echo "@none" ;;
+    "sandbox tier:0") echo "@none" ;;
+    "sandbox tier:1") echo "unverified observer registered established core_contributor" ;;
+    "sandbox strategy-status:0") echo "@none" ;;
+    "sandbox strategy-status:1") echo "shadow guardian_review paper_trading pending_oracle_approval live paused deprecated" ;;
+    *) echo "@files" ;;
   esac
 }
 
 _agentctl() {
-  local cur="${COMP_WORDS[COMP_CWORD]}" cmdpath="" word i
+  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmdpath="" word i args=0 values
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="${COMP_WORDS[i]}"
-    [[ $word == -* ]] && continue
+    if [[ $word == -* ]]; then
+      [[ $word != *=* ]] && _agentctl_option_values "$word" >/dev/null && ((i++))
+      continue
+    fi
     case " $(_agentctl_subcommands "$cmdpath") " in
-      *" $word "*) cmdpath="${cmdpath:+$cmdpath }$word" ;;
+      *" $word "*) cmdpath="${cmdpath:+$cmdpath }$word"; args=0 ;;
+      *) ((args++)) ;;
     esac
   done
-  if [[ $cur == -* ]]; then
-    mapfile -t COMPREPLY < <(compgen -W "$(_agentctl_options "$cmdpath")" -- "$cur")
+  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$prev")"; then
+    :
+  elif [[ $cur == -* ]]; then
+    values="$(_agentctl_options "$cmdpath")"
+  elif [[ $args == 0 && -n "$(_agentctl_subcommands "$cmdpath")" ]]; then
+    values="$(_agentctl_subcommands "$cmdpath")"
   else
-    mapfile -t COMPREPLY < <(compgen -W "$(_agentctl_subcommands "$cmdpath")" -- "$cur")
+    values="$(_agentctl_argument_values "$cmdpath" "$args")"
   fi
+  case "$values" in
+    @files) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
+    @none) COMPREPLY=() ;;
+    *) mapfile -t COMPREPLY < <(compgen -W "$values" -- "$cur") ;;
+  esac
 }
-complete -o default -F _agentctl agentctl
+complete -F _agentctl agentctl

@@ -1,5 +1,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: these strings are shell code, not templates
 import type { Command } from 'commander';
+import { AGENT_TYPES, STRATEGY_STATUSES, TIERS, VAULT_IDS } from '../api/schemas/values.ts';
+import { PROFILE_KEYS } from '../config/keys.ts';
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;
 export type Shell = (typeof SHELLS)[number];
@@ -8,7 +10,50 @@ interface Node {
   /** Space-separated command path below the root, "" for the root. */
   path: string;
   subcommands: Array<{ name: string; summary: string }>;
-  options: Array<{ flag: string; description: string }>;
+  options: Array<{ flag: string; description: string; values?: Values }>;
+}
+
+/**
+ * What completes a value: a fixed list, the profile or key names known right now (asked of
+ * `agentctl completion --values`), file names, or nothing (free text: no guess is better
+ * than a file name).
+ */
+type Values = readonly string[] | '@profiles' | '@keys' | '@files' | '@none';
+
+/** Values of options, by flag, where the option's own choices do not say. */
+const OPTION_VALUES: Record<string, Values> = {
+  '--profile': '@profiles',
+  '--key': '@keys',
+  '--type': AGENT_TYPES,
+  '--file': '@files',
+  '--password-file': '@files',
+  '--private-key-file': '@files',
+  '--state': '@files',
+  '--deployment': '@files',
+};
+
+/** Values of positional arguments, by command path, in order. */
+const ARGUMENT_VALUES: Record<string, Values[]> = {
+  deposit: [VAULT_IDS, '@none'],
+  vote: ['@none', ['for', 'against', 'abstain'], '@none'],
+  'config get': [PROFILE_KEYS],
+  'config set': [PROFILE_KEYS, '@none'],
+  'config unset': [PROFILE_KEYS],
+  completion: [SHELLS],
+  'keys address': ['@keys'],
+  'keys remove': ['@keys'],
+  'keys new': ['@none'],
+  'keys import': ['@none'],
+  'sandbox tier': ['@none', TIERS],
+  'sandbox strategy-status': ['@none', STRATEGY_STATUSES],
+};
+
+/** Shell words for `values`: a list, or a command substitution for the dynamic ones. */
+function valueWords(values: Values): string {
+  if (values === '@profiles') return '$(command agentctl completion --values profiles 2>/dev/null)';
+  if (values === '@keys') return '$(command agentctl completion --values keys 2>/dev/null)';
+  if (values === '@files' || values === '@none') return values;
+  return values.join(' ');
 }
 
 /** Every command of the tree with its subcommands and long options, root first. */
@@ -21,7 +66,16 @@ function walk(command: Command, path = ''): Node[] {
     })),
     options: [
       ...command.options
-        .filter((option) => option.long)
+        .filter((option) => option.long && !option.negate)
+        .map((option) => ({
+          flag: option.long as string,
+          description: option.description,
+          ...((option.required || option.optional) && {
+            values: option.argChoices ?? OPTION_VALUES[option.long as string] ?? '@none',
+          }),
+        })),
+      ...command.options
+        .filter((option) => option.long && option.negate)
         .map((option) => ({ flag: option.long as string, description: option.description })),
       { flag: '--help', description: 'show help' },
     ],
@@ -46,6 +100,17 @@ function tables(nodes: Node[], globals: string[]): string {
         : [...node.options.map((o) => o.flag), ...globals];
     return `    "${node.path}") echo "${[...new Set(flags)].join(' ')}" ;;`;
   });
+  // Options that take a value, with what completes it (global options apply everywhere).
+  const valued = new Map<string, Values>();
+  for (const node of nodes) {
+    for (const option of node.options) if (option.values) valued.set(option.flag, option.values);
+  }
+  const optionValues = [...valued].map(
+    ([flag, values]) => `    ${flag}) echo "${valueWords(values)}" ;;`,
+  );
+  const argumentValues = Object.entries(ARGUMENT_VALUES).flatMap(([path, list]) =>
+    list.map((values, index) => `    "${path}:${index}") echo "${valueWords(values)}" ;;`),
+  );
   return [
     '_agentctl_subcommands() {',
     '  case "$1" in',
@@ -56,6 +121,22 @@ function tables(nodes: Node[], globals: string[]): string {
     '_agentctl_options() {',
     '  case "$1" in',
     ...options,
+    '  esac',
+    '}',
+    '',
+    '# What completes the value of an option; fails for an option that takes none.',
+    '_agentctl_option_values() {',
+    '  case "$1" in',
+    ...optionValues,
+    '    *) return 1 ;;',
+    '  esac',
+    '}',
+    '',
+    '# What completes positional argument $2 (from 0) of command path $1.',
+    '_agentctl_argument_values() {',
+    '  case "$1:$2" in',
+    ...argumentValues,
+    '    *) echo "@files" ;;',
     '  esac',
     '}',
   ].join('\n');
@@ -77,21 +158,34 @@ export function completionScript(shell: Shell, program: Command): string {
       tables(nodes, globals),
       '',
       '_agentctl() {',
-      '  local cur="${COMP_WORDS[COMP_CWORD]}" cmdpath="" word i',
+      '  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmdpath="" word i args=0 values',
       '  for ((i = 1; i < COMP_CWORD; i++)); do',
       '    word="${COMP_WORDS[i]}"',
-      '    [[ $word == -* ]] && continue',
+      '    if [[ $word == -* ]]; then',
+      '      [[ $word != *=* ]] && _agentctl_option_values "$word" >/dev/null && ((i++))',
+      '      continue',
+      '    fi',
       '    case " $(_agentctl_subcommands "$cmdpath") " in',
-      '      *" $word "*) cmdpath="${cmdpath:+$cmdpath }$word" ;;',
+      '      *" $word "*) cmdpath="${cmdpath:+$cmdpath }$word"; args=0 ;;',
+      '      *) ((args++)) ;;',
       '    esac',
       '  done',
-      '  if [[ $cur == -* ]]; then',
-      '    mapfile -t COMPREPLY < <(compgen -W "$(_agentctl_options "$cmdpath")" -- "$cur")',
+      '  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$prev")"; then',
+      '    :',
+      '  elif [[ $cur == -* ]]; then',
+      '    values="$(_agentctl_options "$cmdpath")"',
+      '  elif [[ $args == 0 && -n "$(_agentctl_subcommands "$cmdpath")" ]]; then',
+      '    values="$(_agentctl_subcommands "$cmdpath")"',
       '  else',
-      '    mapfile -t COMPREPLY < <(compgen -W "$(_agentctl_subcommands "$cmdpath")" -- "$cur")',
+      '    values="$(_agentctl_argument_values "$cmdpath" "$args")"',
       '  fi',
+      '  case "$values" in',
+      '    @files) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;',
+      '    @none) COMPREPLY=() ;;',
+      '    *) mapfile -t COMPREPLY < <(compgen -W "$values" -- "$cur") ;;',
+      '  esac',
       '}',
-      'complete -o default -F _agentctl agentctl',
+      'complete -F _agentctl agentctl',
     ].join('\n')}\n`;
   }
   if (shell === 'zsh') {
@@ -103,19 +197,33 @@ export function completionScript(shell: Shell, program: Command): string {
       tables(nodes, globals),
       '',
       '_agentctl() {',
-      '  local cmdpath="" word i',
+      '  local cmdpath="" word i args=0 values prev=${words[CURRENT-1]}',
       '  for ((i = 2; i < CURRENT; i++)); do',
       '    word=${words[i]}',
-      '    [[ $word == -* ]] && continue',
+      '    if [[ $word == -* ]]; then',
+      '      [[ $word != *=* ]] && _agentctl_option_values "$word" >/dev/null && ((i++))',
+      '      continue',
+      '    fi',
       '    if (( ${${(z)"$(_agentctl_subcommands "$cmdpath")"}[(Ie)$word]} )); then',
-      '      cmdpath="${cmdpath:+$cmdpath }$word"',
+      '      cmdpath="${cmdpath:+$cmdpath }$word"; args=0',
+      '    else',
+      '      ((args++))',
       '    fi',
       '  done',
-      '  if [[ ${words[CURRENT]} == -* ]]; then',
-      '    compadd -- ${(z)"$(_agentctl_options "$cmdpath")"}',
+      '  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$prev")"; then',
+      '    :',
+      '  elif [[ ${words[CURRENT]} == -* ]]; then',
+      '    values="$(_agentctl_options "$cmdpath")"',
+      '  elif [[ $args == 0 && -n "$(_agentctl_subcommands "$cmdpath")" ]]; then',
+      '    values="$(_agentctl_subcommands "$cmdpath")"',
       '  else',
-      '    compadd -- ${(z)"$(_agentctl_subcommands "$cmdpath")"}',
+      '    values="$(_agentctl_argument_values "$cmdpath" "$args")"',
       '  fi',
+      '  case "$values" in',
+      '    @files) _files ;;',
+      '    @none) ;;',
+      '    *) compadd -- ${(z)values} ;;',
+      '  esac',
       '}',
       '',
       '_agentctl "$@"',
@@ -128,8 +236,19 @@ export function completionScript(shell: Shell, program: Command): string {
     '',
     'complete -c agentctl -f',
   ];
+  const fishValues = (values: Values | undefined) => {
+    if (values === undefined) return '';
+    if (values === '@files') return ' -r -F';
+    if (values === '@none') return ' -r';
+    if (values === '@profiles' || values === '@keys') {
+      return ` -r -a ${quote(`(agentctl completion --values ${values.slice(1)} 2>/dev/null)`)}`;
+    }
+    return ` -r -a ${quote(values.join(' '))}`;
+  };
   for (const option of root.options) {
-    lines.push(`complete -c agentctl -l ${option.flag.slice(2)} -d ${quote(option.description)}`);
+    lines.push(
+      `complete -c agentctl -l ${option.flag.slice(2)}${fishValues(option.values)} -d ${quote(option.description)}`,
+    );
   }
   for (const node of nodes) {
     const condition =
@@ -142,10 +261,17 @@ export function completionScript(shell: Shell, program: Command): string {
       );
     }
     if (node.path === '') continue;
+    // fish does not count positions: every value any argument of the command takes.
+    for (const values of ARGUMENT_VALUES[node.path] ?? []) {
+      if (values === '@none' || values === '@files') continue;
+      lines.push(
+        `complete -c agentctl -n ${quote(condition)}${fishValues(values).replace(' -r', '')}`,
+      );
+    }
     for (const option of node.options) {
       if (option.flag === '--help') continue;
       lines.push(
-        `complete -c agentctl -n ${quote(condition)} -l ${option.flag.slice(2)} -d ${quote(option.description)}`,
+        `complete -c agentctl -n ${quote(condition)} -l ${option.flag.slice(2)}${fishValues(option.values)} -d ${quote(option.description)}`,
       );
     }
   }

@@ -12,8 +12,9 @@ export interface Profile {
   keystore?: string;
   api_key?: string;
 }
-export const PROFILE_KEYS = ['base_url', 'wallet_address', 'keystore', 'api_key'] as const;
-export type ProfileKey = (typeof PROFILE_KEYS)[number];
+export { PROFILE_KEYS, type ProfileKey } from './keys.ts';
+
+import type { ProfileKey } from './keys.ts';
 
 interface Stored {
   profiles: Record<string, Profile>;

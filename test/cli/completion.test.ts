@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.ts';
 import { BIN } from '../helpers/serve.ts';
@@ -45,6 +47,62 @@ describe('agentctl completion', () => {
     expect(bashComplete(['--json', 'strategy', 'su'])).toEqual(['submit']);
     expect(bashComplete(['deposit', 'moderate', '--y'])).toEqual(['--yes']);
     expect(bashComplete(['strategy', 'submit', '--max-l'])).toEqual(['--max-leverage']);
+  });
+
+  it('completes option values and fixed argument values, not subcommands or file names', () => {
+    // An option's value: its choices, or nothing for free text.
+    expect(bashComplete(['serve', '--log-level', 'tr'])).toEqual(['trace']);
+    expect(bashComplete(['register', '--type', 'tr'])).toEqual(['trading']);
+    expect(bashComplete(['register', '--name', ''])).toEqual([]);
+    // Fixed sets of values for arguments.
+    expect(bashComplete(['deposit', 'mod'])).toEqual(['moderate']);
+    expect(bashComplete(['deposit', 'moderate', ''])).toEqual([]);
+    expect(bashComplete(['vote', '7', 'ag'])).toEqual(['against']);
+    expect(bashComplete(['config', 'get', 'api'])).toEqual(['api_key']);
+    expect(bashComplete(['completion', 'z'])).toEqual(['zsh']);
+    expect(bashComplete(['sandbox', 'tier', '0xabc', 'est'])).toEqual(['established']);
+    // A global option's value is skipped when finding the command.
+    expect(bashComplete(['--profile', 'x', 'deposit', 'agg'])).toEqual(['aggressive']);
+  });
+
+  it('completes profile and key names from the configuration', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-complete-'));
+    try {
+      const env = { AGENTCTL_CONFIG_DIR: dir };
+      await runCli(['--profile', 'live', 'config', 'set', 'base_url', 'https://example.org'], env);
+      await runCli(['--profile', 'lab', 'config', 'set', 'base_url', 'https://example.org'], env);
+      await runCli(['keys', 'new', 'trader'], {
+        ...env,
+        AGENTCTL_KEYSTORE_PASSWORD: 'correct horse',
+      });
+      // The script calls `agentctl`: put the built binary on PATH under that name.
+      const bin = join(dir, 'bin');
+      mkdirSync(bin);
+      writeFileSync(
+        join(bin, 'agentctl'),
+        `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} "$@"\n`,
+        { mode: 0o755 },
+      );
+      const complete = (words: string[]) => {
+        const script = `
+          source ${JSON.stringify(COMMITTED.bash.pathname)}
+          COMP_WORDS=(agentctl ${words.map((w) => JSON.stringify(w)).join(' ')})
+          COMP_CWORD=${words.length}
+          _agentctl
+          printf '%s\\n' "\${COMPREPLY[@]}"`;
+        const result = spawnSync('bash', ['-c', script], {
+          encoding: 'utf8',
+          env: { ...process.env, ...env, PATH: `${bin}:${process.env.PATH}` },
+        });
+        return result.stdout.split('\n').filter(Boolean);
+      };
+      expect(complete(['--profile', 'l'])).toEqual(['lab', 'live']);
+      expect(complete(['--profile', ''])).not.toContain('deposit');
+      expect(complete(['keys', 'remove', 'tr'])).toEqual(['trader']);
+      expect(complete(['register', '--key', ''])).toEqual(['trader']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('is reachable from the binary', () => {

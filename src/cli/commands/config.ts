@@ -1,10 +1,10 @@
 import { Command, InvalidArgumentError } from 'commander';
-import type { ProfileKey } from '../../config/profiles.ts';
+import { PROFILE_KEYS, type ProfileKey } from '../../config/keys.ts';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { checkAddress } from './lookup.ts';
 
-const KEYS: readonly ProfileKey[] = ['base_url', 'wallet_address', 'keystore', 'api_key'];
+const KEYS: readonly ProfileKey[] = PROFILE_KEYS;
 
 function parseKey(value: string): ProfileKey {
   if (!(KEYS as readonly string[]).includes(value)) {

@@ -127,7 +127,6 @@ function stateOption(command: Command): Command {
   );
 }
 
-
 /** --state, given before or after the subcommand's name (`serve` has its own --state). */
 function stateOf(command: Command): string {
   return resolve(command.optsWithGlobals<{ state?: string }>().state ?? defaultStateDir());

@@ -1,0 +1,3 @@
+/** The settings a profile holds; no imports, so help and completion can name them cheaply. */
+export const PROFILE_KEYS = ['base_url', 'wallet_address', 'keystore', 'api_key'] as const;
+export type ProfileKey = (typeof PROFILE_KEYS)[number];
