@@ -6,10 +6,13 @@ import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
 import type { SandboxOptions } from './options.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
-import { loggerOptions } from './plugins/logging.ts';
+import { loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
 import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
 import { openStore, type Store } from './store/index.ts';
+
+/** How long shutdown waits for handlers still running once every connection is closed. */
+const SHUTDOWN_HANDLER_WAIT_MS = 15_000;
 
 export interface RunningSandbox {
   url: string;
@@ -72,13 +75,18 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       persistent: stateDir.persistent,
       rateLimit: options.rateLimit,
       trustProxy: options.trustProxy,
-      logger: loggerOptions(options.logLevel, process.stderr, adminToken),
+      logger: loggerOptions(options.logLevel, process.stderr, [
+        adminToken,
+        ...rpcUrlSecrets(options.rpcUrl),
+      ]),
       connections: { maxConnections, requestTimeoutMs: options.requestTimeoutMs },
     });
     logger = app.log;
     const openedStore = store;
     const startedChain = chain;
     app.addHook('onClose', async () => {
+      // Handlers whose connection is gone may still be writing: let them finish first.
+      await app.handlersDrained(SHUTDOWN_HANDLER_WAIT_MS);
       await startedChain.close();
       await openedStore.close();
       stateDir.release();
@@ -97,7 +105,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       persistent: stateDir.persistent,
       connectionCapNote:
         maxConnections < options.maxConnections
-          ? `at most ${maxConnections} connections at once (ulimit -n ${fileLimit})`
+          ? `at most ${maxConnections} connections at once (open-file limit ${fileLimit})`
           : undefined,
       app,
       close: () => app.close(),

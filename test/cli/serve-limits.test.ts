@@ -180,6 +180,9 @@ describe('one error shape', () => {
       'GET /health HTTP/1.1\r\nHost: x\r\nnot a header\r\n\r\n',
       'NOT HTTP AT ALL\r\n\r\n',
       'POST /api/v1/agent/vault/deposit HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n',
+      // Node's own: no Host on HTTP/1.1, and an Expect it does not support.
+      'GET /health HTTP/1.1\r\nConnection: close\r\n\r\n',
+      'POST /api/v1/agent/auth/register HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}',
     ];
     const statuses: number[] = [];
     for (const request of requests) {
@@ -187,7 +190,7 @@ describe('one error shape', () => {
       statuses.push(answer.status);
       expectErrorShape(answer.body);
     }
-    expect(statuses).toEqual([431, 400, 400, 400]);
+    expect(statuses).toEqual([431, 400, 400, 400, 400, 417]);
 
     const fetched = [
       await fetch(`${sandbox.url}/%zz`),
@@ -261,7 +264,13 @@ describe('connections', () => {
     await held[0]?.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
     await held[0]?.waitFor('"status"');
     const refused = await openRaw(sandbox.url);
-    await refused.closed;
+    // Closed at once, not by a timeout: a request sent on it gets no answer.
+    refused.socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    const closedAtOnce = await Promise.race([
+      refused.closed.then(() => true),
+      new Promise((resolve) => setTimeout(() => resolve(false), 2_000)),
+    ]);
+    expect(closedAtOnce).toBe(true);
     expect(refused.received()).toBe('');
     // Every held connection still gets its answers.
     for (const connection of held.slice(1)) {
@@ -307,7 +316,7 @@ describe('connections', () => {
       exited.then((code) => reject(new Error(`serve exited (${code}):\n${out}\n${err}`)));
     });
     running.push(sandbox);
-    expect(sandbox.stdout()).toMatch(/at most 128 connections at once \(ulimit -n 256\)/);
+    expect(sandbox.stdout()).toMatch(/at most 128 connections at once \(open-file limit 256\)/);
     const { apiKey } = await registerOver(sandbox.url);
     const first = await openRaw(sandbox.url);
     // Far more sockets than the process has file descriptors for.
@@ -372,7 +381,9 @@ describe('shutdown', () => {
     const answeredAt = Date.now();
     expect(inFlight.received().slice(before)).toContain('HTTP/1.1 200');
     expect(await sandbox.exited).toBe(0);
-    expect(Date.now() - answeredAt).toBeLessThan(3_000);
+    // The target is 2 s; the bound leaves room for a loaded CI machine, far below the
+    // 5 s keep-alive timeout the process would otherwise wait out.
+    expect(Date.now() - answeredAt).toBeLessThan(4_000);
     running.splice(running.indexOf(sandbox), 1);
     // The state was released: a new serve takes it at once, with the deposit in it.
     const again = await serve(['--state', state]);

@@ -1,5 +1,6 @@
 import { getAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decimalParts } from '../../src/api/schemas/numbers.ts';
 import { chainAgent } from '../helpers/chain.ts';
 import {
   ADMIN_TOKEN,
@@ -171,6 +172,30 @@ describe('the JSON body parser', () => {
     expect(response.json().error).toContain(error);
   });
 
+  it('reads a body that starts with a byte-order mark', async () => {
+    const address = newAccount().address;
+    const response = await postRaw(
+      '/sandbox/fund',
+      `\uFEFF{"address": "${address}", "eth": 1}`,
+      asAdmin,
+    );
+    expect(response.statusCode).toBe(200);
+  });
+
+  it('reads a number of 60,000 digits in linear time (no regex backtracking)', () => {
+    const digits = `1${'0'.repeat(60_000)}1`;
+    const started = performance.now();
+    const parts = decimalParts(digits);
+    // Quadratic stripping took seconds here; linear work takes well under a millisecond.
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(parts).toEqual({ negative: false, digits, exponent: 0 });
+    expect(decimalParts(`5${'0'.repeat(60_000)}`)).toEqual({
+      negative: false,
+      digits: '5',
+      exponent: 60_000,
+    });
+  });
+
   it('refuses a bare number as a body', async () => {
     const response = await postRaw('/sandbox/fund', '1e400', asAdmin);
     expect(response.statusCode).toBe(400);
@@ -213,6 +238,11 @@ describe('names', () => {
     ['Bot \u202Eevil', 'must not contain bidirectional control characters'],
     ['Bot \u2066x\u2069', 'must not contain bidirectional control characters'],
     ['Bot \u200F', 'must not contain bidirectional control characters'],
+    ['\u200B\u200B\u200B', 'must not be blank'],
+    ['\u3164\u3164\u3164', 'must not be blank'],
+    ['\u2060 \u2060', 'must not be blank'],
+    ['Bot\u2060Name', 'must not contain invisible format characters'],
+    ['Bot\uFFF9Name', 'must not contain invisible format characters'],
     ['Bot \u061C', 'must not contain bidirectional control characters'],
     ['Bot \uD800', 'must be well-formed Unicode'],
     ['Bot \uDC00x', 'must be well-formed Unicode'],

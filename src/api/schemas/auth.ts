@@ -3,6 +3,8 @@ import { Address, nameText, textUpTo, withNameRules } from './common.ts';
 import { AGENT_TYPES } from './values.ts';
 export const AgentType = z.enum(AGENT_TYPES);
 
+const emptyAsAbsent = (value: unknown) => (value === '' ? undefined : value);
+
 /** A nonce is valid this long after issue (spec: 600 s). */
 export const NONCE_TTL_SECONDS = 600;
 
@@ -29,8 +31,9 @@ export const RegisterRequest = z.object({
   description: textUpTo(500).optional(),
   operator_address: Address,
   operator_email: z.email({ error: 'must be an e-mail address' }).max(254).optional(),
-  operator_name: withNameRules(textUpTo(100)).optional(),
-  framework: withNameRules(textUpTo(50)).optional(),
+  // An empty optional field is an absent one, as clients that send every field write it.
+  operator_name: z.preprocess(emptyAsAbsent, withNameRules(textUpTo(100)).optional()),
+  framework: z.preprocess(emptyAsAbsent, withNameRules(textUpTo(50)).optional()),
   repo_url: z
     .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
     .max(500)

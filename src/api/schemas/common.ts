@@ -91,12 +91,15 @@ export const textUpTo = (max: number) =>
  * stored (as in Trojan Source), and a lone surrogate would be stored as U+FFFD.
  */
 const NAME_RULES: [RegExp, string][] = [
-  [/^\s*$/u, 'must not be blank'],
+  // Blank also when only invisible characters remain (zero-width spaces, Hangul fillers).
+  [/^[\s\p{Default_Ignorable_Code_Point}]*$/u, 'must not be blank'],
   [/[\p{Cc}\u2028\u2029]/u, 'must not contain control characters (tabs, line breaks and the like)'],
   [
     /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/u,
     'must not contain bidirectional control characters (U+202A to U+202E, U+2066 to U+2069, U+200E, U+200F, U+061C)',
   ],
+  // Other invisible format characters; the joiners (ZWJ, ZWNJ) are part of emoji and scripts.
+  [/(?![\u200C\u200D])\p{Cf}/u, 'must not contain invisible format characters'],
   [LONE_SURROGATE, WELL_FORMED.error],
 ];
 

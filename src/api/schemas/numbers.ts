@@ -30,7 +30,10 @@ export function decimalParts(text: string): DecimalParts | undefined {
   if (!match) return undefined;
   const [, sign, whole = '', fraction = '', power = '0'] = match;
   const padded = `${whole}${fraction}`.replace(/^0+/, '');
-  const digits = padded.replace(/0+$/, '');
+  // A loop, not /0+$/: that regex backtracks at every zero, quadratic in a 64 KiB number.
+  let end = padded.length;
+  while (end > 0 && padded.charCodeAt(end - 1) === 48) end--;
+  const digits = padded.slice(0, end);
   if (digits === '') return { negative: false, digits: '', exponent: 0 };
   // An absurd exponent (1e99999999999) becomes ±Infinity, which still compares right.
   const exponent = Number(power) - fraction.length + (padded.length - digits.length);

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { StartupError } from '../errors.ts';
@@ -30,7 +31,10 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export const RESERVED_FILE_DESCRIPTORS = 128;
 const MIN_CONNECTIONS = 16;
 
-/** The process's soft limit on open files (`ulimit -n`), where the platform says it. */
+/**
+ * The process's limit on open files, where the platform says it. Node raises its soft limit
+ * to the hard limit at start, so this is in effect the hard limit (`ulimit -Hn`).
+ */
 export function openFileLimit(): number | undefined {
   try {
     const limits = readFileSync('/proc/self/limits', 'utf8');
@@ -50,7 +54,7 @@ export function fitConnectionCap(requested: number, fileLimit = openFileLimit())
   const available = fileLimit - RESERVED_FILE_DESCRIPTORS;
   if (available < MIN_CONNECTIONS) {
     throw new StartupError(
-      `the open-file limit (ulimit -n) is ${fileLimit}, too low for agentctl serve: it needs at least ${RESERVED_FILE_DESCRIPTORS + MIN_CONNECTIONS}; raise it with ulimit -n`,
+      `the open-file limit is ${fileLimit}, too low for agentctl serve: it needs at least ${RESERVED_FILE_DESCRIPTORS + MIN_CONNECTIONS}; raise the hard limit (ulimit -Hn, or LimitNOFILE= in a systemd unit)`,
     );
   }
   return Math.min(requested, available);
@@ -64,6 +68,8 @@ export function connectionServerOptions(limits: ConnectionLimits) {
     // The 503 while shutting down is ours, in the contract's shape (below).
     return503OnClosing: false,
     http: {
+      // Node would answer a missing Host with an empty 400; the onRequest hook answers it.
+      requireHostHeader: false,
       requestTimeout: limits.requestTimeoutMs,
       headersTimeout: headersTimeout(limits),
       connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
@@ -73,6 +79,13 @@ export function connectionServerOptions(limits: ConnectionLimits) {
 
 function headersTimeout(limits: ConnectionLimits): number {
   return Math.min(HEADERS_TIMEOUT_MS, limits.requestTimeoutMs);
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Resolves once no route handler is running, or after `timeoutMs`. */
+    handlersDrained(timeoutMs: number): Promise<void>;
+  }
 }
 
 const firstRequestTimer = Symbol('firstRequestTimer');
@@ -88,18 +101,23 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
   const server = app.server;
   server.maxConnections = limits.maxConnections;
 
-  let refusedSinceLog = 0;
-  let lastRefusalLog = 0;
-  server.on('drop', () => {
-    refusedSinceLog++;
-    const now = Date.now();
-    if (now - lastRefusalLog < 1_000) return;
+  // At most one line a second, counting every refusal (a trailing line ends a burst).
+  let refused = 0;
+  let flush: NodeJS.Timeout | undefined;
+  const logRefusals = () => {
+    flush = undefined;
+    if (refused === 0) return;
     app.log.warn(
-      { refused: refusedSinceLog, maxConnections: limits.maxConnections },
+      { refused, maxConnections: limits.maxConnections },
       'connections refused: the connection cap is reached',
     );
-    lastRefusalLog = now;
-    refusedSinceLog = 0;
+    refused = 0;
+    flush = setTimeout(logRefusals, 1_000);
+    flush.unref();
+  };
+  server.on('drop', () => {
+    refused++;
+    if (!flush) logRefusals();
   });
 
   // Node's headers timeout starts with a request's first byte: a socket that sends nothing
@@ -118,13 +136,64 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
     clearTimeout(request.socket[firstRequestTimer]);
   });
 
+  // Node answers an Expect other than 100-continue itself, with an empty 417.
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const body = JSON.stringify({
+      error: `unsupported Expect header ${JSON.stringify(String(request.headers.expect).slice(0, 100))}: only 100-continue is supported`,
+    });
+    response.writeHead(417, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      connection: 'close',
+    });
+    response.end(body);
+  });
+
+  // Handlers still running, so shutdown can wait for them before the store and chain close
+  // (a response's connection can close, by the client or the grace timer, before its handler ends).
+  const running = new WeakSet<object>();
+  let handlers = 0;
+  const drained: Array<() => void> = [];
+  app.addHook('preHandler', (request, _reply, done) => {
+    running.add(request);
+    handlers++;
+    done();
+  });
+  const handlerDone = (request: object) => {
+    if (!running.delete(request)) return;
+    handlers--;
+    if (handlers === 0) for (const wake of drained.splice(0)) wake();
+  };
+  app.decorate('handlersDrained', (timeoutMs: number): Promise<void> => {
+    if (handlers === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+      drained.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  });
+
   let closing = false;
   let inFlight = 0;
   let grace: NodeJS.Timeout | undefined;
   const closeConnectionsOnceDrained = () => {
     if (closing && inFlight === 0) server.closeAllConnections();
   };
-  app.addHook('onRequest', (_request, reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
+    if (
+      request.raw.httpVersionMajor === 1 &&
+      request.raw.httpVersionMinor === 1 &&
+      !request.headers.host
+    ) {
+      reply
+        .code(400)
+        .header('connection', 'close')
+        .send({ error: 'missing Host header (HTTP/1.1 requires one)' });
+      return;
+    }
     if (closing) {
       reply
         .code(503)
@@ -139,7 +208,8 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
     });
     done();
   });
-  app.addHook('onSend', (_request, reply, payload, done) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
+    handlerDone(request);
     if (closing) reply.header('connection', 'close');
     done(null, payload);
   });

@@ -81,6 +81,12 @@ export function handleClientError(
   socket: Duplex,
 ): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // A response has begun on this connection (a bad request pipelined behind a good one):
+  // an answer now would be read as part of it. Just close, as Node itself does.
+  if ((socket as Duplex & { _httpMessage?: { _headerSent?: boolean } })._httpMessage?._headerSent) {
+    socket.destroy();
+    return;
+  }
   const [status, message]: [number, string] =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'the request took too long to arrive; send it again']

@@ -43,7 +43,9 @@ function invalidJson(error: unknown): HttpError {
   );
 }
 
-export function parseJsonBody(body: string): unknown {
+export function parseJsonBody(text: string): unknown {
+  // A leading byte-order mark is not part of the JSON (Fastify's own parser drops it too).
+  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   if (body.length === 0) {
     throw new HttpError(400, 'request body is empty: send a JSON object, or no Content-Type');
   }

@@ -5,8 +5,8 @@ import type { LogLevel } from '../options.ts';
  * What the request log may show. It never shows headers (X-API-Key, X-Admin-Token,
  * Authorization), bodies, or a failed request's raw bytes (`rawPacket`); query values are
  * shown only for parameters known to hold no secret; and as a last line, every line is
- * scrubbed of anything shaped like an API key and of the admin token, wherever a client
- * put it (a path segment, an unknown parameter, a message that echoes input).
+ * scrubbed of anything shaped like an API key, of the admin token and of the secret parts of
+ * an --rpc-url, wherever they appear (a path segment, an unknown parameter, an error message).
  */
 
 /** Query parameters whose values are never secret, so the log may keep them. */
@@ -42,7 +42,7 @@ interface LoggedError {
   stack: string;
 }
 
-function serializeError(error: unknown): LoggedError {
+function serializeError(error: unknown, depth = 0): LoggedError {
   if (!(error instanceof Error)) return { type: typeof error, message: String(error), stack: '' };
   const { code, statusCode } = error as { code?: unknown; statusCode?: unknown };
   return {
@@ -51,24 +51,54 @@ function serializeError(error: unknown): LoggedError {
     ...(code !== undefined && { code }),
     ...(statusCode !== undefined && { statusCode }),
     stack: error.stack ?? '',
-    ...(error.cause !== undefined && { cause: serializeError(error.cause) }),
+    ...(error.cause !== undefined &&
+      depth < 5 && { cause: serializeError(error.cause, depth + 1) }),
   };
 }
 
-export function scrubSecrets(line: string, adminToken: string | undefined): string {
-  let scrubbed = line.replace(API_KEY_SHAPE, `agk_${REDACTED}`);
-  if (adminToken !== undefined && adminToken.length >= MIN_SCRUBBED_TOKEN_LENGTH) {
-    scrubbed = scrubbed.replaceAll(JSON.stringify(adminToken).slice(1, -1), REDACTED);
+/** The texts to scrub: each secret as is, as a URL would carry it, and as JSON escapes it. */
+export function secretForms(secrets: Array<string | undefined>): string[] {
+  const forms = new Set<string>();
+  for (const secret of secrets) {
+    if (secret === undefined || secret.length < MIN_SCRUBBED_TOKEN_LENGTH) continue;
+    for (const form of [secret, encodeURIComponent(secret), secret.replaceAll(' ', '+')]) {
+      forms.add(JSON.stringify(form).slice(1, -1));
+    }
   }
+  // Longest first, so a form that contains another is replaced whole.
+  return [...forms].sort((a, b) => b.length - a.length);
+}
+
+export function scrubSecrets(line: string, forms: readonly string[]): string {
+  let scrubbed = line.replace(API_KEY_SHAPE, `agk_${REDACTED}`);
+  for (const form of forms) scrubbed = scrubbed.replaceAll(form, REDACTED);
   return scrubbed;
+}
+
+/**
+ * What of an --rpc-url is secret: a provider's key usually sits in its path or query
+ * (`https://host/v2/KEY`), or in user:password.
+ */
+export function rpcUrlSecrets(rpcUrl: string | undefined): string[] {
+  if (!rpcUrl) return [];
+  try {
+    const url = new URL(rpcUrl);
+    const secrets = [decodeURIComponent(url.username), decodeURIComponent(url.password)];
+    for (const segment of url.pathname.split('/')) secrets.push(decodeURIComponent(segment));
+    for (const value of url.searchParams.values()) secrets.push(value);
+    return secrets.filter((part) => part.length >= MIN_SCRUBBED_TOKEN_LENGTH);
+  } catch {
+    return [];
+  }
 }
 
 /** Pino options for the sandbox's JSON request log (Fastify's `logger` option). */
 export function loggerOptions(
   level: LogLevel,
   stream: NodeJS.WritableStream,
-  adminToken: string | undefined,
+  secrets: Array<string | undefined>,
 ) {
+  const forms = secretForms(secrets);
   return {
     level,
     stream,
@@ -81,6 +111,6 @@ export function loggerOptions(
       }),
       err: serializeError,
     },
-    hooks: { streamWrite: (line: string) => scrubSecrets(line, adminToken) },
+    hooks: { streamWrite: (line: string) => scrubSecrets(line, forms) },
   };
 }

@@ -126,8 +126,11 @@ export function createWalSync(
       throw error;
     }
   };
+  let closed = false;
   const sync = (): Promise<void> => {
     if (fd === undefined) return Promise.resolve();
+    // After close the descriptor may already name another file: never fsync it.
+    if (closed) return Promise.reject(new Error('the database is closed: serve is shutting down'));
     if (!running) {
       running = once().finally(() => {
         running = undefined;
@@ -147,6 +150,7 @@ export function createWalSync(
     async close(): Promise<void> {
       await running?.catch(() => undefined);
       await next?.catch(() => undefined);
+      closed = true;
       if (fd !== undefined) closeSync(fd);
     },
   };
