@@ -31,7 +31,7 @@ export interface ApiClientOptions {
   retryBudgetMs?: number;
   /** One write (POST), which is never retried. */
   writeTimeoutMs?: number;
-  /** Called before each retry, for --verbose. */
+  /** Called before each retry (the CLI says so on stderr). */
   onRetry?: (reason: string, waitMs: number) => void;
 }
 
@@ -62,8 +62,9 @@ const MAX_BACKOFF_MS = 4_000;
  * shared schemas (unknown fields pass through in `text`).
  *
  * GETs are retried with exponential backoff and full jitter on 429 (honouring Retry-After),
- * 502, 503 and 504, and on connection errors, within one overall budget; POSTs never are,
- * since a write might have happened.
+ * 502, 503 and 504, and on transient connection errors (reset, timed out connecting, DNS not
+ * answering), within one overall budget; a refused connection or an unknown host fails at
+ * once. POSTs are never retried, since a write might have happened.
  */
 export function createApiClient(options: ApiClientOptions) {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -295,15 +296,18 @@ function networkReason(error: unknown): { text: string; transient: boolean; time
   const { code, name } = error as { code?: unknown; name?: unknown };
   // DOMException (an aborted request) has a numeric code; its name says what happened.
   switch (typeof code === 'string' ? code : name) {
+    // Nothing listens there, or the name does not exist: waiting will not change it, so fail
+    // at once (as gh and cast do) instead of spending the retry budget.
     case 'ECONNREFUSED':
       return {
         text: 'connection refused (is the service running?)',
-        transient: true,
+        transient: false,
         timedOut: false,
       };
     case 'ENOTFOUND':
+      return { text: 'host not found', transient: false, timedOut: false };
     case 'EAI_AGAIN':
-      return { text: 'host not found', transient: true, timedOut: false };
+      return { text: 'host not found (DNS did not answer)', transient: true, timedOut: false };
     case 'UND_ERR_CONNECT_TIMEOUT':
       return { text: 'timed out connecting', transient: true, timedOut: false };
     case 'TimeoutError':

@@ -118,7 +118,8 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
           baseUrl,
           apiKey: () => context.apiKey(),
           userAgent: `agentctl/${VERSION}`,
-          onRetry: (reason, wait) => out.debug(`retrying in ${wait} ms (${reason})`),
+          // Said even without --verbose: a silent wait looks like a hang.
+          onRetry: (reason, wait) => out.notice(`retrying in ${wait} ms (${reason})`),
         });
       }
       return client;

@@ -123,6 +123,13 @@ export function createOutput(options: OutputOptions) {
     info(text: string) {
       if (!options.quiet && !options.json) line(stderr, text);
     },
+    /**
+     * Something the user should know while waiting, such as a retry (stderr, prefixed
+     * `agentctl:`); silenced only by --quiet, kept with --json (stdout stays clean).
+     */
+    notice(text: string) {
+      if (!options.quiet) line(stderr, `agentctl: ${text}`);
+    },
     /** Only with --verbose (stderr). */
     debug(text: string) {
       if (options.verbose) line(stderr, c.dim(text));
