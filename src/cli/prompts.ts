@@ -1,5 +1,5 @@
 import { CliError, EXIT } from './exit-codes.ts';
-import { canPrompt } from './io.ts';
+import { canPrompt } from './tty.ts';
 
 /** Asks yes or no on the terminal. Loads inquirer only when a prompt is really shown. */
 export async function confirm(message: string): Promise<boolean> {

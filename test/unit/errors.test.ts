@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, UnexpectedResponseError, UnreachableError } from '../../src/api/errors.ts';
 import { describeFailure } from '../../src/cli/errors.ts';
 import { CliError, EXIT } from '../../src/cli/exit-codes.ts';
-import { canPrompt } from '../../src/cli/io.ts';
+import { canPrompt } from '../../src/cli/tty.ts';
 
 const api = (status: number, body: Record<string, unknown> = { error: 'x' }) =>
   describeFailure(new ApiError(status, { error: 'x', ...body }, true));

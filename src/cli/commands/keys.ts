@@ -3,8 +3,8 @@ import { Command } from 'commander';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { canPrompt } from '../io.ts';
 import { askNewPassword, confirmUnlessYes, hiddenPrompt } from '../prompts.ts';
+import { canPrompt } from '../tty.ts';
 
 interface PasswordFlags {
   passwordFile?: string;

@@ -3,8 +3,8 @@ import { AGENT_TYPES } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { canPrompt } from '../io.ts';
 import { askNewPassword, hiddenPrompt } from '../prompts.ts';
+import { canPrompt } from '../tty.ts';
 
 interface RegisterFlags {
   key?: string;
