@@ -47,7 +47,6 @@ export function buildProgram(): Command {
     .option('-q, --quiet', 'no progress or hints on stderr')
     .option('-v, --verbose', 'show retries and other details on stderr')
     .addHelpText('after', ENVIRONMENT_HELP + EXIT_CODE_HELP)
-    .showHelpAfterError('(run with --help for usage)')
     .addCommand(keysCommand())
     .addCommand(registerCommand())
     .addCommand(whoamiCommand())
@@ -70,14 +69,44 @@ export function buildProgram(): Command {
     .addCommand(completionCommand(() => program))
     .addCommand(sandboxCommand())
     .addCommand(serveCommand());
-  forEachCommand(program, (command) => command.exitOverride());
+  forEachCommand(program, (command) =>
+    command.exitOverride().configureOutput({
+      // Usage errors in the voice of every other error: "agentctl: …", then the hint alone.
+      outputError: (text, write) => {
+        const { message, hint } = usageMessage(text.trimEnd());
+        write(
+          `agentctl: ${message}\n${hint ? `${hint}\n` : ''}(run \`${command.name() === 'agentctl' ? 'agentctl' : commandPath(command)} --help\` for usage)\n`,
+        );
+      },
+    }),
+  );
   return program;
+}
+
+/** "agentctl strategy submit" for a command. */
+function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let at: Command | null = command; at; at = at.parent) names.unshift(at.name());
+  return names.join(' ');
 }
 
 /** Settings such as exitOverride are not inherited by commands added with addCommand(). */
 function forEachCommand(command: Command, apply: (command: Command) => void): void {
   apply(command);
   for (const sub of command.commands) forEachCommand(sub, apply);
+}
+
+/**
+ * Commander's usage error as one line in our voice, and its "(Did you mean …?)" as a hint:
+ * "error: unknown command 'depost'\n(Did you mean deposit?)".
+ */
+export function usageMessage(text: string): { message: string; hint?: string } {
+  const lines = text.replace(/^error: /, '').split('\n');
+  const hint = lines
+    .slice(1)
+    .map((line) => /^\(Did you mean (.+)\?\)$/.exec(line.trim())?.[1])
+    .find(Boolean);
+  return { message: lines[0] ?? '', ...(hint && { hint: `did you mean ${hint}?` }) };
 }
 
 /**
@@ -91,16 +120,25 @@ export function exitCodeFor(
 ): number {
   if (error instanceof CommanderError) {
     // --help and --version end here with exit code 0. Anything else is a usage error:
-    // commander has printed it already, except with --json, where it is one JSON object.
+    // commander has printed it already (in our voice), except with --json, where it is one
+    // JSON object.
     if (error.exitCode === 0) return EXIT.ok;
     if (json) {
-      const message = error.message.replace(/^error: /, '');
-      writeError(JSON.stringify({ error: message, status: null, code: 'usage' }));
+      const { message, hint } = usageMessage(error.message);
+      writeError(
+        JSON.stringify({ error: message, ...(hint && { hint }), status: null, code: 'usage' }),
+      );
     }
     return EXIT.usage;
   }
   const failure = describeFailure(error);
-  writeError(json ? JSON.stringify(failure.json) : `agentctl: ${failure.message}`);
+  if (json) {
+    // One line per error object: a message that spans lines is joined.
+    const text = String(failure.json.error ?? '').replace(/\s*\n\s*/g, '; ');
+    writeError(JSON.stringify({ ...failure.json, error: text }));
+  } else {
+    writeError(`agentctl: ${failure.message}`);
+  }
   return failure.exitCode;
 }
 
@@ -122,9 +160,7 @@ export async function main(argv: string[]): Promise<void> {
   // Known before parsing, so that commander's own usage errors can be JSON too.
   const json = argv.slice(2).includes('--json');
   if (json) {
-    forEachCommand(program, (command) =>
-      command.configureOutput({ writeErr: () => undefined }).showHelpAfterError(false),
-    );
+    forEachCommand(program, (command) => command.configureOutput({ outputError: () => undefined }));
   }
   try {
     await program.parseAsync(argv);

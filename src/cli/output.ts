@@ -29,9 +29,9 @@ export function createOutput(options: OutputOptions) {
     raw(text: string) {
       line(stdout, text);
     },
-    /** A local command's JSON result. */
+    /** A local command's JSON result: compact, one line, as the service's bodies are. */
     jsonValue(value: unknown) {
-      line(stdout, JSON.stringify(value, null, 2));
+      line(stdout, JSON.stringify(value));
     },
     print(text: string) {
       line(stdout, text);

@@ -448,6 +448,25 @@ describe('usage errors', () => {
       status: null,
       code: 'usage',
     });
+    // One voice: "agentctl: …", the suggestion on its own line; in JSON, one line with a hint.
+    const typoed = await cli(['depost']);
+    expect(typoed.code).toBe(2);
+    expect(typoed.stderr).toBe(
+      "agentctl: unknown command 'depost'\ndid you mean deposit?\n(run `agentctl --help` for usage)\n",
+    );
+    const typoedJson = await cli(['--json', 'depost']);
+    expect(JSON.parse(typoedJson.stderr)).toEqual({
+      error: "unknown command 'depost'",
+      hint: 'did you mean deposit?',
+      status: null,
+      code: 'usage',
+    });
+    expect(typoedJson.stderr.trim().split('\n')).toHaveLength(1);
+    const option = await cli(['strategy', 'submit', '--bogus']);
+    expect(option.stderr).toMatch(/^agentctl: unknown option '--bogus'\n/);
+    // A local command's JSON is compact too.
+    const configJson = await cli(['--json', 'config', 'path']);
+    expect(configJson.stdout.trim().split('\n')).toHaveLength(1);
     expect((await cli(['keys'])).code).toBe(2);
     expect((await cli(['--base-url', 'http://a b', 'health'])).code).toBe(2);
     const typo = await runCli(['--profile', 'nosuch', 'health'], {
