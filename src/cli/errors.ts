@@ -72,5 +72,9 @@ function hint(error: ApiError): string {
   if ((error.status === 401 || error.status === 503) && /api key/i.test(error.message)) {
     return ' (register with `agentctl register`, or check --api-key / AGENTCTL_API_KEY)';
   }
+  if (error.status === 403 && /tier/i.test(error.message)) {
+    const needed = /tier (\w+)/.exec(error.message)?.[1] ?? 'established';
+    return ` (the service grants tiers; against a local sandbox, raise it with \`agentctl sandbox tier <wallet> ${needed}\`)`;
+  }
   return '';
 }

@@ -79,6 +79,22 @@ describe('agent commands against serve', () => {
     expect(JSON.parse(over.stderr)).toMatchObject({ status: 400, code: 'bad_request' });
   });
 
+  it('deposit takes any case of a vault id, .5 and 1e0, and suggests a near miss', async () => {
+    const upper = await cli(['--json', 'deposit', 'CONSERVATIVE', '.5', '--yes']);
+    expect(upper.code).toBe(0);
+    expect(JSON.parse(upper.stdout)).toMatchObject({ amount_usdc: 0.5 });
+    expect((await cli(['deposit', 'inverse', '1e0', '--yes'])).code).toBe(0);
+    const near = await cli(['deposit', 'moderat', '1', '--yes']);
+    expect(near.code).toBe(2);
+    expect(near.stderr).toContain('did you mean moderate?');
+    const negative = await cli(['deposit', 'moderate', '-1', '--yes']);
+    expect(negative.code).toBe(2);
+    const fresh = '0x00000000000000000000000000000000000f00d5';
+    const fund = await cli(['--json', 'sandbox', 'fund', fresh, '--usdc', '1e3', '--eth', '.5']);
+    expect(fund.code).toBe(0);
+    expect(JSON.parse(fund.stdout)).toMatchObject({ eth_balance_wei: '500000000000000000' });
+  });
+
   it('strategy submit, from flags and from --file, then strategy list', async () => {
     const submit = await cli([
       'strategy',
@@ -203,6 +219,13 @@ describe('agent commands against serve', () => {
     const { proposal_id } = JSON.parse(proposal.stdout);
     const low = await cli(['vote', String(proposal_id), 'for']);
     expect(low.code).toBe(4);
+    expect(low.stderr).toContain('`agentctl sandbox tier <wallet> established`');
+    // The tier is checked locally, and either of the agent's wallets names it.
+    const typo = await cli(['sandbox', 'tier', wallet, 'establshed']);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('did you mean established?');
+    const agentWallet = JSON.parse((await cli(['--json', 'wallet'])).stdout).agent_address;
+    expect((await cli(['sandbox', 'tier', agentWallet, 'Registered'])).code).toBe(0);
     expect((await cli(['sandbox', 'tier', wallet, 'established'])).code).toBe(0);
     const vote = await cli(['--json', 'vote', String(proposal_id), 'for', '--reason', 'yes']);
     expect(vote.code).toBe(0);

@@ -3,6 +3,37 @@ import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { confirmUnlessYes } from '../prompts.ts';
+import { didYouMean } from '../suggest.ts';
+import { canPrompt } from '../tty.ts';
+
+/** A vault id as the service knows it: any case, and a near miss gets a suggestion. */
+export function vaultId(value: string): string {
+  const id = value.toLowerCase();
+  if ((VAULT_IDS as readonly string[]).includes(id)) return id;
+  throw new CliError(
+    `vault ${value}: must be one of ${VAULT_IDS.join(', ')}${didYouMean(id, VAULT_IDS)}`,
+    EXIT.usage,
+  );
+}
+
+/**
+ * A decimal number as typed, normalised for JSON: "12.5", ".5" and "1e3" are accepted;
+ * a sign, a comma or a word is not.
+ */
+export function decimalText(name: string, value: string): string {
+  if (!/^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(value)) {
+    throw new CliError(
+      `${name} ${value}: must be a positive number, for example 100, 12.5, .5 or 1e3`,
+      EXIT.usage,
+    );
+  }
+  return value.replace(/^\./, '0.').replace(/\.(?=$|[eE])/, '');
+}
+
+/** 0x1234…abcd */
+export function shortAddress(address: string): string {
+  return `${address.slice(0, 6)}…${address.slice(-4)}`;
+}
 
 export function depositCommand(): Command {
   return new Command('deposit')
@@ -11,21 +42,17 @@ export function depositCommand(): Command {
       "Deposit USDC from the agent's server-side wallet into a vault (the service sends approve, then deposit). Asks first on a terminal unless --yes.",
     )
     .argument('<vault>', VAULT_IDS.join(' | '))
-    .argument('<amount>', 'USDC, up to 6 decimals, for example 100 or 12.5')
+    .argument('<amount>', 'USDC, up to 6 decimals, for example 100, 12.5 or .5')
     .option('-y, --yes', 'do not ask for confirmation')
     .addHelpText('after', '\nExample:\n  agentctl deposit moderate 100 --yes')
     .action(
       action(async (context, command) => {
-        const [vault, amount] = command.processedArgs as [string, string];
+        const [vaultArg, amountArg] = command.processedArgs as [string, string];
+        const vault = vaultId(vaultArg);
+        const amount = decimalText('amount', amountArg);
         const { DepositRequest, describeZodError, exactNumber } = await import(
           '../../api/schemas/index.ts'
         );
-        if (!/^\d+(\.\d+)?$/.test(amount)) {
-          throw new CliError(
-            `amount ${amount}: must be a positive decimal number, for example 100 or 12.5`,
-            EXIT.usage,
-          );
-        }
         // Checked from its digits, as the service would: 1.0000000000000000001 is not 1.
         const parsed = DepositRequest.safeParse({
           vault_id: vault,
@@ -39,10 +66,17 @@ export function depositCommand(): Command {
           amount_usdc: Number(parsed.data.amount_usdc),
         };
         const client = await context.authenticatedClient();
-        await confirmUnlessYes(
-          `Deposit ${amount} USDC into the ${vault} vault?`,
-          command.opts().yes,
-        );
+        if (!command.opts().yes && canPrompt()) {
+          // Say where the money goes: which wallet, which service, which profile.
+          const wallet = await client.wallet().then(
+            (answer) => answer.data.agent_address,
+            () => undefined,
+          );
+          await confirmUnlessYes(
+            `Deposit ${parsed.data.amount_usdc} USDC into ${vault}${wallet ? ` from ${shortAddress(wallet)}` : ''} on ${client.baseUrl} (profile ${context.profileName})?`,
+            false,
+          );
+        }
         const out = await context.output();
         const response = await out.progress('waiting for approve and deposit to confirm', () =>
           client.deposit(body),

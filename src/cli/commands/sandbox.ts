@@ -4,6 +4,8 @@ import { STRATEGY_STATUSES, TIERS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
+import { didYouMean } from '../suggest.ts';
+import { decimalText } from './deposit.ts';
 import { checkAddress } from './lookup.ts';
 
 /** Calls the sandbox admin API with the token from --admin-token or AGENTCTL_ADMIN_TOKEN. */
@@ -36,10 +38,12 @@ const { rawJSON } = JSON as unknown as { rawJSON(text: string): unknown };
  * 0.123456789012345678 ETH, which the service takes exactly.
  */
 function numberArg(name: string, value: string): unknown {
-  if (!/^\d+(\.\d+)?$/.test(value)) {
-    throw new CliError(`${name} ${value}: must be a positive number`, EXIT.usage);
+  const parts = decimalParts(decimalText(name, value)) as DecimalParts;
+  // Before writing the digits out: 1e999999 would be a million characters.
+  if (parts.digits.length + parts.exponent > 30) {
+    throw new CliError(`${name} ${value}: is far too large`, EXIT.usage);
   }
-  return rawJSON(plainDecimal(decimalParts(value) as DecimalParts));
+  return rawJSON(plainDecimal(parts));
 }
 
 export function sandboxCommand(): Command {
@@ -85,7 +89,14 @@ export function sandboxCommand(): Command {
     .addHelpText('after', '\nExample:\n  agentctl sandbox tier 0xYourWallet established')
     .action(
       action(async (context, command) => {
-        const [wallet, tier] = command.processedArgs as [string, string];
+        const [wallet, tierArg] = command.processedArgs as [string, string];
+        const tier = tierArg.toLowerCase();
+        if (!(TIERS as readonly string[]).includes(tier)) {
+          throw new CliError(
+            `tier ${tierArg}: must be one of ${TIERS.join(', ')}${didYouMean(tier, TIERS)}`,
+            EXIT.usage,
+          );
+        }
         await adminCall(context, command, 'POST', '/sandbox/agents/tier', {
           wallet_address: await checkAddress('wallet', wallet),
           tier,

@@ -95,7 +95,10 @@ export function registerSandboxAdminRoutes(
     async (request) => {
       const { wallet_address, tier } = request.body;
       if (!store.agents.setTier(wallet_address, tier)) {
-        throw new HttpError(404, `no agent is registered for wallet ${wallet_address}`);
+        throw new HttpError(
+          404,
+          `no agent has ${wallet_address} as its registered wallet or its server-side wallet`,
+        );
       }
       await store.sync();
       return { wallet_address, tier };

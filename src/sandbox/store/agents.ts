@@ -71,7 +71,10 @@ export function createAgentStore(db: Database) {
            count(*) FILTER (WHERE status = 'active') AS active_agents,
            coalesce(sum(strategies_submitted), 0) AS strategies_submitted
     FROM agents`);
-  const updateTier = db.prepare('UPDATE agents SET tier = ? WHERE wallet_key = ?');
+  // By the registered wallet or the agent's server-side wallet (an admin call: a scan is fine).
+  const updateTier = db.prepare(
+    'UPDATE agents SET tier = :tier WHERE wallet_key = :wallet OR lower(agent_address) = :wallet',
+  );
   const addActivity = db.prepare(`
     UPDATE agents SET strategies_submitted = strategies_submitted + :strategies,
                       deposited_usdc_raw = deposited_usdc_raw + :deposited,
@@ -129,7 +132,7 @@ export function createAgentStore(db: Database) {
     /** Returns false when no agent has that wallet. */
     setTier(wallet: string, tier: Tier): boolean {
       changes++;
-      return updateTier.run(tier, wallet.toLowerCase()).changes === 1;
+      return updateTier.run({ tier, wallet: wallet.toLowerCase() }).changes === 1;
     },
   };
 }
