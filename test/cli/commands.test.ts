@@ -174,6 +174,15 @@ describe('api', () => {
     expectOk(result);
     expect(JSON.parse(result.stdout)).toMatchObject({ nfts: [], total: 0 });
   });
+
+  it('takes a full URL on the service, and refuses one elsewhere (the key stays home)', async () => {
+    const full = await cli(['--json', 'api', 'GET', `${sandbox.url}/api/v1/vaults?x=1`]);
+    expectOk(full);
+    expect(JSON.parse(full.stdout).vaults).toHaveLength(6);
+    const elsewhere = await cli(['api', 'GET', 'https://example.org/api/v1/agent/wallet']);
+    expect(elsewhere.code).toBe(2);
+    expect(elsewhere.stderr).toContain('is not on the service');
+  });
 });
 
 describe('config and precedence', () => {
@@ -219,7 +228,28 @@ describe('config and precedence', () => {
         wallet_address: null,
         keystore: null,
         api_key: 'agk_aaaaaaaa…',
+        sources: {
+          profile: 'flag --profile',
+          base_url: 'profile',
+          wallet_address: 'not set',
+          keystore: 'not set',
+          api_key: 'profile',
+        },
       });
+      // Where each value in effect comes from, as every command resolves it.
+      const fromEnv = await runCli(['--profile', 'local', '--json', 'config', 'list'], {
+        ...env,
+        AGENTCTL_BASE_URL: 'http://127.0.0.1:9',
+      });
+      expect(JSON.parse(fromEnv.stdout)).toMatchObject({
+        base_url: 'http://127.0.0.1:9',
+        sources: { base_url: 'env AGENTCTL_BASE_URL' },
+      });
+      const human = await runCli(
+        ['--profile', 'local', '--base-url', 'http://x:1', 'config', 'list'],
+        env,
+      );
+      expect(human.stdout).toMatch(/base_url\s*│\s*http:\/\/x:1\s*│\s*flag --base-url/);
       // The profile's base_url is used when neither flag nor environment says otherwise.
       expectOk(await runCli(['--profile', 'local', 'health'], env));
       // A profile named explicitly must exist, so a typo never runs against the wrong service.

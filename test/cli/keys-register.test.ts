@@ -147,6 +147,11 @@ describe('agentctl register (scripted)', () => {
     const human = await cli(['whoami']);
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/^agent_name\s+Trend Bot$/m);
+    // Both wallets, and which does what.
+    expect(human.stdout).toMatch(
+      /^wallet\s+0x[0-9a-fA-F]{40} \(registered; signs the registration\)$/m,
+    );
+    expect(human.stdout).toMatch(/^agent_wallet\s+0x[0-9a-fA-F]{40} \(server-side; deposits/m);
     // The stored key works for authenticated commands.
     expect((await cli(['wallet'])).code).toBe(0);
   }, 60_000);
@@ -159,6 +164,7 @@ describe('agentctl register (scripted)', () => {
     });
     expect(result.code).toBe(0);
     expect(result.stdout).toContain(`registered CI Bot (${privateKeyToAccount(key).address})`);
+    expect(result.stdout).toMatch(/its server-side wallet is 0x[0-9a-fA-F]{40}/);
     expect(result.stderr).toMatch(
       /API key agk_[0-9a-f]{8}… stored in profile "default" \(.*config\.json\)/,
     );

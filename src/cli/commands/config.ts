@@ -46,6 +46,15 @@ function checkApiKey(value: string): void {
   if (value.length < 16) fail(`is too short to be a key (${value.length} characters)`);
 }
 
+/** The first value that is set, with where it came from; "not set" when none is. */
+function pick(candidates: Array<[string | undefined, string]>): {
+  value: string | undefined;
+  source: string;
+} {
+  const found = candidates.find(([value]) => value !== undefined);
+  return found ? { value: found[0], source: found[1] } : { value: undefined, source: 'not set' };
+}
+
 /** API keys are shown by their prefix only, except by an explicit `config get api_key`. */
 function masked(key: ProfileKey, value: string | undefined): string | undefined {
   return key === 'api_key' && value ? `${value.slice(0, 12)}…` : value;
@@ -121,20 +130,61 @@ export function configCommand(): Command {
     );
   config
     .command('list')
-    .description('print every setting of the profile (the API key by its prefix)')
+    .description(
+      'print every setting in effect for the profile, and where it comes from: flag, env, profile or default (the API key by its prefix)',
+    )
     .addHelpText('after', '\nExample:\n  agentctl --profile live config list')
     .action(
       action(async (context) => {
         const profile = await context.profile();
-        const values = Object.fromEntries(
-          KEYS.map((key) => [key, masked(key, profile[key]) ?? null]),
-        );
+        const { DEFAULT_BASE_URL } = await import('../../config/profiles.ts');
+        const env = (name: string) => (context.env[name] === '' ? undefined : context.env[name]);
+        // The same precedence as every command: flag, then environment, then profile, then default.
+        const effective: Record<ProfileKey, { value: string | undefined; source: string }> = {
+          base_url: pick([
+            [context.globals.baseUrl, 'flag --base-url'],
+            [env('AGENTCTL_BASE_URL'), 'env AGENTCTL_BASE_URL'],
+            [profile.base_url, 'profile'],
+            [DEFAULT_BASE_URL, 'default'],
+          ]),
+          wallet_address: pick([[profile.wallet_address, 'profile']]),
+          keystore: pick([[profile.keystore, 'profile']]),
+          api_key: pick([
+            [context.globals.apiKey, 'flag --api-key'],
+            [env('AGENTCTL_API_KEY'), 'env AGENTCTL_API_KEY'],
+            [profile.api_key, 'profile'],
+          ]),
+        };
+        const profileSource =
+          context.globals.profile !== undefined
+            ? 'flag --profile'
+            : env('AGENTCTL_PROFILE') !== undefined
+              ? 'env AGENTCTL_PROFILE'
+              : 'default';
         const out = await context.output();
-        if (out.json) return out.jsonValue({ profile: context.profileName, ...values });
-        out.fields({
-          profile: context.profileName,
-          ...Object.fromEntries(KEYS.map((key) => [key, values[key] ?? '(not set)'])),
-        });
+        if (out.json) {
+          return out.jsonValue({
+            profile: context.profileName,
+            ...Object.fromEntries(
+              KEYS.map((key) => [key, masked(key, effective[key].value) ?? null]),
+            ),
+            sources: {
+              profile: profileSource,
+              ...Object.fromEntries(KEYS.map((key) => [key, effective[key].source])),
+            },
+          });
+        }
+        out.table(
+          ['setting', 'value', 'from'],
+          [
+            ['profile', context.profileName, profileSource],
+            ...KEYS.map((key) => [
+              key,
+              masked(key, effective[key].value) ?? '(not set)',
+              effective[key].source,
+            ]),
+          ],
+        );
       }),
     );
   config

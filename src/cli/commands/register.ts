@@ -282,6 +282,16 @@ export function registerCommand(): Command {
               `registered ${result.agent_name} (${wallet}) as agent ${result.agent_id}, tier ${result.tier}`,
             ),
           );
+          // The wallet the agent will act from, which the service holds (and funds in a sandbox).
+          const agentWallet = await client.wallet().then(
+            (answer) => answer.data.agent_address,
+            () => undefined,
+          );
+          if (agentWallet) {
+            out.print(
+              `its server-side wallet is ${agentWallet}: deposits, strategies and votes come from it`,
+            );
+          }
         }
         out.info(
           `API key ${apiKey.slice(0, 12)}… stored in profile "${context.profileName}" (${config.path})`,
@@ -293,7 +303,9 @@ export function registerCommand(): Command {
 export function whoamiCommand(): Command {
   return new Command('whoami')
     .summary("registration lookup of the profile's wallet")
-    .description("Look up the registration of the profile's wallet (set by `agentctl register`).")
+    .description(
+      "Look up the registration of the profile's wallet (set by `agentctl register`), and show the agent's server-side wallet: the registered wallet signs the registration; the server-side wallet, which the service holds, sends deposits, strategies and votes.",
+    )
     .addHelpText('after', '\nExample:\n  agentctl --profile live whoami')
     .action(
       action(async (context) => {
@@ -304,12 +316,24 @@ export function whoamiCommand(): Command {
             EXIT.usage,
           );
         }
-        const response = await (await context.client()).lookup(profile.wallet_address);
+        const client = await context.client();
+        const response = await client.lookup(profile.wallet_address);
         const out = await context.output();
         if (out.json) return out.raw(response.text);
+        // The agent acts from its server-side wallet: show it too, when the key can ask.
+        const agentWallet = (await client.hasApiKey())
+          ? await client.wallet().then(
+              (answer) => answer.data.agent_address,
+              () => undefined,
+            )
+          : undefined;
         out.fields({
           profile: context.profileName,
-          wallet: profile.wallet_address,
+          service: client.baseUrl,
+          wallet: `${profile.wallet_address} (registered; signs the registration)`,
+          ...(agentWallet && {
+            agent_wallet: `${agentWallet} (server-side; deposits, strategies, votes, faucet)`,
+          }),
           ...response.data,
         });
       }),
