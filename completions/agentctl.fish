@@ -82,7 +82,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from api' -l data -r -d 'JSON re
 complete -c agentctl -n '__fish_seen_subcommand_from config' -a get -d 'print one setting of the profile'
 complete -c agentctl -n '__fish_seen_subcommand_from config' -a set -d 'change one setting of the profile'
 complete -c agentctl -n '__fish_seen_subcommand_from config' -a unset -d 'remove one setting from the profile'
-complete -c agentctl -n '__fish_seen_subcommand_from config' -a list -d 'print every setting of the profile (the API key by its prefix)'
+complete -c agentctl -n '__fish_seen_subcommand_from config' -a list -d 'print every setting in effect for the profile, and where it comes from: flag, env, profile or default (the API key by its prefix)'
 complete -c agentctl -n '__fish_seen_subcommand_from config' -a path -d 'print where the configuration file is'
 complete -c agentctl -n '__fish_seen_subcommand_from get' -a 'base_url wallet_address keystore api_key'
 complete -c agentctl -n '__fish_seen_subcommand_from set' -a 'base_url wallet_address keystore api_key'
