@@ -65,6 +65,10 @@ export function configCommand(): Command {
     .summary('read and change the profile settings')
     .description(
       `Profile settings: ${KEYS.join(', ')}. They apply to the profile chosen with --profile or AGENTCTL_PROFILE (default "default").`,
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agentctl --profile live config set base_url https://agents.example.org\n  agentctl config list',
     );
   config
     .command('get')

@@ -52,6 +52,10 @@ export function sandboxCommand(): Command {
     .description(
       'Drive the local sandbox: its clock, tiers, funds, proposals and strategy statuses.',
     )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agentctl sandbox advance 86400\n  agentctl sandbox tier 0xYourWallet established',
+    )
     .addOption(
       new Option('--admin-token <token>', 'the token serve printed at start').env(
         'AGENTCTL_ADMIN_TOKEN',

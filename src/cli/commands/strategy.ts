@@ -103,7 +103,15 @@ function requestFrom(flags: SubmitFlags, fields: readonly string[]): Record<stri
 }
 
 export function strategyCommand(): Command {
-  const strategy = new Command('strategy').summary('submit and list strategies');
+  const strategy = new Command('strategy')
+    .summary('submit and list strategies')
+    .description(
+      "Submit DNA-encoded strategies to the registry from the agent's server-side wallet, and list them.",
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agentctl strategy submit --file strategy.json --dry-run\n  agentctl strategy list',
+    );
   strategy
     .command('submit')
     .description(
