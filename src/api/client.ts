@@ -31,6 +31,8 @@ export interface ApiClientOptions {
   retryBudgetMs?: number;
   /** One write (POST), which is never retried. */
   writeTimeoutMs?: number;
+  /** Called after each attempt that got an answer (for --verbose). */
+  onExchange?: (method: string, url: string, status: number, ms: number) => void;
   /** Called before each retry (the CLI says so on stderr). */
   onRetry?: (reason: string, waitMs: number) => void;
 }
@@ -96,6 +98,7 @@ export function createApiClient(options: ApiClientOptions) {
       let text: string;
       let retryAfterMs: number | undefined;
       try {
+        const started = performance.now();
         // One signal covers connecting, the headers and the whole body.
         const signal = AbortSignal.timeout(Math.max(1, Math.min(timeoutMs, deadline - Date.now())));
         const response = await undiciRequest(url, {
@@ -107,6 +110,7 @@ export function createApiClient(options: ApiClientOptions) {
         });
         status = response.statusCode;
         text = await response.body.text();
+        options.onExchange?.(method, url, status, Math.round(performance.now() - started));
         retryAfterMs = parseRetryAfter(response.headers['retry-after']);
       } catch (error) {
         const reason = networkReason(error);

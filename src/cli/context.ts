@@ -118,6 +118,8 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
           baseUrl,
           apiKey: () => context.apiKey(),
           userAgent: `agentctl/${VERSION}`,
+          onExchange: (method, url, status, ms) =>
+            out.debug(`${method} ${url} → ${status} (${ms} ms)`),
           // Said even without --verbose: a silent wait looks like a hang.
           onRetry: (reason, wait) => out.notice(`retrying in ${wait} ms (${reason})`),
         });

@@ -93,9 +93,10 @@ export function createOutput(options: OutputOptions) {
       if (options.json || options.quiet || !tty) return work();
       const frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
       let frame = 0;
-      const timer = setInterval(() => {
-        stderr.write(`\r${c.cyan(frames[frame++ % frames.length] ?? '')} ${text}`);
-      }, 80);
+      const draw = () => stderr.write(`\r${c.cyan(frames[frame++ % frames.length] ?? '')} ${text}`);
+      // The first frame at once: a quick answer still shows what was being waited for.
+      draw();
+      const timer = setInterval(draw, 80);
       try {
         return await work();
       } finally {

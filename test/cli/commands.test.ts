@@ -468,6 +468,38 @@ describe('the HTTP client against misbehaving services', () => {
   });
 });
 
+describe('--verbose and --quiet', () => {
+  it('--verbose shows each request and its answer on stderr; stdout is unchanged', async () => {
+    const plain = await cli(['--json', 'health']);
+    const verbose = await cli(['--verbose', '--json', 'health']);
+    expect(verbose.code).toBe(0);
+    expect(verbose.stdout).toBe(plain.stdout);
+    expect(verbose.stderr).toMatch(
+      new RegExp(`^GET ${sandbox.url}/health → 200 \\(\\d+ ms\\)$`, 'm'),
+    );
+    expect(plain.stderr).toBe('');
+  });
+
+  it('--quiet drops progress and hints, not results or errors', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-cli-quiet-'));
+    try {
+      const env = { AGENTCTL_CONFIG_DIR: dir };
+      const loud = await runCli(['config', 'set', 'base_url', sandbox.url], env);
+      expect(loud.stderr).toBe('set base_url in profile "default"\n');
+      const quiet = await runCli(['--quiet', 'config', 'set', 'base_url', sandbox.url], env);
+      expect(quiet.code).toBe(0);
+      expect(quiet.stderr).toBe('');
+      const result = await runCli(['--quiet', 'config', 'get', 'base_url'], env);
+      expect(result.stdout).toBe(`${sandbox.url}\n`);
+      const error = await runCli(['--quiet', 'config', 'get', 'api_key'], env);
+      expect(error.code).toBe(1);
+      expect(error.stderr).toContain('api_key is not set');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('usage errors', () => {
   it('are one JSON object with --json, and a missing subcommand is exit 2', async () => {
     const unknown = await cli(['--json', 'nosuch']);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, type ServeProcess, startServe } from '../helpers/serve.ts';
+import { BIN, registerOver, type ServeProcess, startServe } from '../helpers/serve.ts';
 
 let sandbox: ServeProcess;
 let dir: string;
@@ -220,5 +220,32 @@ describe('the registration wizard', () => {
     expect(await again.exited).toBe(2);
     expect(again.screen()).toContain('is already registered, as Only Once');
     expect(again.screen()).not.toContain('Agent name');
+  }, 60_000);
+
+  it('deposit on a terminal asks first, naming wallet, service and profile, then shows a spinner', async () => {
+    const { apiKey } = await registerOver(sandbox.url, 'Terminal Depositor');
+    const env = {
+      AGENTCTL_CONFIG_DIR: mkdtempSync(join(dir, 'deposit-')),
+      AGENTCTL_API_KEY: apiKey,
+    };
+    const declined = onTerminal(['--base-url', sandbox.url, 'deposit', 'moderate', '2'], env);
+    await declined.answer('(y/N)', 'n\r');
+    expect(await declined.exited).toBe(130);
+    expect(declined.screen()).toMatch(
+      /Deposit 2 USDC into moderate from 0x[0-9a-fA-F]{4}…[0-9a-fA-F]{4}/,
+    );
+
+    const run = onTerminal(['--base-url', sandbox.url, 'deposit', 'moderate', '2'], env);
+    await run.answer('(y/N)', 'y\r');
+    expect(await run.exited).toBe(0);
+    expect(run.screen()).toContain('waiting for approve and deposit to confirm');
+    expect(run.screen()).toMatch(/deposited 2 USDC into/);
+    // Only the accepted deposit happened.
+    const positions = await (
+      await fetch(`${sandbox.url}/api/v1/agent/vault/positions`, {
+        headers: { 'x-api-key': apiKey },
+      })
+    ).json();
+    expect(JSON.stringify(positions)).toContain('"shares":"2"');
   }, 60_000);
 });
