@@ -53,4 +53,47 @@ describe('bin/agentctl.js', () => {
     expect(result.status).toBe(2);
     expect(result.stderr).toContain("unknown command 'frobnicate'");
   });
+
+  /** The files a run loads, recorded by a module load hook (what `--help` costs comes from these). */
+  function loadedFiles(args: string[]): string[] {
+    const hook = `
+      import { registerHooks } from 'node:module';
+      const loaded = [];
+      registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
+      process.on('exit', () => process.stderr.write('LOADED ' + JSON.stringify(loaded) + '\\n'));`;
+    const result = spawnSync(
+      process.execPath,
+      ['--import', `data:text/javascript,${encodeURIComponent(hook)}`, BIN, ...args],
+      { encoding: 'utf8' },
+    );
+    const line = result.stderr.split('\n').find((text) => text.startsWith('LOADED '));
+    return JSON.parse(line?.slice('LOADED '.length) ?? '[]');
+  }
+
+  /** The npm packages bundled into a dist file, from esbuild's path comments. */
+  function packagesIn(url: string): string[] {
+    if (!url.startsWith('file:') || !url.includes('/dist/')) return [];
+    const text = readFileSync(new URL(url), 'utf8');
+    return [
+      ...new Set(
+        [...text.matchAll(/^\/\/ node_modules\/((?:@[^/]+\/)?[^/]+)/gm)].map((m) => m[1] as string),
+      ),
+    ];
+  }
+
+  it('runs the bundle, and --help loads none of the heavy packages', () => {
+    const files = loadedFiles(['--help']);
+    expect(files.some((url) => url.endsWith('/dist/main.js'))).toBe(true);
+    const packages = new Set(files.flatMap(packagesIn));
+    expect(packages.has('commander')).toBe(true);
+    for (const heavy of ['zod', 'undici', 'viem', 'fastify', 'chalk', '@inquirer/core', 'conf']) {
+      expect(packages.has(heavy), heavy).toBe(false);
+    }
+  });
+
+  it('answers --version without loading the bundle', () => {
+    const files = loadedFiles(['--version']);
+    expect(files.some((url) => url.endsWith('/bin/agentctl.js'))).toBe(true);
+    expect(files.filter((url) => url.includes('/dist/'))).toEqual([]);
+  });
 });
