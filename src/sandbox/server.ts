@@ -5,6 +5,7 @@ import { type ChainLogger, type SandboxChain, startChain } from './chain/index.t
 import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
 import type { SandboxOptions } from './options.ts';
+import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
 import { loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
@@ -17,7 +18,8 @@ const SHUTDOWN_HANDLER_WAIT_MS = 15_000;
 export interface RunningSandbox {
   url: string;
   rpcUrl: string;
-  adminToken: string;
+  /** Undefined when a --state sandbox keeps the token of an earlier start (only its hash is stored). */
+  adminToken: string | undefined;
   adminTokenGenerated: boolean;
   stateDir: string;
   persistent: boolean;
@@ -64,21 +66,24 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       await store.sync();
       stateDir.markCreated(sandboxId);
     }
-    const adminToken = options.adminToken ?? randomBytes(24).toString('base64url');
+    const admin = adminTokenFor(options.adminToken, stateDir.persistent ? store : undefined);
+    if (admin.store) await store.sync();
     const { buildApp } = await loadingApp;
     const app = await buildApp({
       store,
       clock,
       chain,
-      adminToken,
+      adminTokenHash: admin.hash,
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
       rateLimit: options.rateLimit,
       trustProxy: options.trustProxy,
-      logger: loggerOptions(options.logLevel, process.stderr, [
-        adminToken,
-        ...rpcUrlSecrets(options.rpcUrl),
-      ]),
+      logger: loggerOptions(
+        options.logLevel,
+        process.stderr,
+        [admin.token, ...rpcUrlSecrets(options.rpcUrl)],
+        admin.hash,
+      ),
       connections: { maxConnections, requestTimeoutMs: options.requestTimeoutMs },
     });
     logger = app.log;
@@ -99,8 +104,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     return {
       url,
       rpcUrl: chain.rpcUrl,
-      adminToken,
-      adminTokenGenerated: options.adminToken === undefined,
+      adminToken: admin.token,
+      adminTokenGenerated: admin.generated,
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
       connectionCapNote:
@@ -116,6 +121,26 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     stateDir.release();
     throw error;
   }
+}
+
+/**
+ * The admin token: the one given; else, with --state, the one of an earlier start (kept as a
+ * hash in sandbox.db, so an exported AGENTCTL_ADMIN_TOKEN keeps working across restarts);
+ * else a new one, printed once. A given token replaces the kept one.
+ */
+function adminTokenFor(
+  given: string | undefined,
+  store: Store | undefined,
+): { token: string | undefined; hash: string; generated: boolean; store: boolean } {
+  const kept = store?.meta.get('admin_token_sha256');
+  if (given === undefined && kept !== undefined) {
+    return { token: undefined, hash: kept, generated: false, store: false };
+  }
+  const token = given ?? randomBytes(24).toString('base64url');
+  const hash = hashAdminToken(token);
+  const changed = store !== undefined && hash !== kept;
+  if (changed) store.meta.set('admin_token_sha256', hash);
+  return { token, hash, generated: given === undefined, store: changed };
 }
 
 /**
@@ -167,6 +192,11 @@ export async function serveUntilSignalled(
     process.on('SIGTERM', stop);
   });
   if (sandbox.adminTokenGenerated) print(`admin token: ${sandbox.adminToken}`);
+  else if (sandbox.adminToken === undefined) {
+    print(
+      'admin token: the one printed at its first start (kept, hashed, in the state; give it with AGENTCTL_ADMIN_TOKEN, or set a new one with --admin-token)',
+    );
+  }
   print(
     `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
   );

@@ -65,6 +65,40 @@ describe('agentctl serve', () => {
     expect(info.status).toBe(200);
   });
 
+  it('keeps the admin token with --state, hashed: printed once, valid across restarts', async () => {
+    const state = join(dir, 'state');
+    const status = (url: string, token: string) =>
+      fetch(`${url}/sandbox/info`, { headers: { 'x-admin-token': token } }).then((r) => r.status);
+    const stop = async (sandbox: ServeProcess) => {
+      sandbox.child.kill('SIGTERM');
+      await sandbox.exited;
+      running.splice(running.indexOf(sandbox), 1);
+    };
+    const first = await serve(['--state', state, '--log-level', 'silent']);
+    const token = /admin token: (\S+)/.exec(first.stdout())?.[1] as string;
+    expect(token).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    await stop(first);
+    // Only its hash is on disk.
+    for (const file of readdirSync(state)) {
+      const path = join(state, file);
+      if (statSync(path).isFile()) expect(readFileSync(path).includes(token)).toBe(false);
+    }
+
+    const second = await serve(['--state', state, '--log-level', 'silent']);
+    expect(second.stdout()).not.toContain(token);
+    expect(second.stdout()).toContain('admin token: the one printed at its first start');
+    expect(await status(second.url, token)).toBe(200);
+    expect(await status(second.url, 'something-else-entirely')).toBe(401);
+    await stop(second);
+
+    // A token given replaces the kept one.
+    const third = await serve(['--state', state, '--log-level', 'silent'], {
+      AGENTCTL_ADMIN_TOKEN: 'a-new-admin-token',
+    });
+    expect(await status(third.url, 'a-new-admin-token')).toBe(200);
+    expect(await status(third.url, token)).toBe(401);
+  });
+
   it('shuts down gracefully on SIGTERM and SIGINT, removing a temporary state dir', async () => {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       const sandbox = await serve([]);

@@ -8,6 +8,7 @@ import type { NonceResponse, RegisterResponse } from '../../src/api/schemas/inde
 import { buildApp } from '../../src/sandbox/app.ts';
 import { type SandboxChain, startChain } from '../../src/sandbox/chain/index.ts';
 import { createSandboxClock, type SandboxClock } from '../../src/sandbox/clock.ts';
+import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
 import type { App } from '../../src/sandbox/routes/types.ts';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
 
@@ -52,7 +53,7 @@ export async function createTestSandbox(
     store,
     clock,
     chain,
-    adminToken: ADMIN_TOKEN,
+    adminTokenHash: hashAdminToken(ADMIN_TOKEN),
     stateDir: dir,
     persistent: false,
     rateLimit: options.rateLimit ?? false,

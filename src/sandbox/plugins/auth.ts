@@ -60,9 +60,14 @@ export function createAuthGuards(store: Store, onboarder: Pick<Onboarder, 'ready
 }
 export type AuthGuards = ReturnType<typeof createAuthGuards>;
 
-/** Guard for the sandbox admin API: header X-Admin-Token, compared in constant time. */
-export function createAdminGuard(adminToken: string): onRequestAsyncHookHandler {
-  const expected = createHash('sha256').update(adminToken).digest();
+/** The admin token as the sandbox keeps it: a SHA-256 hash, hex (the token itself is never stored). */
+export function hashAdminToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+/** Guard for the sandbox admin API: header X-Admin-Token, its hash compared in constant time. */
+export function createAdminGuard(adminTokenHash: string): onRequestAsyncHookHandler {
+  const expected = Buffer.from(adminTokenHash, 'hex');
   return async (request) => {
     const given = request.headers['x-admin-token'];
     if (typeof given !== 'string' || given.length === 0) {

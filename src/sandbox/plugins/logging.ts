@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { LogLevel } from '../options.ts';
+import { hashAdminToken } from './auth.ts';
 
 /**
  * What the request log may show. It never shows headers (X-API-Key, X-Admin-Token,
@@ -69,9 +70,18 @@ export function secretForms(secrets: Array<string | undefined>): string[] {
   return [...forms].sort((a, b) => b.length - a.length);
 }
 
-export function scrubSecrets(line: string, forms: readonly string[]): string {
+/** A token as serve generates them: 24 random bytes, base64url. */
+const GENERATED_TOKEN_SHAPE = /(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g;
+
+export function scrubSecrets(line: string, forms: readonly string[], tokenHash?: string): string {
   let scrubbed = line.replace(API_KEY_SHAPE, `agk_${REDACTED}`);
   for (const form of forms) scrubbed = scrubbed.replaceAll(form, REDACTED);
+  // A kept token is known only by its hash: anything shaped like one is hashed and compared.
+  if (tokenHash !== undefined) {
+    scrubbed = scrubbed.replace(GENERATED_TOKEN_SHAPE, (candidate) =>
+      hashAdminToken(candidate) === tokenHash ? REDACTED : candidate,
+    );
+  }
   return scrubbed;
 }
 
@@ -97,6 +107,7 @@ export function loggerOptions(
   level: LogLevel,
   stream: NodeJS.WritableStream,
   secrets: Array<string | undefined>,
+  adminTokenHash?: string,
 ) {
   const forms = secretForms(secrets);
   return {
@@ -111,6 +122,6 @@ export function loggerOptions(
       }),
       err: serializeError,
     },
-    hooks: { streamWrite: (line: string) => scrubSecrets(line, forms) },
+    hooks: { streamWrite: (line: string) => scrubSecrets(line, forms, adminTokenHash) },
   };
 }

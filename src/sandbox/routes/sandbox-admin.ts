@@ -24,7 +24,8 @@ import { createAdminGuard } from '../plugins/auth.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export interface AdminDeps {
-  adminToken: string;
+  /** SHA-256 of the admin token, hex (hashAdminToken). */
+  adminTokenHash: string;
   stateDir: string;
   persistent: boolean;
   rateLimit: boolean;
@@ -36,7 +37,7 @@ export function registerSandboxAdminRoutes(
   { store, clock, chain }: RouteDeps,
   admin: AdminDeps,
 ): void {
-  const onRequest = createAdminGuard(admin.adminToken);
+  const onRequest = createAdminGuard(admin.adminTokenHash);
   const clockState = () => ({ now: clock.nowSeconds(), offset_seconds: clock.offsetSeconds() });
 
   app.get('/sandbox/info', { onRequest, schema: { response: { 200: SandboxInfo } } }, async () => ({
