@@ -54,7 +54,7 @@ _agentctl_options() {
     "sandbox fund") echo "--usdc --eth --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox proposal") echo "--description --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve logs") echo "--lines --follow --state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -103,6 +103,7 @@ _agentctl_option_values() {
     --max-connections) echo "@none" ;;
     --request-timeout) echo "@none" ;;
     --log-level) echo "fatal error warn info debug trace silent" ;;
+    --log-format) echo "human json" ;;
     --lines) echo "@none" ;;
     *) return 1 ;;
   esac

@@ -116,6 +116,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from serve' -l deployment -r -F 
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l max-connections -r -d 'most client connections at once; more are refused (lowered to fit ulimit -n)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l request-timeout -r -d 'time a client has to send a whole request (408 after it)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l log-level -r -a 'fatal error warn info debug trace silent' -d 'level of the JSON request log on stderr'
+complete -c agentctl -n '__fish_seen_subcommand_from serve' -l log-format -r -a 'human json' -d 'human: one short line per request; json: JSON lines (default: human on a terminal, json to a file or pipe)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l detach -d 'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox); stop it with `agentctl serve stop`'
 complete -c agentctl -n '__fish_seen_subcommand_from stop' -l state -r -F -d 'the sandbox\'s state directory (default: ~/.local/state/agentctl/sandbox)'
 complete -c agentctl -n '__fish_seen_subcommand_from status' -l state -r -F -d 'the sandbox\'s state directory (default: ~/.local/state/agentctl/sandbox)'

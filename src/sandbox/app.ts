@@ -14,6 +14,7 @@ import {
   registerErrorHandling,
 } from './plugins/errors.ts';
 import { registerJsonBody } from './plugins/json-body.ts';
+import { registerRequestSummaries } from './plugins/logging.ts';
 import { registerRateLimits } from './plugins/rate-limit.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
@@ -47,6 +48,8 @@ export interface AppOptions extends AdminDeps {
   chain: SandboxChain;
   trustProxy: boolean;
   logger: FastifyServerOptions['logger'];
+  /** One short line per request (the human log format) instead of Fastify's two JSON lines. */
+  requestSummaries?: boolean;
   connections: ConnectionLimits;
 }
 
@@ -57,6 +60,7 @@ export interface AppOptions extends AdminDeps {
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
     logger: options.logger,
+    disableRequestLogging: options.requestSummaries === true,
     // Trust one hop only: the client address is the one the proxy appended to
     // X-Forwarded-For, not whatever the client wrote there before it.
     trustProxy: options.trustProxy ? (_address, hop) => hop === 0 : false,
@@ -71,6 +75,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   app.decorateRequest('agent', null);
   registerJsonBody(app);
   registerErrorHandling(app, options.stateDir);
+  if (options.requestSummaries) registerRequestSummaries(app);
   registerConnectionHandling(app, options.connections);
 
   const deps = {

@@ -4,6 +4,8 @@
  */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export const LOG_FORMATS = ['human', 'json'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 export const DEFAULT_MAX_CONNECTIONS = 1024;
 export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
 
@@ -17,6 +19,8 @@ export interface SandboxOptions {
   rateLimit: boolean;
   trustProxy: boolean;
   logLevel: LogLevel;
+  /** human: one short line per request, for a terminal; json: pino's JSON lines. */
+  logFormat: LogFormat;
   /** An existing node to use instead of starting anvil. */
   rpcUrl?: string;
   /** Contract addresses on `rpcUrl` when it is not a dev chain. */

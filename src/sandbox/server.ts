@@ -83,7 +83,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         process.stderr,
         [admin.token, ...rpcUrlSecrets(options.rpcUrl)],
         admin.hash,
+        options.logFormat,
       ),
+      requestSummaries: options.logFormat === 'human',
       connections: { maxConnections, requestTimeoutMs: options.requestTimeoutMs },
     });
     logger = app.log;

@@ -65,6 +65,20 @@ describe('agentctl serve', () => {
     expect(info.status).toBe(200);
   });
 
+  it('--log-format human logs one short line per request, still without secrets', async () => {
+    const sandbox = await serve(['--log-format', 'human']);
+    await fetch(`${sandbox.url}/health`);
+    await fetch(`${sandbox.url}/api/v1/agents?limit=3&api_key=agk_${'d'.repeat(64)}`);
+    sandbox.child.kill('SIGTERM');
+    await sandbox.exited;
+    running.splice(running.indexOf(sandbox), 1);
+    const log = sandbox.stderr();
+    expect(log).toMatch(/^GET \/health 200 \d+ ms$/m);
+    expect(log).toMatch(/^GET \/api\/v1\/agents\?limit=3&api_key=\[redacted\] 200 \d+ ms$/m);
+    expect(log).not.toContain('{"level"');
+    expect(log).not.toContain('d'.repeat(64));
+  });
+
   it('keeps the admin token with --state, hashed: printed once, valid across restarts', async () => {
     const state = join(dir, 'state');
     const status = (url: string, token: string) =>

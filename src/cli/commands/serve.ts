@@ -2,7 +2,9 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_REQUEST_TIMEOUT_SECONDS,
+  LOG_FORMATS,
   LOG_LEVELS,
+  type LogFormat,
   type LogLevel,
 } from '../../sandbox/options.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
@@ -16,6 +18,7 @@ interface ServeFlags {
   rateLimit: 'on' | 'off';
   trustProxy: boolean;
   logLevel: LogLevel;
+  logFormat?: LogFormat;
   rpcUrl?: string;
   deployment?: string;
   maxConnections: number;
@@ -111,6 +114,12 @@ export function serveCommand(): Command {
         .choices(LOG_LEVELS)
         .default('info'),
     )
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'human: one short line per request; json: JSON lines (default: human on a terminal, json to a file or pipe)',
+      ).choices(LOG_FORMATS),
+    )
     .option(
       '--detach',
       'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox); stop it with `agentctl serve stop`',
@@ -142,6 +151,7 @@ export function serveCommand(): Command {
             rateLimit: flags.rateLimit === 'on',
             trustProxy: flags.trustProxy,
             logLevel: flags.logLevel,
+            logFormat: flags.logFormat ?? (process.stderr.isTTY ? 'human' : 'json'),
             rpcUrl: flags.rpcUrl,
             deploymentFile: flags.deployment,
             maxConnections: flags.maxConnections,

@@ -1,5 +1,5 @@
-import type { FastifyRequest } from 'fastify';
-import type { LogLevel } from '../options.ts';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { LogFormat, LogLevel } from '../options.ts';
 import { hashAdminToken } from './auth.ts';
 
 /**
@@ -9,6 +9,22 @@ import { hashAdminToken } from './auth.ts';
  * scrubbed of anything shaped like an API key, of the admin token and of the secret parts of
  * an --rpc-url, wherever they appear (a path segment, an unknown parameter, an error message).
  */
+
+/**
+ * With the human format, Fastify's two JSON lines per request give way to this one line,
+ * logged when the answer is sent.
+ */
+export function registerRequestSummaries(app: FastifyInstance): void {
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info(
+      {
+        summary: `${request.method} ${redactUrl(request.url)} ${reply.statusCode} ${Math.round(reply.elapsedTime)} ms`,
+      },
+      'request',
+    );
+    done();
+  });
+}
 
 /** Query parameters whose values are never secret, so the log may keep them. */
 const PUBLIC_QUERY_PARAMETERS = new Set(['wallet', 'limit', 'offset', 'period', 'status', 'type']);
@@ -102,17 +118,52 @@ export function rpcUrlSecrets(rpcUrl: string | undefined): string[] {
   }
 }
 
+const LEVEL_NAMES: Record<number, string> = {
+  10: 'trace',
+  20: 'debug',
+  30: 'info',
+  40: 'warn',
+  50: 'error',
+  60: 'fatal',
+};
+
+/**
+ * The log for a person at a terminal: a request is one line (`GET /health 200 1 ms`), anything
+ * else `level: message`. It reads pino's (already scrubbed) JSON lines.
+ */
+export function humanStream(out: NodeJS.WritableStream): { write(line: string): void } {
+  return {
+    write(line: string) {
+      let entry: { level?: number; msg?: string; summary?: string; err?: { message?: string } };
+      try {
+        entry = JSON.parse(line);
+      } catch {
+        out.write(line);
+        return;
+      }
+      if (entry.summary) {
+        out.write(`${entry.summary}\n`);
+        return;
+      }
+      const level = LEVEL_NAMES[entry.level ?? 30] ?? 'info';
+      const detail = entry.err?.message ? `: ${entry.err.message}` : '';
+      out.write(`${level === 'info' ? '' : `${level}: `}${entry.msg ?? ''}${detail}\n`);
+    },
+  };
+}
+
 /** Pino options for the sandbox's JSON request log (Fastify's `logger` option). */
 export function loggerOptions(
   level: LogLevel,
   stream: NodeJS.WritableStream,
   secrets: Array<string | undefined>,
   adminTokenHash?: string,
+  format: LogFormat = 'json',
 ) {
   const forms = secretForms(secrets);
   return {
     level,
-    stream,
+    stream: format === 'human' ? humanStream(stream) : stream,
     serializers: {
       req: (request: FastifyRequest) => ({
         method: request.method,
