@@ -10,6 +10,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { checksumAddress } from '../api/schemas/checksum.ts';
 
 /** Keystore names: safe as file names, and short. */
 export const KEY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -27,7 +28,7 @@ export class KeystoreError extends Error {
 
 export interface KeystoreEntry {
   name: string;
-  /** 0x-prefixed, as the file records it (not checksummed). */
+  /** EIP-55 checksummed. */
   address: string;
   path: string;
 }
@@ -85,7 +86,7 @@ export function openKeystoreDir(dir: string) {
       } finally {
         unlinkSync(temp);
       }
-      return { name, address: wallet.getAddressString(), path };
+      return { name, address: checksumAddress(wallet.getAddressString()), path };
     },
     list(): KeystoreEntry[] {
       if (!existsSync(dir)) return [];
@@ -98,7 +99,10 @@ export function openKeystoreDir(dir: string) {
           const address = read(name).address;
           return {
             name,
-            address: typeof address === 'string' ? `0x${address.replace(/^0x/, '')}` : '?',
+            address:
+              typeof address === 'string'
+                ? checksumAddress(`0x${address.replace(/^0x/, '')}`)
+                : '?',
             path: pathOf(name),
           };
         });
@@ -107,7 +111,7 @@ export function openKeystoreDir(dir: string) {
       const address = read(name).address;
       if (typeof address !== 'string')
         throw new KeystoreError(`${pathOf(name)} records no address`);
-      return `0x${address.replace(/^0x/, '')}`;
+      return checksumAddress(`0x${address.replace(/^0x/, '')}`);
     },
     /** The private key, or a KeystoreError for a wrong password. */
     async decrypt(name: string, password: string): Promise<Uint8Array> {

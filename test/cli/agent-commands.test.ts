@@ -63,6 +63,12 @@ describe('agent commands against serve', () => {
     expect(body).toMatchObject({ success: true, amount_usdc: 1, vault: 'Hedged USDC Vault' });
     const onchain = await cli(['--json', 'positions', '--wallet', body.agent_address]);
     expect(JSON.parse(onchain.stdout).positions).toHaveLength(2);
+    // The same table for anyone's positions as for the agent's own.
+    const own = await cli(['positions']);
+    const anyone = await cli(['positions', '--wallet', body.agent_address]);
+    const header = (text: string) => text.split('\n').find((line) => line.includes('vault'));
+    expect(header(anyone.stdout)).toBe(header(own.stdout));
+    expect(anyone.stdout).toContain('12.5');
   });
 
   it('deposit refuses an unknown vault and a bad amount with exit 2, naming the allowed values', async () => {

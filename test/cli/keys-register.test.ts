@@ -48,7 +48,7 @@ describe('agentctl keys', () => {
     const entry = JSON.parse(created.stdout);
     expect(entry).toEqual({
       name: 'trader',
-      address: expect.stringMatching(/^0x[0-9a-f]{40}$/),
+      address: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/),
       path: join(dir, 'keystores', 'trader.json'),
     });
     expect(statSync(entry.path).mode & 0o777).toBe(0o600);
@@ -57,7 +57,8 @@ describe('agentctl keys', () => {
     expect(JSON.parse(json)).toMatchObject({ version: 3, crypto: { kdf: 'scrypt' } });
     // ethers' own Web3 Secret Storage code reads it back to the same address.
     const decrypted = await decryptKeystoreJson(json, PASSWORD);
-    expect(decrypted.address.toLowerCase()).toBe(entry.address);
+    // EIP-55 checksummed, as everywhere else.
+    expect(decrypted.address).toBe(entry.address);
     expect(created.stdout + created.stderr).not.toContain(decrypted.privateKey.slice(2));
   }, 60_000);
 
@@ -96,9 +97,7 @@ describe('agentctl keys', () => {
       passwordFile,
     ]);
     expect(imported.code).toBe(0);
-    expect(JSON.parse(imported.stdout).address).toBe(
-      privateKeyToAccount(key).address.toLowerCase(),
-    );
+    expect(JSON.parse(imported.stdout).address).toBe(privateKeyToAccount(key).address);
     expect(imported.stdout + imported.stderr).not.toContain(key.slice(2));
   }, 60_000);
 

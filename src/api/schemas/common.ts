@@ -1,5 +1,8 @@
-import { keccak_256 } from '@noble/hashes/sha3.js';
 import { z } from 'zod';
+import { hasValidChecksum } from './checksum.ts';
+
+export { checksumAddress, hasValidChecksum } from './checksum.ts';
+
 import { decimalOf, decimalPlaces, exceeds, InexactNumber, plainDecimal } from './numbers.ts';
 import { TIERS } from './values.ts';
 
@@ -37,25 +40,6 @@ export const Address = z
   .string()
   .regex(/^0x[0-9a-fA-F]{40}$/, { error: 'must be 0x followed by 40 hex digits', abort: true })
   .refine(hasValidChecksum, { error: 'has an invalid EIP-55 checksum' });
-
-/**
- * EIP-55: in a mixed-case address, each letter is upper case exactly when the matching
- * nibble of keccak256(lowercase hex) is 8 or more. (Checked here rather than with viem,
- * which would add a quarter of a second to every CLI command that loads the contract.)
- */
-export function hasValidChecksum(address: string): address is `0x${string}` {
-  const hex = address.slice(2);
-  const lower = hex.toLowerCase();
-  if (hex === lower || hex === hex.toUpperCase()) return true;
-  const hash = keccak_256(new TextEncoder().encode(lower));
-  for (let i = 0; i < 40; i++) {
-    const char = hex[i] as string;
-    if (char >= '0' && char <= '9') continue;
-    const nibble = ((hash[i >> 1] as number) >> (i % 2 === 0 ? 4 : 0)) & 0xf;
-    if (nibble >= 8 !== (char === char.toUpperCase())) return false;
-  }
-  return true;
-}
 
 /**
  * Text must be well-formed UTF-16: a lone surrogate has no UTF-8 form, so SQLite and the

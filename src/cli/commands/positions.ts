@@ -1,6 +1,29 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
+import type { Output } from '../output.ts';
 import { checkAddress } from './lookup.ts';
+
+interface PositionRow {
+  vault_id?: string | undefined;
+  vault_name?: string | undefined;
+  vault_address?: string | undefined;
+  shares?: string | undefined;
+  value_usdc?: string | undefined;
+}
+
+/** One table for anyone's positions: `positions` and `positions --wallet` look alike. */
+function positionsTable(out: Output, positions: PositionRow[]): void {
+  if (positions.length === 0) return out.print('no positions');
+  out.table(
+    ['vault', 'shares', 'value (USDC)', 'address'],
+    positions.map((position) => [
+      position.vault_id ?? position.vault_name,
+      position.shares,
+      position.value_usdc,
+      position.vault_address,
+    ]),
+  );
+}
 
 export function positionsCommand(): Command {
   return new Command('positions')
@@ -21,20 +44,15 @@ export function positionsCommand(): Command {
           const address = await checkAddress('--wallet', wallet);
           const response = await (await context.client()).walletPositions(address);
           if (out.json) return out.raw(response.text);
-          return out.generic(response.data);
+          // The spec leaves this shape open: the same table when it has the same positions.
+          const { Positions } = await import('../../api/schemas/index.ts');
+          const known = Positions.safeParse(response.data);
+          if (!known.success) return out.generic(response.data);
+          return positionsTable(out, known.data.positions);
         }
         const response = await (await context.authenticatedClient()).positions();
         if (out.json) return out.raw(response.text);
-        if (response.data.positions.length === 0) return out.print('no positions');
-        out.table(
-          ['vault', 'shares', 'value (USDC)', 'address'],
-          response.data.positions.map((position) => [
-            position.vault_id ?? position.vault_name,
-            position.shares,
-            position.value_usdc,
-            position.vault_address,
-          ]),
-        );
+        positionsTable(out, response.data.positions);
       }),
     );
 }
