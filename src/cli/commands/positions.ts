@@ -13,7 +13,10 @@ interface PositionRow {
 
 /** One table for anyone's positions: `positions` and `positions --wallet` look alike. */
 function positionsTable(out: Output, positions: PositionRow[]): void {
-  if (positions.length === 0) return out.print('no positions');
+  if (positions.length === 0) {
+    out.print('no positions');
+    return;
+  }
   out.table(
     ['vault', 'shares', 'value (USDC)', 'address'],
     positions.map((position) => [

@@ -68,9 +68,9 @@ function readStrategyFile(file: string, fields: readonly string[]): Record<strin
   const unknown = Object.keys(parsed).filter((key) => !fields.includes(key));
   if (unknown.length > 0) {
     throw refuse(
-      unknown
+      `${unknown
         .map((key) => `unknown field ${JSON.stringify(key)}${didYouMean(key, fields)}`)
-        .join('; ') + ` (fields: ${fields.join(', ')})`,
+        .join('; ')} (fields: ${fields.join(', ')})`,
     );
   }
   return parsed as Record<string, unknown>;
