@@ -60,7 +60,6 @@ export interface AppOptions extends AdminDeps {
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
     logger: options.logger,
-    disableRequestLogging: options.requestSummaries === true,
     // Trust one hop only: the client address is the one the proxy appended to
     // X-Forwarded-For, not whatever the client wrote there before it.
     trustProxy: options.trustProxy ? (_address, hop) => hop === 0 : false,

@@ -11,8 +11,8 @@ import { hashAdminToken } from './auth.ts';
  */
 
 /**
- * With the human format, Fastify's two JSON lines per request give way to this one line,
- * logged when the answer is sent.
+ * With the human format, one line per request, logged when the answer is sent (the human
+ * stream drops Fastify's own two lines).
  */
 export function registerRequestSummaries(app: FastifyInstance): void {
   app.addHook('onResponse', (request, reply, done) => {
@@ -145,6 +145,8 @@ export function humanStream(out: NodeJS.WritableStream): { write(line: string): 
         out.write(`${entry.summary}\n`);
         return;
       }
+      // Fastify's own two lines per request give way to the summary above.
+      if (entry.msg === 'incoming request' || entry.msg === 'request completed') return;
       const level = LEVEL_NAMES[entry.level ?? 30] ?? 'info';
       const detail = entry.err?.message ? `: ${entry.err.message}` : '';
       out.write(`${level === 'info' ? '' : `${level}: `}${entry.msg ?? ''}${detail}\n`);
