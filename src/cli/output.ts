@@ -1,5 +1,6 @@
 import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
+import { cellText } from './format.ts';
 
 export interface OutputOptions {
   json: boolean;
@@ -41,16 +42,14 @@ export function createOutput(options: OutputOptions) {
         head: head.map((title) => c.bold(title)),
         style: { head: [], border: [] },
       });
-      for (const row of rows)
-        table.push(row.map((cell) => (cell === null || cell === undefined ? '' : String(cell))));
+      for (const row of rows) table.push(row.map(cellText));
       line(stdout, table.toString());
     },
     /** Field: value lines, for single objects; nested values are shown as JSON. */
     fields(value: Record<string, unknown>) {
       const width = Math.max(0, ...Object.keys(value).map((key) => key.length));
       for (const [key, field] of Object.entries(value)) {
-        const shown =
-          typeof field === 'object' && field !== null ? JSON.stringify(field) : String(field);
+        const shown = cellText(field);
         line(stdout, `${c.bold(key.padEnd(width))}  ${shown}`);
       }
     },
@@ -73,14 +72,7 @@ export function createOutput(options: OutputOptions) {
         const head = [...new Set(field.flatMap((item) => Object.keys(item)))];
         this.table(
           head,
-          field.map((item) =>
-            head.map((column) => {
-              const cell = item[column];
-              return typeof cell === 'object' && cell !== null
-                ? JSON.stringify(cell)
-                : (cell as string);
-            }),
-          ),
+          field.map((item) => head.map((column) => cellText(item[column]))),
         );
       }
     },

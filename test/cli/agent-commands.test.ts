@@ -133,6 +133,23 @@ describe('agent commands against serve', () => {
     ]);
     const human = await cli(['strategy', 'list']);
     expect(human.stdout).toContain('From file');
+    // Times as ISO 8601 with a relative hint.
+    expect(human.stdout).toMatch(
+      /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \((now|\d+ (s|min|h|d) ago|in \d+ (s|min|h|d))\)/,
+    );
+    // The dry run shows each risk parameter with its unit.
+    const dry = await cli([
+      'strategy',
+      'submit',
+      '--name',
+      'Units',
+      '--description',
+      'Shows units.',
+      '--max-leverage',
+      '300',
+      '--dry-run',
+    ]);
+    expect(dry.stdout).toMatch(/^max_leverage\s+300 \(3x\)$/m);
   });
 
   it('strategy submit checks bounds and names missing flags before any request', async () => {

@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
+import { strategyFields, timeWithHint } from '../format.ts';
 import { didYouMean } from '../suggest.ts';
 
 /** Flags and the API fields they fill; `--file` takes the API's own names. */
@@ -151,7 +152,7 @@ export function strategyCommand(): Command {
         if (flags.dryRun) {
           if (out.json) return out.jsonValue(parsed.data);
           out.info('dry run: the request is valid; nothing was sent');
-          return out.fields(parsed.data);
+          return out.fields(strategyFields(parsed.data));
         }
         const client = await context.authenticatedClient();
         const response = await out.progress('waiting for the submission to confirm', () =>
@@ -182,8 +183,8 @@ export function strategyCommand(): Command {
             s.strategy_id,
             s.name,
             s.status,
-            new Date(s.created_at * 1000).toISOString(),
-            new Date(s.last_status_change * 1000).toISOString(),
+            timeWithHint(s.created_at),
+            timeWithHint(s.last_status_change),
           ]),
         );
       }),
