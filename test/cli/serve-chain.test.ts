@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SandboxInfo } from '../../src/api/schemas/index.ts';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
+import { runCli } from '../helpers/cli.ts';
 import {
   BIN,
   registerOver,
@@ -281,6 +282,27 @@ describe('serve with the chain', () => {
 });
 
 describe('serve --rpc-url', () => {
+  it('agentctl health exits 1 while the node behind the service is down', async () => {
+    const node = await startAnvil({ stateDir: dir });
+    try {
+      const sandbox = await serve(['--rpc-url', node.rpcUrl]);
+      const env = { AGENTCTL_CONFIG_DIR: join(dir, 'config') };
+      expect((await runCli(['--base-url', sandbox.url, 'health'], env)).code).toBe(0);
+      await node.stop();
+      // The service re-checks its node at most once a second: wait for it to notice.
+      let down = await runCli(['--base-url', sandbox.url, 'health'], env);
+      for (let i = 0; i < 20 && down.code === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        down = await runCli(['--base-url', sandbox.url, 'health'], env);
+      }
+      expect(down.stdout).toMatch(/^status\s+degraded$/m);
+      expect(down.stderr).toContain('the service is degraded');
+      expect(down.code).toBe(1);
+    } finally {
+      await node.stop();
+    }
+  });
+
   it('deploys on an existing dev chain once, and finds the contracts again after a restart', async () => {
     const node = await startAnvil({ stateDir: dir });
     try {
