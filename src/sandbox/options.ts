@@ -7,6 +7,8 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ['human', 'json'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 export const DEFAULT_MAX_CONNECTIONS = 1024;
+/** The log of a serve started with --detach, in its state directory. */
+export const SERVE_LOG_FILE = 'serve.log';
 export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
 
 export interface SandboxOptions {

@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { fileErrorMessage, isFileError, StartupError } from './errors.ts';
+import { SERVE_LOG_FILE as LOG_FILE } from './options.ts';
 
 /**
  * Bumped whenever the on-disk layout changes in a way migrations cannot carry forward.
@@ -29,8 +30,6 @@ const LOCK_FILE = 'serve.lock';
 const PID_FILE = 'serve.pid';
 /** Where a running serve says where it listens (for `serve status`); removed at exit. */
 const ANNOUNCE_FILE = 'serve.json';
-/** The log of a serve started with --detach. */
-export const LOG_FILE = 'serve.log';
 const TEMP_PREFIX = 'agentctl-sandbox-';
 /** What a first start can leave behind before it writes the format file (a crash mid-way). */
 const FIRST_START_FILES = new Set([

@@ -3,6 +3,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync } fr
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command } from 'commander';
+import { SERVE_LOG_FILE as LOG_FILE } from '../../sandbox/options.ts';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 
@@ -12,7 +13,6 @@ import { CliError, EXIT } from '../exit-codes.ts';
  * is re-parented, so `kill $!` on `npx agentctl serve &` never reached it).
  */
 
-const LOG_FILE = 'serve.log';
 /** How long `serve --detach` waits for the ready line, and `serve stop` for the exit. */
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 30_000;
@@ -127,9 +127,14 @@ function stateOption(command: Command): Command {
   );
 }
 
-/** --state, given before or after the subcommand's name (`serve` has its own --state). */
-function stateOf(command: Command): string {
-  return resolve(command.optsWithGlobals<{ state?: string }>().state ?? defaultStateDir());
+/**
+ * The state directory a subcommand names (--state before or after its name: `serve` has
+ * its own --state), and the serve using it, if any.
+ */
+async function sandboxOn(command: Command) {
+  const dir = resolve(command.optsWithGlobals<{ state?: string }>().state ?? defaultStateDir());
+  const { serveUsing } = await import('../../sandbox/state-dir.ts');
+  return { dir, serveUsing: () => serveUsing(dir) };
 }
 
 export function serveSubcommands(): Command[] {
@@ -141,17 +146,16 @@ export function serveSubcommands(): Command[] {
       .addHelpText('after', '\nExample:\n  agentctl serve stop --state ~/.agentctl-sandbox'),
   ).action(
     action(async (context, command) => {
-      const dir = stateOf(command);
-      const { serveUsing } = await import('../../sandbox/state-dir.ts');
+      const { dir, serveUsing } = await sandboxOn(command);
       const out = await context.output();
-      const running = serveUsing(dir);
+      const running = serveUsing();
       if (!running?.pid) {
         if (out.json) return out.jsonValue({ state: dir, running: false, stopped: false });
         return out.info(`no sandbox is running on ${dir}`);
       }
       process.kill(running.pid, 'SIGTERM');
       const deadline = Date.now() + STOP_TIMEOUT_MS;
-      while (serveUsing(dir) && isAlive(running.pid)) {
+      while (serveUsing() && isAlive(running.pid)) {
         if (Date.now() > deadline) {
           throw new CliError(
             `pid ${running.pid} has not exited ${STOP_TIMEOUT_MS / 1000} s after SIGTERM; see ${join(dir, LOG_FILE)}, or kill -9 ${running.pid}`,
@@ -174,10 +178,9 @@ export function serveSubcommands(): Command[] {
       .addHelpText('after', '\nExample:\n  agentctl serve status --json'),
   ).action(
     action(async (context, command) => {
-      const dir = stateOf(command);
-      const { serveUsing } = await import('../../sandbox/state-dir.ts');
+      const { dir, serveUsing } = await sandboxOn(command);
       const out = await context.output();
-      const running = serveUsing(dir);
+      const running = serveUsing();
       let health: string | undefined;
       if (running?.url) {
         try {
@@ -224,7 +227,7 @@ export function serveSubcommands(): Command[] {
       ),
   ).action(
     action(async (_context, command) => {
-      const dir = stateOf(command);
+      const { dir } = await sandboxOn(command);
       const path = join(dir, LOG_FILE);
       const { lines, follow } = command.opts<{ lines?: number; follow?: boolean }>();
       if (!existsSync(path)) {
