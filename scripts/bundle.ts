@@ -7,12 +7,60 @@
  *   node scripts/bundle.ts
  */
 import { rmSync } from 'node:fs';
+import { builtinModules, createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
+const require = createRequire(import.meta.url);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const outdir = join(root, 'dist');
+
+/**
+ * Node's built-in modules, taken with require() rather than an ES import. An ES import of a
+ * built-in builds its namespace, which runs every lazy getter the module has: `node:fs` then
+ * loads fs/promises and its streams, and `node:http` loads Node's copy of undici for
+ * `http.WebSocket` (about 25 ms).
+ *
+ * A few are also loaded lazily, on first use, because a package on every command's path
+ * imports them for rare work: commander takes `child_process` for external subcommands, and
+ * copying `util`'s exports loads worker_threads and more. Their stand-in lists the module's
+ * export names (known here, at build time) and requires the module on the first access.
+ */
+const LAZY_BUILTINS = new Set(['child_process', 'util']);
+
+const builtinsByRequire: Plugin = {
+  name: 'builtins-by-require',
+  setup(build) {
+    const builtins = new Set(builtinModules.flatMap((name) => [name, `node:${name}`]));
+    build.onResolve({ filter: /.*/ }, (args) => {
+      if (!builtins.has(args.path)) return undefined;
+      // The require() inside the stand-in below stays a real require().
+      if (args.namespace === 'builtin') return { path: args.path, external: true };
+      return { path: args.path.replace(/^node:/, ''), namespace: 'builtin' };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'builtin' }, (args) => {
+      const specifier = JSON.stringify(`node:${args.path}`);
+      if (!LAZY_BUILTINS.has(args.path)) {
+        return { contents: `module.exports = require(${specifier});`, loader: 'js' };
+      }
+      const names = JSON.stringify(Object.getOwnPropertyNames(require(`node:${args.path}`)));
+      return {
+        loader: 'js',
+        contents: `let loaded;
+const load = () => (loaded ??= require(${specifier}));
+const names = ${names};
+module.exports = new Proxy({}, {
+  get: (_, name) => load()[name],
+  has: (_, name) => name in load(),
+  ownKeys: () => names,
+  getOwnPropertyDescriptor: (_, name) =>
+    names.includes(name) ? { configurable: true, enumerable: true, writable: true, value: undefined } : undefined,
+});`,
+      };
+    });
+  },
+};
 
 rmSync(outdir, { recursive: true, force: true });
 await build({
@@ -29,6 +77,7 @@ await build({
   target: 'node22',
   sourcemap: true,
   logLevel: 'warning',
+  plugins: [builtinsByRequire],
   // Some dependencies are CommonJS and call require(); give the ES bundle one.
   banner: {
     js: "import { createRequire as __agentctlCreateRequire } from 'node:module'; const require = __agentctlCreateRequire(import.meta.url);",

@@ -1,24 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request as undiciRequest } from 'undici';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { ApiError, UnexpectedResponseError, UnreachableError } from './errors.ts';
+import type { ErrorBody, RegisterResponse } from './schemas/index.ts';
 import {
-  AgentStats,
-  DepositResult,
-  describeZodError,
-  ErrorBody,
-  FaucetSuccess,
-  Health,
-  Leaderboard,
-  LookupResponse,
-  NonceResponse,
-  Positions,
-  RegisterResponse,
-  StrategyList,
-  StrategySubmitResult,
-  VaultList,
-  WalletStatus,
-} from './schemas/index.ts';
+  ANSWER_TOO_LARGE,
+  createTransport,
+  TIMED_OUT_ANSWERING,
+  TIMED_OUT_CONNECTING,
+} from './transport.ts';
 
 export interface ApiClientOptions {
   baseUrl: string;
@@ -49,11 +38,37 @@ export interface ApiResponse<T = unknown> {
   data: T;
 }
 
-/** An answer whose shape the spec does not show. */
-const OpenShape = z.unknown();
+/**
+ * The shared schemas, loaded on first use: zod is the largest part of a command's start-up,
+ * and a command that prints the body as received (--json) never needs it.
+ */
+type Schemas = typeof import('./schemas/index.ts');
+const schemas = (): Promise<Schemas> => import('./schemas/index.ts');
+
+/** Picks an endpoint's answer schema; `null` for shapes the spec leaves open (any JSON). */
+type ShapeOf<S extends z.ZodType> = ((schemas: Schemas) => S) | null;
+
+/**
+ * A read. Called, it checks the answer against the contract; `.asReceived()` makes the same
+ * request (same retries and timeouts) and checks only that the answer is JSON, for --json,
+ * which prints the service's body as it was sent.
+ */
+export interface Read<A extends unknown[], T> {
+  (...args: A): Promise<ApiResponse<T>>;
+  asReceived(...args: A): Promise<ApiResponse<unknown>>;
+}
+
+/** One request to an endpoint. */
+interface Request {
+  method: 'GET' | 'POST';
+  path: string;
+  body?: unknown;
+  auth?: boolean;
+}
 
 const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
 const DEFAULT_TIMEOUT_MS = 15_000;
+const CONNECT_TIMEOUT_MS = 5_000;
 const DEFAULT_RETRY_BUDGET_MS = 10_000;
 const DEFAULT_WRITE_TIMEOUT_MS = 120_000;
 const MIN_RETRY_WAIT_MS = 100;
@@ -72,7 +87,7 @@ export function createApiClient(options: ApiClientOptions) {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const budgetMs = options.retryBudgetMs ?? DEFAULT_RETRY_BUDGET_MS;
   const writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
-  const dispatcher = new Agent({ connectTimeout: Math.min(timeoutMs, 5_000) });
+  const transport = createTransport();
   const base = options.baseUrl.replace(/\/+$/, '');
 
   async function send(
@@ -99,19 +114,18 @@ export function createApiClient(options: ApiClientOptions) {
       let retryAfterMs: number | undefined;
       try {
         const started = performance.now();
-        // One signal covers connecting, the headers and the whole body.
-        const signal = AbortSignal.timeout(Math.max(1, Math.min(timeoutMs, deadline - Date.now())));
-        const response = await undiciRequest(url, {
+        const answer = await transport.exchange(url, {
           method,
           headers,
-          dispatcher,
-          signal,
+          // One deadline covers connecting, the headers and the whole body.
+          timeoutMs: Math.max(1, Math.min(timeoutMs, deadline - Date.now())),
+          connectTimeoutMs: Math.min(timeoutMs, CONNECT_TIMEOUT_MS),
           ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
         });
-        status = response.statusCode;
-        text = await response.body.text();
+        status = answer.status;
+        text = answer.text;
         options.onExchange?.(method, url, status, Math.round(performance.now() - started));
-        retryAfterMs = parseRetryAfter(response.headers['retry-after']);
+        retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
       } catch (error) {
         const reason = networkReason(error);
         if (!retries && reason.timedOut) {
@@ -154,31 +168,52 @@ export function createApiClient(options: ApiClientOptions) {
 
   /** A write: the body as received, and the parsed value when it matches the contract. */
   async function write<S extends z.ZodType>(
-    schema: S,
+    shape: ShapeOf<S>,
     path: string,
     body: unknown,
   ): Promise<WriteResponse<z.output<S>>> {
     const response = await send('POST', path, { body, auth: true });
-    const parsed = schema.safeParse(response.data);
+    if (shape === null) return { ...response, parsed: response.data as z.output<S> };
+    const parsed = shape(await schemas()).safeParse(response.data);
     return { ...response, parsed: parsed.success ? parsed.data : undefined };
   }
 
-  /** A call whose answer must match `schema`; `data` is the parsed value. */
+  /** A call whose answer must match its schema; `data` is the parsed value. */
   async function call<S extends z.ZodType>(
-    schema: S,
+    shape: ShapeOf<S>,
     method: 'GET' | 'POST',
     path: string,
     init: { body?: unknown; auth?: boolean } = {},
   ): Promise<ApiResponse<z.output<S>>> {
     const response = await send(method, path, init);
-    const parsed = schema.safeParse(response.data);
+    if (shape === null) return response as ApiResponse<z.output<S>>;
+    const contract = await schemas();
+    const parsed = shape(contract).safeParse(response.data);
     if (!parsed.success) {
       throw new UnexpectedResponseError(
         response.status,
-        `unexpected answer from ${method} ${path}: ${describeZodError(parsed.error, 'body')}`,
+        `unexpected answer from ${method} ${path}: ${contract.describeZodError(parsed.error, 'body')}`,
       );
     }
     return { ...response, data: parsed.data };
+  }
+
+  function read<A extends unknown[], S extends z.ZodType>(
+    shape: ShapeOf<S>,
+    request: (...args: A) => Request,
+  ): Read<A, z.output<S>> {
+    return Object.assign(
+      (...args: A) => {
+        const { method, path, ...init } = request(...args);
+        return call(shape, method, path, init);
+      },
+      {
+        asReceived: (...args: A) => {
+          const { method, path, ...init } = request(...args);
+          return send(method, path, init);
+        },
+      },
+    );
   }
 
   return {
@@ -187,45 +222,94 @@ export function createApiClient(options: ApiClientOptions) {
     /** Any request, for `agentctl api`: the key is attached when there is one. */
     raw: (method: string, path: string, body?: unknown) =>
       send(method, path.startsWith('/') ? path : `/${path}`, { body, auth: true, json: false }),
-    health: () => call(Health, 'GET', '/health'),
-    vaults: () => call(VaultList, 'GET', '/api/v1/vaults'),
+    health: () => call((s) => s.Health, 'GET', '/health'),
+    vaults: read(
+      (s) => s.VaultList,
+      () => ({ method: 'GET', path: '/api/v1/vaults' }),
+    ),
     // Shapes the spec leaves open: any JSON is accepted and shown generically.
-    proposals: () => call(OpenShape, 'GET', '/api/v1/proposals'),
-    stats: () => call(AgentStats, 'GET', '/api/v1/agents/stats'),
-    leaderboard: (limit?: number) =>
-      call(Leaderboard, 'GET', `/api/v1/agents${limit === undefined ? '' : `?limit=${limit}`}`),
+    proposals: read(null, () => ({ method: 'GET', path: '/api/v1/proposals' })),
+    stats: read(
+      (s) => s.AgentStats,
+      () => ({ method: 'GET', path: '/api/v1/agents/stats' }),
+    ),
+    leaderboard: read(
+      (s) => s.Leaderboard,
+      (limit?: number) => ({
+        method: 'GET',
+        path: `/api/v1/agents${limit === undefined ? '' : `?limit=${limit}`}`,
+      }),
+    ),
     nonce: (wallet: string) =>
-      call(NonceResponse, 'GET', `/api/v1/agent/auth/nonce?wallet=${encodeURIComponent(wallet)}`),
+      call(
+        (s) => s.NonceResponse,
+        'GET',
+        `/api/v1/agent/auth/nonce?wallet=${encodeURIComponent(wallet)}`,
+      ),
     /** Lenient: the one-time API key must never be lost to a shape check. */
-    async register(
-      body: Record<string, unknown>,
-    ): Promise<WriteResponse<z.output<typeof RegisterResponse>>> {
+    async register(body: Record<string, unknown>): Promise<WriteResponse<RegisterResponse>> {
       const response = await send('POST', '/api/v1/agent/auth/register', { body });
-      const parsed = RegisterResponse.safeParse(response.data);
+      const parsed = (await schemas()).RegisterResponse.safeParse(response.data);
       return { ...response, parsed: parsed.success ? parsed.data : undefined };
     },
-    lookup: (wallet: string) =>
-      call(LookupResponse, 'GET', `/api/v1/agent/auth/lookup?wallet=${encodeURIComponent(wallet)}`),
+    lookup: read(
+      (s) => s.LookupResponse,
+      (wallet: string) => ({
+        method: 'GET',
+        path: `/api/v1/agent/auth/lookup?wallet=${encodeURIComponent(wallet)}`,
+      }),
+    ),
     // Authenticated reads.
-    wallet: () => call(WalletStatus, 'GET', '/api/v1/agent/wallet', { auth: true }),
-    positions: () => call(Positions, 'GET', '/api/v1/agent/vault/positions', { auth: true }),
-    strategies: () => call(StrategyList, 'GET', '/api/v1/agent/strategy/list', { auth: true }),
-    eligibility: () => call(OpenShape, 'GET', '/api/v1/agent/galaxy/eligibility', { auth: true }),
+    wallet: read(
+      (s) => s.WalletStatus,
+      () => ({
+        method: 'GET',
+        path: '/api/v1/agent/wallet',
+        auth: true,
+      }),
+    ),
+    positions: read(
+      (s) => s.Positions,
+      () => ({
+        method: 'GET',
+        path: '/api/v1/agent/vault/positions',
+        auth: true,
+      }),
+    ),
+    strategies: read(
+      (s) => s.StrategyList,
+      () => ({
+        method: 'GET',
+        path: '/api/v1/agent/strategy/list',
+        auth: true,
+      }),
+    ),
+    eligibility: read(null, () => ({
+      method: 'GET',
+      path: '/api/v1/agent/galaxy/eligibility',
+      auth: true,
+    })),
     // Public reads of any wallet.
-    walletPositions: (wallet: string) =>
-      call(OpenShape, 'POST', '/api/v1/positions', { body: { wallet_address: wallet } }),
-    nfts: (wallet: string) =>
-      call(OpenShape, 'POST', '/api/v1/nfts', { body: { wallet_address: wallet } }),
-    // Writes: never retried.
+    walletPositions: read(null, (wallet: string) => ({
+      method: 'POST',
+      path: '/api/v1/positions',
+      body: { wallet_address: wallet },
+    })),
+    nfts: read(null, (wallet: string) => ({
+      method: 'POST',
+      path: '/api/v1/nfts',
+      body: { wallet_address: wallet },
+    })),
     // Writes: never retried, and never rejected for their shape once they have happened.
     deposit: (body: { vault_id: string; amount_usdc: number }) =>
-      write(DepositResult, '/api/v1/agent/vault/deposit', body),
+      write((s) => s.DepositResult, '/api/v1/agent/vault/deposit', body),
     submitStrategy: (body: Record<string, unknown>) =>
-      write(StrategySubmitResult, '/api/v1/agent/strategy/submit', body),
+      write((s) => s.StrategySubmitResult, '/api/v1/agent/strategy/submit', body),
     vote: (body: { proposal_id: number; support: number; reason?: string }) =>
-      write(OpenShape, '/api/v1/agent/governance/vote', body),
+      write(null, '/api/v1/agent/governance/vote', body),
     async faucet() {
       const response = await send('POST', '/api/v1/agent/faucet', { auth: true });
+      const { ErrorBody, FaucetSuccess, describeZodError } = await schemas();
       // A service may answer the cooldown with 200 and success: false; it is a failure either way.
       const cooldown = ErrorBody.safeParse(response.data);
       if (cooldown.success && (response.data as { success?: unknown }).success === false) {
@@ -243,7 +327,7 @@ export function createApiClient(options: ApiClientOptions) {
     /** The sandbox admin API (`agentctl serve` only), with its X-Admin-Token. */
     sandbox: (adminToken: string, method: 'GET' | 'POST', path: string, body?: unknown) =>
       send(method, path, { body, headers: { 'x-admin-token': adminToken } }),
-    close: () => dispatcher.close(),
+    close: async () => transport.close(),
   };
 }
 export type ApiClient = ReturnType<typeof createApiClient>;
@@ -297,9 +381,8 @@ function errorBody(status: number, text: string): ErrorBody {
 
 /** Why a request failed, whether waiting may help, and whether it timed out. */
 function networkReason(error: unknown): { text: string; transient: boolean; timedOut: boolean } {
-  const { code, name } = error as { code?: unknown; name?: unknown };
-  // DOMException (an aborted request) has a numeric code; its name says what happened.
-  switch (typeof code === 'string' ? code : name) {
+  const { code } = error as { code?: unknown };
+  switch (code) {
     // Nothing listens there, or the name does not exist: waiting will not change it, so fail
     // at once (as gh and cast do) instead of spending the retry budget.
     case 'ECONNREFUSED':
@@ -312,17 +395,15 @@ function networkReason(error: unknown): { text: string; transient: boolean; time
       return { text: 'host not found', transient: false, timedOut: false };
     case 'EAI_AGAIN':
       return { text: 'host not found (DNS did not answer)', transient: true, timedOut: false };
-    case 'UND_ERR_CONNECT_TIMEOUT':
+    case TIMED_OUT_CONNECTING:
+    case 'ETIMEDOUT':
       return { text: 'timed out connecting', transient: true, timedOut: false };
-    case 'TimeoutError':
-    case 'AbortError':
-    case 'UND_ERR_ABORTED':
-    case 'UND_ERR_HEADERS_TIMEOUT':
-    case 'UND_ERR_BODY_TIMEOUT':
+    case TIMED_OUT_ANSWERING:
       return { text: 'timed out waiting for an answer', transient: true, timedOut: true };
+    case ANSWER_TOO_LARGE:
+      return { text: (error as Error).message, transient: false, timedOut: false };
     case 'ECONNRESET':
     case 'EPIPE':
-    case 'UND_ERR_SOCKET':
       return { text: 'the connection was closed', transient: true, timedOut: false };
     default:
       return {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { ApiClient } from '../api/client.ts';
+import { DEFAULT_BASE_URL } from '../config/keys.ts';
 import type { Config, Profile } from '../config/profiles.ts';
 import { VERSION } from '../version.ts';
 import { CliError, EXIT } from './exit-codes.ts';
@@ -75,28 +76,24 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
       return config.get(context.profileName);
     },
     async baseUrl(): Promise<string> {
-      const { DEFAULT_BASE_URL } = await import('../config/profiles.ts');
-      return (
-        globals.baseUrl ??
-        fromEnv('AGENTCTL_BASE_URL') ??
-        (await context.profile()).base_url ??
-        DEFAULT_BASE_URL
-      );
+      // The configuration file is read only when no flag or variable names the service.
+      const given = globals.baseUrl ?? fromEnv('AGENTCTL_BASE_URL');
+      return given ?? (await context.profile()).base_url ?? DEFAULT_BASE_URL;
     },
     async apiKey(): Promise<string | undefined> {
       return globals.apiKey ?? fromEnv('AGENTCTL_API_KEY') ?? (await context.profile()).api_key;
     },
     async output(): Promise<Output> {
       if (!output) {
-        const [{ createOutput }, { colours }] = await Promise.all([
-          import('./output.ts'),
-          import('./io.ts'),
-        ]);
+        const json = Boolean(globals.json);
+        const { createOutput, NO_COLOUR } = await import('./output.ts');
         output = createOutput({
-          json: Boolean(globals.json),
+          json,
           quiet: Boolean(globals.quiet),
           verbose: Boolean(globals.verbose),
-          colour: colours(globals.color !== false, env),
+          colour: json
+            ? NO_COLOUR
+            : (await import('./io.ts')).colours(globals.color !== false, env),
         });
       }
       return output;

@@ -1,12 +1,27 @@
-import type { ChalkInstance } from 'chalk';
 import Table from 'cli-table3';
 import { cellText } from './format.ts';
+
+/** The styles output uses; a chalk instance has them all. */
+export interface Colour {
+  bold(text: string): string;
+  cyan(text: string): string;
+  dim(text: string): string;
+  yellow(text: string): string;
+}
+
+/** No colour, without loading chalk (--json prints nothing that would be coloured). */
+export const NO_COLOUR: Colour = {
+  bold: (text) => text,
+  cyan: (text) => text,
+  dim: (text) => text,
+  yellow: (text) => text,
+};
 
 export interface OutputOptions {
   json: boolean;
   quiet: boolean;
   verbose: boolean;
-  colour: ChalkInstance;
+  colour: Colour;
   stdout?: NodeJS.WritableStream;
   stderr?: NodeJS.WritableStream;
 }

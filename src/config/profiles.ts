@@ -1,10 +1,6 @@
 import { dirname, join } from 'node:path';
 import Conf from 'conf';
 
-/** The sandbox `agentctl serve` listens on by default. */
-export const DEFAULT_BASE_URL = 'http://127.0.0.1:8787';
-export const DEFAULT_PROFILE = 'default';
-
 /** What a profile remembers. Every field is optional until `register` fills it in. */
 export interface Profile {
   base_url?: string;
@@ -12,7 +8,7 @@ export interface Profile {
   keystore?: string;
   api_key?: string;
 }
-export { PROFILE_KEYS, type ProfileKey } from './keys.ts';
+export { DEFAULT_BASE_URL, DEFAULT_PROFILE, PROFILE_KEYS, type ProfileKey } from './keys.ts';
 
 import type { ProfileKey } from './keys.ts';
 

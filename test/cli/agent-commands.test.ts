@@ -54,9 +54,11 @@ describe('agent commands against serve', () => {
     expect(deposit.code).toBe(0);
     expect(deposit.stdout).toMatch(/^approve tx {2}0x[0-9a-f]{64}$/m);
     expect(deposit.stdout).toMatch(/^deposit tx {2}0x[0-9a-f]{64}$/m);
+    expect(deposit.stdout).toMatch(/^deposited 12\.5 USDC \(12500000 raw\) into /m);
+    expect(deposit.stdout).toMatch(/^shares {6}[\d.]+ \(\d+ raw\)$/m);
     const positions = await cli(['positions']);
     expect(positions.stdout).toContain('moderate');
-    expect(positions.stdout).toContain('12.5');
+    expect(positions.stdout).toContain('12.5 USDC (12500000 raw)');
     const json = await cli(['--json', 'deposit', 'hedged', '1']);
     expect(json.code).toBe(0);
     const body = JSON.parse(json.stdout);
@@ -263,7 +265,7 @@ describe('agent commands against serve', () => {
   it('faucet drips once, then exits 5 with the cooldown fields in the --json error', async () => {
     const drip = await cli(['faucet']);
     expect(drip.code).toBe(0);
-    expect(drip.stdout).toMatch(/^received 0\.1 ETH in 0x/m);
+    expect(drip.stdout).toMatch(/^received 0\.1 ETH \(100000000000000000 wei\) in 0x/m);
     const again = await cli(['--json', 'faucet']);
     expect(again.code).toBe(5);
     expect(again.stdout).toBe('');

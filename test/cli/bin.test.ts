@@ -1,5 +1,8 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { BIN } from '../helpers/serve.ts';
 
@@ -54,20 +57,23 @@ describe('bin/agentctl.js', () => {
     expect(result.stderr).toContain("unknown command 'frobnicate'");
   });
 
-  /** The files a run loads, recorded by a module load hook (what `--help` costs comes from these). */
-  function loadedFiles(args: string[]): string[] {
-    const hook = `
+  /** Records the files a run loads, with a module load hook (what a start costs comes from these). */
+  const LOAD_HOOK = `data:text/javascript,${encodeURIComponent(`
       import { registerHooks } from 'node:module';
       const loaded = [];
       registerHooks({ load(url, context, next) { loaded.push(url); return next(url, context); } });
-      process.on('exit', () => process.stderr.write('LOADED ' + JSON.stringify(loaded) + '\\n'));`;
-    const result = spawnSync(
-      process.execPath,
-      ['--import', `data:text/javascript,${encodeURIComponent(hook)}`, BIN, ...args],
-      { encoding: 'utf8' },
-    );
-    const line = result.stderr.split('\n').find((text) => text.startsWith('LOADED '));
+      process.on('exit', () => process.stderr.write('LOADED ' + JSON.stringify(loaded) + '\\n'));`)}`;
+
+  function loadedIn(stderr: string): string[] {
+    const line = stderr.split('\n').find((text) => text.startsWith('LOADED '));
     return JSON.parse(line?.slice('LOADED '.length) ?? '[]');
+  }
+
+  function loadedFiles(args: string[]): string[] {
+    const result = spawnSync(process.execPath, ['--import', LOAD_HOOK, BIN, ...args], {
+      encoding: 'utf8',
+    });
+    return loadedIn(result.stderr);
   }
 
   /** The npm packages bundled into a dist file, from esbuild's path comments. */
@@ -88,6 +94,37 @@ describe('bin/agentctl.js', () => {
     expect(packages.has('commander')).toBe(true);
     for (const heavy of ['zod', 'undici', 'viem', 'fastify', 'chalk', '@inquirer/core', 'conf']) {
       expect(packages.has(heavy), heavy).toBe(false);
+    }
+  });
+
+  it('prints a read with --json without loading zod, undici or conf; a table checks the shape with zod', async () => {
+    const body = '{"vaults":[],"total":0}';
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const run = (args: string[]) =>
+      promisify(execFile)(
+        process.execPath,
+        ['--import', LOAD_HOOK, BIN, '--base-url', url, ...args],
+        {
+          encoding: 'utf8',
+          env: { ...process.env, AGENTCTL_CONFIG_DIR: '/nonexistent/agentctl-test' },
+        },
+      );
+    try {
+      const json = await run(['vaults', '--json']);
+      expect(json.stdout).toBe(`${body}\n`);
+      const packages = new Set(loadedIn(json.stderr).flatMap(packagesIn));
+      for (const heavy of ['zod', 'undici', 'conf', 'chalk', 'viem']) {
+        expect(packages.has(heavy), heavy).toBe(false);
+      }
+      const table = await run(['vaults']);
+      expect(new Set(loadedIn(table.stderr).flatMap(packagesIn)).has('zod')).toBe(true);
+    } finally {
+      server.close();
     }
   });
 

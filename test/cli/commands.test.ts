@@ -62,6 +62,7 @@ describe('public read commands', () => {
       expect(result.stdout).toContain(id);
     }
     expect(result.stdout).toContain('Moderate USDC Vault');
+    expect(result.stdout).toMatch(/ \d+(\.\d+)? USDC \(\d+ raw\) /);
     // Not a terminal: no colour codes, same layout as on one.
     expect(result.stdout).not.toContain('\u001b[');
   });
@@ -303,6 +304,28 @@ describe('an answer that breaks the contract', () => {
       );
     } finally {
       server.close();
+    }
+  });
+});
+
+describe('an answer whose shape the contract does not know', () => {
+  it('--json prints it as received; a table, which reads its fields, refuses it with exit 1', async () => {
+    const body = '{"vaults":[{"name":"Next","apy":"8.5%","extra":{"a":1}}],"total":"one"}';
+    const service = await fakeService((response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(body);
+    });
+    try {
+      const env = { AGENTCTL_CONFIG_DIR: configDir };
+      const json = await runCli(['--base-url', service.url, 'vaults', '--json'], env);
+      expect(json.code).toBe(0);
+      expect(json.stdout).toBe(`${body}\n`);
+      const table = await runCli(['--base-url', service.url, 'vaults'], env);
+      expect(table.code).toBe(1);
+      expect(table.stdout).toBe('');
+      expect(table.stderr).toMatch(/^agentctl: unexpected answer from GET \/api\/v1\/vaults: /);
+    } finally {
+      service.close();
     }
   });
 });

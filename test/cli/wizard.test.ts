@@ -239,7 +239,7 @@ describe('the registration wizard', () => {
     await run.answer('(y/N)', 'y\r');
     expect(await run.exited).toBe(0);
     expect(run.screen()).toContain('waiting for approve and deposit to confirm');
-    expect(run.screen()).toMatch(/deposited 2 USDC into/);
+    expect(run.screen()).toMatch(/deposited 2 USDC \(2000000 raw\) into/);
     // Only the accepted deposit happened.
     const positions = await (
       await fetch(`${sandbox.url}/api/v1/agent/vault/positions`, {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../src/cli/main.ts';
+import { buildProgram, namedCommand } from '../../src/cli/main.ts';
 
 function allCommands(command: Command): Command[] {
   return [command, ...command.commands.flatMap(allCommands)];
@@ -27,4 +27,29 @@ describe('help', () => {
       expect(command.description() || command.summary()).not.toBe('');
     },
   );
+});
+
+describe('a run builds only the command it names', () => {
+  const names = buildProgram().commands.map((command) => command.name());
+
+  it.each(names)('%s alone, under the same global options', (name) => {
+    const program = buildProgram(name);
+    expect(program.commands.map((command) => command.name())).toEqual([name]);
+    expect(program.options.map((option) => option.long)).toEqual(
+      buildProgram().options.map((option) => option.long),
+    );
+  });
+
+  it('finds the command after global options and their values', () => {
+    expect(namedCommand(['vaults', '--json'])).toBe('vaults');
+    expect(namedCommand(['--json', '--base-url', 'http://x', 'vaults'])).toBe('vaults');
+    expect(namedCommand(['--profile', 'vaults', 'deposit', 'moderate', '1'])).toBe('deposit');
+    expect(namedCommand(['--api-key=agk_x', '-q', 'strategy', 'list'])).toBe('strategy');
+  });
+
+  it('builds the whole tree for help, a typo, or nothing', () => {
+    for (const args of [[], ['--help'], ['-h', 'vaults'], ['vault'], ['help', 'vaults'], ['--']]) {
+      expect(namedCommand(args), args.join(' ')).toBeUndefined();
+    }
+  });
 });

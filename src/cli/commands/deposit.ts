@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
+import { amountWithRaw, rawWithAmount } from '../format.ts';
 import { confirmUnlessYes } from '../prompts.ts';
 import { didYouMean } from '../suggest.ts';
 import { canPrompt } from '../tty.ts';
@@ -83,11 +84,11 @@ export function depositCommand(): Command {
         );
         out.writeResult(response, (result) => {
           out.print(
-            `deposited ${result.amount_usdc} USDC into ${result.vault} (${result.vault_address})`,
+            `deposited ${amountWithRaw(result.amount_usdc)} into ${result.vault} (${result.vault_address})`,
           );
           out.print(`approve tx  ${result.approve_tx}`);
           out.print(`deposit tx  ${result.deposit_tx}`);
-          out.print(`shares      ${result.shares_balance} (raw units)`);
+          out.print(`shares      ${rawWithAmount(result.shares_balance)}`);
         });
       }),
     );

@@ -23,9 +23,10 @@ export function leaderboardCommand(): Command {
     .action(
       action(async (context, command) => {
         const { limit } = command.opts<{ limit?: number }>();
-        const response = await (await context.client()).leaderboard(limit);
+        const client = await context.client();
         const out = await context.output();
-        if (out.json) return out.raw(response.text);
+        if (out.json) return out.raw((await client.leaderboard.asReceived(limit)).text);
+        const response = await client.leaderboard(limit);
         out.table(
           ['#', 'agent', 'tier', 'score', 'strategies'],
           response.data.agents.map((agent, i) => [

@@ -27,9 +27,10 @@ export function lookupCommand(): Command {
     .action(
       action(async (context, command) => {
         const wallet = await checkAddress('wallet', command.processedArgs[0] as string);
-        const response = await (await context.client()).lookup(wallet);
+        const client = await context.client();
         const out = await context.output();
-        if (out.json) return out.raw(response.text);
+        if (out.json) return out.raw((await client.lookup.asReceived(wallet)).text);
+        const response = await client.lookup(wallet);
         if (!response.data.registered) return out.print(`${wallet} is not registered`);
         out.fields(response.data);
       }),

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
+import { amountWithRaw } from '../format.ts';
 import type { Output } from '../output.ts';
 import { checkAddress } from './lookup.ts';
 
@@ -18,11 +19,11 @@ function positionsTable(out: Output, positions: PositionRow[]): void {
     return;
   }
   out.table(
-    ['vault', 'shares', 'value (USDC)', 'address'],
+    ['vault', 'shares', 'value', 'address'],
     positions.map((position) => [
       position.vault_id ?? position.vault_name,
-      position.shares,
-      position.value_usdc,
+      position.shares === undefined ? undefined : amountWithRaw(position.shares, ''),
+      position.value_usdc === undefined ? undefined : amountWithRaw(position.value_usdc),
       position.vault_address,
     ]),
   );
@@ -53,8 +54,9 @@ export function positionsCommand(): Command {
           if (!known.success) return out.generic(response.data);
           return positionsTable(out, known.data.positions);
         }
-        const response = await (await context.authenticatedClient()).positions();
-        if (out.json) return out.raw(response.text);
+        const client = await context.authenticatedClient();
+        if (out.json) return out.raw((await client.positions.asReceived()).text);
+        const response = await client.positions();
         positionsTable(out, response.data.positions);
       }),
     );

@@ -317,9 +317,9 @@ export function whoamiCommand(): Command {
           );
         }
         const client = await context.client();
-        const response = await client.lookup(profile.wallet_address);
         const out = await context.output();
-        if (out.json) return out.raw(response.text);
+        if (out.json) return out.raw((await client.lookup.asReceived(profile.wallet_address)).text);
+        const response = await client.lookup(profile.wallet_address);
         // The agent acts from its server-side wallet: show it too, when the key can ask.
         const agentWallet = (await client.hasApiKey())
           ? await client.wallet().then(

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
+import { amountWithRaw } from '../format.ts';
 
 export function statsCommand(): Command {
   return new Command('stats')
@@ -8,10 +9,12 @@ export function statsCommand(): Command {
     .addHelpText('after', '\nExample:\n  agentctl stats --json')
     .action(
       action(async (context) => {
-        const response = await (await context.client()).stats();
+        const client = await context.client();
         const out = await context.output();
-        if (out.json) return out.raw(response.text);
-        out.fields(response.data);
+        if (out.json) return out.raw((await client.stats.asReceived()).text);
+        const response = await client.stats();
+        const stats = response.data;
+        out.fields({ ...stats, total_deposits_usdc: amountWithRaw(stats.total_deposits_usdc) });
       }),
     );
 }

@@ -173,9 +173,10 @@ export function strategyCommand(): Command {
     .addHelpText('after', '\nExample:\n  agentctl strategy list')
     .action(
       action(async (context) => {
-        const response = await (await context.authenticatedClient()).strategies();
+        const client = await context.authenticatedClient();
         const out = await context.output();
-        if (out.json) return out.raw(response.text);
+        if (out.json) return out.raw((await client.strategies.asReceived()).text);
+        const response = await client.strategies();
         if (response.data.strategies.length === 0) return out.print('no strategies');
         out.table(
           ['strategy id', 'name', 'status', 'created', 'last change'],

@@ -8,9 +8,10 @@ export function walletCommand(): Command {
     .addHelpText('after', '\nExample:\n  agentctl wallet')
     .action(
       action(async (context) => {
-        const response = await (await context.authenticatedClient()).wallet();
+        const client = await context.authenticatedClient();
         const out = await context.output();
-        if (out.json) return out.raw(response.text);
+        if (out.json) return out.raw((await client.wallet.asReceived()).text);
+        const response = await client.wallet();
         out.generic(response.data);
       }),
     );
@@ -47,7 +48,7 @@ export function faucetCommand(): Command {
         );
         if (out.json) return out.raw(response.text);
         out.print(
-          `received ${response.data.drip_amount_eth} ETH in ${response.data.agent_address}`,
+          `received ${response.data.drip_amount_eth} ETH (${response.data.drip_amount_wei} wei) in ${response.data.agent_address}`,
         );
         out.print(`tx ${response.data.tx_hash}`);
       }),
