@@ -24,8 +24,9 @@ const outdir = join(root, 'dist');
  *
  * A few are also loaded lazily, on first use, because a package on every command's path
  * imports them for rare work: commander takes `child_process` for external subcommands, and
- * copying `util`'s exports loads worker_threads and more. Their stand-in lists the module's
- * export names (known here, at build time) and requires the module on the first access.
+ * copying `util`'s exports loads worker_threads and more. Their stand-in has an accessor for
+ * each of the module's export names (known here, at build time) that requires the module on
+ * first use.
  */
 const LAZY_BUILTINS = new Set(['child_process', 'util']);
 
@@ -47,16 +48,17 @@ const builtinsByRequire: Plugin = {
       const names = JSON.stringify(Object.getOwnPropertyNames(require(`node:${args.path}`)));
       return {
         loader: 'js',
+        // Accessors, not a Proxy: reads and writes reach the real module, loaded on first use.
         contents: `let loaded;
 const load = () => (loaded ??= require(${specifier}));
-const names = ${names};
-module.exports = new Proxy({}, {
-  get: (_, name) => load()[name],
-  has: (_, name) => name in load(),
-  ownKeys: () => names,
-  getOwnPropertyDescriptor: (_, name) =>
-    names.includes(name) ? { configurable: true, enumerable: true, writable: true, value: undefined } : undefined,
-});`,
+for (const name of ${names}) {
+  Object.defineProperty(exports, name, {
+    configurable: true,
+    enumerable: true,
+    get: () => load()[name],
+    set: (value) => { load()[name] = value; },
+  });
+}`,
       };
     });
   },

@@ -117,8 +117,12 @@ export function createApiClient(options: ApiClientOptions) {
         const answer = await transport.exchange(url, {
           method,
           headers,
-          // One deadline covers connecting, the headers and the whole body.
-          timeoutMs: Math.max(1, Math.min(timeoutMs, deadline - Date.now())),
+          // One deadline covers connecting, the headers and the whole body: each try of a
+          // GET gets timeoutMs (within the budget), the one try of a write all of its time.
+          timeoutMs: Math.max(
+            1,
+            retries ? Math.min(timeoutMs, deadline - Date.now()) : deadline - Date.now(),
+          ),
           connectTimeoutMs: Math.min(timeoutMs, CONNECT_TIMEOUT_MS),
           ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
         });

@@ -59,79 +59,102 @@ export function createTransport(): Transport {
     return agent;
   }
 
-  return {
-    exchange(url, options) {
-      const target = new URL(url);
-      const http: typeof import('node:https') =
-        target.protocol === 'https:' ? require('node:https') : require('node:http');
-      return new Promise<Exchange>((resolve, reject) => {
-        // The first failure is the one reported: destroying a request makes its response
-        // fail too, with a less telling "aborted".
-        let failure: Error | undefined;
-        const fail = (code: string, message: string) => {
-          failure ??= Object.assign(new Error(message), { code });
-          request.destroy(failure);
-        };
-        const request = http.request(target, {
-          method: options.method,
-          headers: {
-            ...options.headers,
-            ...(options.body !== undefined && {
-              'content-length': String(Buffer.byteLength(options.body)),
-            }),
-          },
-          agent: agentFor(target.protocol),
-        });
-        const answerTimer = setTimeout(
-          () => fail(TIMED_OUT_ANSWERING, 'timed out waiting for an answer'),
-          options.timeoutMs,
-        );
-        const settle = (error: Error | undefined, exchange?: Exchange) => {
-          clearTimeout(answerTimer);
-          if (error || !exchange) reject(failure ?? error);
-          else resolve(exchange);
-        };
-        request.on('socket', (socket) => {
-          // A kept-alive socket is connected already; a new one gets its own deadline.
-          if (!socket.connecting) return;
-          const connectTimer = setTimeout(
-            () => fail(TIMED_OUT_CONNECTING, 'timed out connecting'),
-            options.connectTimeoutMs,
-          );
-          socket.once(target.protocol === 'https:' ? 'secureConnect' : 'connect', () =>
-            clearTimeout(connectTimer),
-          );
-          socket.once('close', () => clearTimeout(connectTimer));
-        });
-        request.on('error', (error) => settle(error));
-        request.on('response', (response) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          response.on('data', (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > MAX_RESPONSE_BYTES) {
-              fail(ANSWER_TOO_LARGE, `the answer is larger than ${MAX_RESPONSE_BYTES} bytes`);
-              return;
-            }
-            chunks.push(chunk);
-          });
-          response.on('error', (error) => settle(error));
-          response.on('end', () =>
-            settle(undefined, {
-              status: response.statusCode ?? 0,
-              headers: response.headers,
-              text: Buffer.concat(chunks).toString('utf8'),
-            }),
-          );
-          // Closed before its end without an error event: the connection went away.
-          response.on('close', () => {
-            if (!response.complete)
-              settle(Object.assign(new Error('the connection was closed'), { code: 'ECONNRESET' }));
-          });
-        });
-        request.end(options.body);
+  /**
+   * One try. A kept-alive connection the server closed while idle fails at once with a reset
+   * and no answer; the request never reached the service then, so it is sent once more on a
+   * new connection (what Node's documentation advises), a POST included.
+   */
+  function send(url: URL, options: ExchangeOptions, deadline: number, fresh: boolean) {
+    const http: typeof import('node:https') =
+      url.protocol === 'https:' ? require('node:https') : require('node:http');
+    return new Promise<Exchange>((resolve, reject) => {
+      // The first failure is the one reported: destroying a request makes its response
+      // fail too, with a less telling "aborted".
+      let failure: Error | undefined;
+      let connected = false;
+      let answered = false;
+      const fail = (code: string, message: string) => {
+        failure ??= Object.assign(new Error(message), { code });
+        request.destroy(failure);
+      };
+      const request = http.request(url, {
+        method: options.method,
+        headers: {
+          ...options.headers,
+          ...(options.body !== undefined && {
+            'content-length': String(Buffer.byteLength(options.body)),
+          }),
+        },
+        agent: agentFor(url.protocol),
       });
-    },
+      const answerTimer = setTimeout(
+        () =>
+          connected
+            ? fail(TIMED_OUT_ANSWERING, 'timed out waiting for an answer')
+            : fail(TIMED_OUT_CONNECTING, 'timed out connecting'),
+        Math.max(1, deadline - Date.now()),
+      );
+      const settle = (error: Error | undefined, exchange?: Exchange) => {
+        clearTimeout(answerTimer);
+        if (exchange && !error) return resolve(exchange);
+        const code = (error as NodeJS.ErrnoException | undefined)?.code;
+        if (!failure && !answered && !fresh && request.reusedSocket && code === 'ECONNRESET') {
+          return resolve(send(url, options, deadline, true));
+        }
+        reject(failure ?? error);
+      };
+      request.on('socket', (socket) => {
+        // A kept-alive socket is connected already; a new one gets its own deadline.
+        if (!socket.connecting) {
+          connected = true;
+          return;
+        }
+        const connectTimer = setTimeout(
+          () => fail(TIMED_OUT_CONNECTING, 'timed out connecting'),
+          options.connectTimeoutMs,
+        );
+        socket.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+          connected = true;
+          clearTimeout(connectTimer);
+        });
+        socket.once('close', () => clearTimeout(connectTimer));
+      });
+      request.on('error', (error) => settle(error));
+      request.on('response', (response) => {
+        answered = true;
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_RESPONSE_BYTES) {
+            fail(ANSWER_TOO_LARGE, `the answer is larger than ${MAX_RESPONSE_BYTES} bytes`);
+            return;
+          }
+          chunks.push(chunk);
+        });
+        response.on('error', (error) => settle(error));
+        response.on('end', () =>
+          settle(undefined, {
+            status: response.statusCode ?? 0,
+            headers: response.headers,
+            // A byte-order mark is not part of the JSON.
+            text: Buffer.concat(chunks)
+              .toString('utf8')
+              .replace(/^\uFEFF/, ''),
+          }),
+        );
+        // Closed before its end without an error event: the connection went away.
+        response.on('close', () => {
+          if (!response.complete)
+            settle(Object.assign(new Error('the connection was closed'), { code: 'ECONNRESET' }));
+        });
+      });
+      request.end(options.body);
+    });
+  }
+
+  return {
+    exchange: (url, options) => send(new URL(url), options, Date.now() + options.timeoutMs, false),
     close() {
       for (const agent of agents.values()) agent.destroy();
       agents.clear();

@@ -55,20 +55,22 @@ const COMMANDS: ReadonlyArray<readonly [string, () => Command]> = [
   ['serve', serveCommand],
 ];
 
-/** The global options that take a value, as they appear before a command's name. */
+/** The global options, as they may appear before a command's name. */
 const GLOBAL_VALUE_OPTIONS = new Set(['--profile', '--base-url', '--api-key']);
+const GLOBAL_FLAGS = new Set(['--json', '--no-color', '--quiet', '--verbose']);
 
 /**
- * The command an argument list names (`agentctl --json vaults` names vaults), when it is
- * one of ours; undefined for help, a typo or anything unusual, which need the whole tree.
+ * The command an argument list names (`agentctl --json vaults` names vaults), when it is one
+ * of ours and only global options come before it; undefined for help (`-h`, also inside
+ * `-qh`), a typo or anything unusual, which need the whole tree.
  */
 export function namedCommand(args: readonly string[]): string | undefined {
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
-    if (arg === '--') return undefined;
     if (!arg.startsWith('-')) return COMMANDS.some(([name]) => name === arg) ? arg : undefined;
-    if (arg === '-h' || arg === '--help') return undefined;
     if (GLOBAL_VALUE_OPTIONS.has(arg)) i++;
+    else if (GLOBAL_FLAGS.has(arg) || /^-[qv]+$/.test(arg)) continue;
+    else if (!GLOBAL_VALUE_OPTIONS.has(arg.split('=')[0] as string)) return undefined;
   }
   return undefined;
 }

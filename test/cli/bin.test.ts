@@ -87,15 +87,18 @@ describe('bin/agentctl.js', () => {
     ];
   }
 
-  it('runs the bundle, and --help loads none of the heavy packages', () => {
-    const files = loadedFiles(['--help']);
-    expect(files.some((url) => url.endsWith('/dist/main.js'))).toBe(true);
-    const packages = new Set(files.flatMap(packagesIn));
-    expect(packages.has('commander')).toBe(true);
-    for (const heavy of ['zod', 'undici', 'viem', 'fastify', 'chalk', '@inquirer/core', 'conf']) {
-      expect(packages.has(heavy), heavy).toBe(false);
-    }
-  });
+  it.each([[['--help']], [['vaults', '--help']], [['serve', '--help']]])(
+    'runs the bundle, and %j loads none of the heavy packages',
+    (args) => {
+      const files = loadedFiles(args);
+      expect(files.some((url) => url.endsWith('/dist/main.js'))).toBe(true);
+      const packages = new Set(files.flatMap(packagesIn));
+      expect(packages.has('commander')).toBe(true);
+      for (const heavy of ['zod', 'undici', 'viem', 'fastify', 'chalk', '@inquirer/core', 'conf']) {
+        expect(packages.has(heavy), heavy).toBe(false);
+      }
+    },
+  );
 
   it('prints a read with --json without loading zod, undici or conf; a table checks the shape with zod', async () => {
     const body = '{"vaults":[],"total":0}';

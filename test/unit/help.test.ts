@@ -45,10 +45,20 @@ describe('a run builds only the command it names', () => {
     expect(namedCommand(['--json', '--base-url', 'http://x', 'vaults'])).toBe('vaults');
     expect(namedCommand(['--profile', 'vaults', 'deposit', 'moderate', '1'])).toBe('deposit');
     expect(namedCommand(['--api-key=agk_x', '-q', 'strategy', 'list'])).toBe('strategy');
+    expect(namedCommand(['-qv', '--no-color', 'health'])).toBe('health');
   });
 
   it('builds the whole tree for help, a typo, or nothing', () => {
-    for (const args of [[], ['--help'], ['-h', 'vaults'], ['vault'], ['help', 'vaults'], ['--']]) {
+    for (const args of [
+      [],
+      ['--help'],
+      ['-h', 'vaults'],
+      ['-qh', 'vaults'],
+      ['--unknown', 'vaults'],
+      ['vault'],
+      ['help', 'vaults'],
+      ['--'],
+    ]) {
       expect(namedCommand(args), args.join(' ')).toBeUndefined();
     }
   });

@@ -1,0 +1,85 @@
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createApiClient } from '../../src/api/client.ts';
+
+const servers: Server[] = [];
+afterEach(() => {
+  for (const server of servers.splice(0)) server.close();
+});
+
+async function listen(server: Server): Promise<string> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const clientOf = (
+  baseUrl: string,
+  timeouts: { timeoutMs?: number; writeTimeoutMs?: number; retryBudgetMs?: number },
+) => createApiClient({ baseUrl, userAgent: 'test', apiKey: async () => 'agk_test', ...timeouts });
+
+describe('the HTTP client on node:http', () => {
+  it('gives a write its whole write timeout, not the per-try timeout of a read', async () => {
+    const url = await listen(
+      createHttpServer((_request, response) => {
+        setTimeout(() => response.end('{"ok":true}'), 400);
+      }),
+    );
+    const client = clientOf(url, { timeoutMs: 100, writeTimeoutMs: 5_000 });
+    try {
+      const answer = await client.raw('POST', '/api/v1/agent/vault/deposit', {});
+      expect(answer.text).toBe('{"ok":true}');
+      // A read is bounded by the per-try timeout (and its retry budget).
+      const read = clientOf(url, { timeoutMs: 100, writeTimeoutMs: 5_000, retryBudgetMs: 150 });
+      await expect(read.raw('GET', '/health')).rejects.toThrow(/timed out waiting for an answer/);
+      await read.close();
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('sends a request again, once, when a kept-alive connection was reset before any answer', async () => {
+    // Answers the first request on each connection, and resets at the second: what a server
+    // does when it closes an idle connection just as the client reuses it.
+    const requests: number[] = [];
+    const url = await listen(
+      createNetServer((socket: Socket) => {
+        let served = 0;
+        socket.on('data', () => {
+          served += 1;
+          requests.push(served);
+          if (served > 1) return socket.resetAndDestroy();
+          socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nkeep-alive: timeout=5\r\n\r\n{}');
+        });
+      }),
+    );
+    const client = clientOf(url, {});
+    try {
+      expect((await client.raw('GET', '/one')).text).toBe('{}');
+      // A POST too: it never reached the service, so sending it again is safe.
+      expect((await client.raw('POST', '/two', {})).text).toBe('{}');
+      expect(requests).toEqual([1, 2, 1]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('drops a byte-order mark before parsing JSON', async () => {
+    const url = await listen(
+      createHttpServer((_request, response) => {
+        response.setHeader('content-type', 'application/json');
+        response.end(
+          '\uFEFF{"status":"ok","version":"1","chain_id":84532,"chain_name":"x","rpc_connected":true}',
+        );
+      }),
+    );
+    const client = clientOf(url, {});
+    try {
+      expect((await client.health()).data.status).toBe('ok');
+    } finally {
+      await client.close();
+    }
+  });
+});
