@@ -19,6 +19,7 @@ import { registerRateLimits } from './plugins/rate-limit.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
+import { registerDataRoutes } from './routes/data.ts';
 import { registerGovernanceRoutes } from './routes/governance.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { type AdminDeps, registerSandboxAdminRoutes } from './routes/sandbox-admin.ts';
@@ -93,5 +94,6 @@ export async function buildApp(options: AppOptions): Promise<App> {
   registerGovernanceRoutes(app, deps);
   registerWalletRoutes(app, deps);
   registerSandboxAdminRoutes(app, deps, options);
+  registerDataRoutes(app, deps);
   return app;
 }

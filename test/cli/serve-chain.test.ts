@@ -1,41 +1,16 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Address, createPublicClient, http } from 'viem';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SandboxInfo } from '../../src/api/schemas/index.ts';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { runCli } from '../helpers/cli.ts';
-import {
-  BIN,
-  registerOver,
-  requestOver,
-  type ServeProcess,
-  serveFailure,
-  startServe,
-} from '../helpers/serve.ts';
+import { BIN, registerOver, serveFailure, useServes } from '../helpers/serve.ts';
 
-const TOKEN = 'chain-test-admin';
-let dir: string;
-const running: ServeProcess[] = [];
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-chain-'));
-});
-afterEach(async () => {
-  for (const serve of running.splice(0)) {
-    serve.child.kill('SIGTERM');
-    await serve.exited;
-  }
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function serve(args: string[]) {
-  const started = await startServe(['--admin-token', TOKEN, '--log-level', 'warn', ...args]);
-  running.push(started);
-  return started;
-}
+const serves = useServes('serve-chain', 'chain-test-admin');
+const { serve, request } = serves;
 
 /** Alive and not a zombie waiting to be reaped by whoever inherited it. */
 function isRunning(pid: number): boolean {
@@ -46,16 +21,13 @@ function isRunning(pid: number): boolean {
   }
 }
 
-const request = (url: string, method: string, path: string, body?: object, key?: string) =>
-  requestOver(url, TOKEN, method, path, body, key);
-
 async function registerAgent(url: string) {
   return (await registerOver(url)).apiKey;
 }
 
 describe('serve with the chain', () => {
   it('keeps every acknowledged transaction through kill -9, and leaves no anvil behind', async () => {
-    const state = join(dir, 'state');
+    const state = join(serves.dir(), 'state');
     const first = await serve(['--state', state]);
     const apiKey = await registerAgent(first.url);
     const deposit = await request(
@@ -118,7 +90,7 @@ describe('serve with the chain', () => {
   });
 
   it('keeps chain time and yield across a graceful restart', async () => {
-    const state = join(dir, 'state');
+    const state = join(serves.dir(), 'state');
     const first = await serve(['--state', state]);
     const apiKey = await registerAgent(first.url);
     const deposit = await request(
@@ -139,7 +111,7 @@ describe('serve with the chain', () => {
     expect(valueBefore).toBeGreaterThan(1012);
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
-    running.splice(running.indexOf(first), 1);
+    serves.forget(first);
 
     const second = await serve(['--state', state]);
     const info = SandboxInfo.parse((await request(second.url, 'GET', '/sandbox/info')).body);
@@ -159,12 +131,12 @@ describe('serve with the chain', () => {
   });
 
   it('refuses a chain checkpoint with another format version', async () => {
-    const state = join(dir, 'state');
+    const state = join(serves.dir(), 'state');
     const first = await serve(['--state', state]);
     await registerAgent(first.url);
     first.child.kill('SIGTERM');
     await first.exited;
-    running.splice(running.indexOf(first), 1);
+    serves.forget(first);
     const [name] = readdirSync(join(state, 'chain'));
     const checkpointPath = join(state, 'chain', name as string);
     const checkpoint = JSON.parse(readFileSync(checkpointPath, 'utf8'));
@@ -183,7 +155,7 @@ describe('serve with the chain', () => {
     const [anvilPid] = readFileSync(join(tempDir, 'anvil.pid'), 'utf8').split(' ').map(Number);
     first.child.kill('SIGKILL');
     await first.exited;
-    running.splice(running.indexOf(first), 1);
+    serves.forget(first);
     expect(isRunning(anvilPid as number)).toBe(true);
 
     await serve([]);
@@ -192,7 +164,7 @@ describe('serve with the chain', () => {
   });
 
   it('restarts a killed anvil and rebuilds the chain from its checkpoint and log', async () => {
-    const state = join(dir, 'state');
+    const state = join(serves.dir(), 'state');
     const sandbox = await serve(['--state', state, '--log-level', 'info']);
     const apiKey = await registerAgent(sandbox.url);
     const deposit = await request(
@@ -244,12 +216,12 @@ describe('serve with the chain', () => {
   });
 
   it('refuses to start when its chain checkpoint is gone', async () => {
-    const state = join(dir, 'state');
+    const state = join(serves.dir(), 'state');
     const first = await serve(['--state', state]);
     await registerAgent(first.url);
     first.child.kill('SIGTERM');
     await first.exited;
-    running.splice(running.indexOf(first), 1);
+    serves.forget(first);
     rmSync(join(state, 'chain'), { recursive: true });
     const result = await serveFailure(['--port', '0', '--state', state]);
     expect(result.code).toBe(1);
@@ -257,7 +229,7 @@ describe('serve with the chain', () => {
   });
 
   it('shuts down gracefully on a Ctrl-C sent to its whole process group', async () => {
-    const state = join(dir, 'state');
+    const state = join(serves.dir(), 'state');
     const child = spawn(
       process.execPath,
       [BIN, 'serve', '--port', '0', '--state', state, '--log-level', 'warn'],
@@ -283,10 +255,10 @@ describe('serve with the chain', () => {
 
 describe('serve --rpc-url', () => {
   it('agentctl health exits 1 while the node behind the service is down', async () => {
-    const node = await startAnvil({ stateDir: dir });
+    const node = await startAnvil({ stateDir: serves.dir() });
     try {
       const sandbox = await serve(['--rpc-url', node.rpcUrl]);
-      const env = { AGENTCTL_CONFIG_DIR: join(dir, 'config') };
+      const env = { AGENTCTL_CONFIG_DIR: join(serves.dir(), 'config') };
       expect((await runCli(['--base-url', sandbox.url, 'health'], env)).code).toBe(0);
       await node.stop();
       // The service re-checks its node at most once a second: wait for it to notice.
@@ -304,9 +276,9 @@ describe('serve --rpc-url', () => {
   });
 
   it('deploys on an existing dev chain once, and finds the contracts again after a restart', async () => {
-    const node = await startAnvil({ stateDir: dir });
+    const node = await startAnvil({ stateDir: serves.dir() });
     try {
-      const state = join(dir, 'state');
+      const state = join(serves.dir(), 'state');
       const first = await serve(['--rpc-url', node.rpcUrl, '--state', state]);
       const info = SandboxInfo.parse((await request(first.url, 'GET', '/sandbox/info')).body);
       expect(info.rpc_url).toBe(node.rpcUrl);
@@ -324,7 +296,7 @@ describe('serve --rpc-url', () => {
       expect(deposit.status).toBe(200);
       first.child.kill('SIGTERM');
       await first.exited;
-      running.splice(running.indexOf(first), 1);
+      serves.forget(first);
 
       const second = await serve(['--rpc-url', node.rpcUrl, '--state', state]);
       const again = SandboxInfo.parse((await request(second.url, 'GET', '/sandbox/info')).body);
@@ -348,7 +320,7 @@ describe('serve --rpc-url', () => {
     expect(unreachable.stderr).toContain('cannot reach the chain at http://127.0.0.1:1');
     expect(unreachable.stderr).not.toMatch(/\n\s+at /);
 
-    const node = await startAnvil({ stateDir: dir });
+    const node = await startAnvil({ stateDir: serves.dir() });
     try {
       const missing = await serveFailure([
         '--port',
@@ -356,7 +328,7 @@ describe('serve --rpc-url', () => {
         '--rpc-url',
         node.rpcUrl,
         '--deployment',
-        join(dir, 'nope.json'),
+        join(serves.dir(), 'nope.json'),
       ]);
       expect(missing.code).toBe(1);
       expect(missing.stderr).toContain('nope.json: no such file');

@@ -340,6 +340,26 @@ describe('connections', () => {
 });
 
 describe('shutdown', () => {
+  it('exits at once on SIGTERM right after a registration, its agent funded first', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-limits-'));
+    dirs.push(dir);
+    const state = join(dir, 'state');
+    const sandbox = await serve(['--state', state]);
+    const { apiKey } = await registerOver(sandbox.url);
+    // The new agent may still be waiting for its funding block when the signal arrives.
+    const signalled = Date.now();
+    sandbox.child.kill('SIGTERM');
+    expect(await sandbox.exited).toBe(0);
+    // Not the 5 s the onboarding's shutdown wait once held the process for after exit.
+    expect(Date.now() - signalled).toBeLessThan(3_000);
+    running.splice(running.indexOf(sandbox), 1);
+    const again = await serve(['--state', state]);
+    const wallet = await fetch(`${again.url}/api/v1/agent/wallet`, {
+      headers: { 'x-api-key': apiKey },
+    });
+    expect(wallet.status).toBe(200);
+  });
+
   it('on SIGTERM finishes the request in flight, answers others 503, and exits at once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'agentctl-limits-'));
     dirs.push(dir);

@@ -1,6 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { afterEach, beforeEach } from 'vitest';
 import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
 
 export const BIN = fileURLToPath(new URL('../../bin/agentctl.js', import.meta.url));
@@ -103,4 +107,52 @@ export async function requestOver(
   });
   // biome-ignore lint/suspicious/noExplicitAny: test responses are checked field by field
   return { status: response.status, body: (await response.json()) as any };
+}
+
+/**
+ * For a test file whose tests start serves: a fresh directory for each test, and every serve
+ * started through `serve` stopped (SIGTERM) after its test, before the directory is removed.
+ */
+export function useServes(name: string, adminToken: string) {
+  let dir = '';
+  const running: ServeProcess[] = [];
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), `agentctl-${name}-`));
+  });
+  afterEach(async () => {
+    for (const serve of running.splice(0)) {
+      serve.child.kill('SIGTERM');
+      await serve.exited;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const forget = (serve: ServeProcess) => {
+    running.splice(running.indexOf(serve), 1);
+  };
+  return {
+    /** This test's directory. */
+    dir: () => dir,
+    async serve(args: string[]): Promise<ServeProcess> {
+      const started = await startServe([
+        '--admin-token',
+        adminToken,
+        '--log-level',
+        'warn',
+        ...args,
+      ]);
+      running.push(started);
+      return started;
+    },
+    /** Stops a serve and waits for it to exit. */
+    async stop(serve: ServeProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+      serve.child.kill(signal);
+      await serve.exited;
+      forget(serve);
+    },
+    /** A serve the test stopped itself. */
+    forget,
+    /** A JSON request with the admin token (and an API key when given). */
+    request: (url: string, method: string, path: string, body?: object, key?: string) =>
+      requestOver(url, adminToken, method, path, body, key),
+  };
 }

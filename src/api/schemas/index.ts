@@ -5,6 +5,7 @@
 export * from './agents.ts';
 export * from './auth.ts';
 export * from './common.ts';
+export * from './data.ts';
 export * from './governance.ts';
 export * from './health.ts';
 export * from './numbers.ts';

@@ -5,6 +5,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
+import { createIndexer, type Indexer } from '../indexer/indexer.ts';
 import type { Store } from '../store/index.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
 import { AgentOnboarding } from './contracts/artifacts.ts';
@@ -69,6 +70,8 @@ export interface SandboxChain {
   wallet(index: number): ServerWallet;
   /** Funds new agents' wallets, from the onboarding outbox. */
   onboarder: Onboarder;
+  /** The data API's read model (index.db), indexed before each write is answered. */
+  index: Indexer;
   /**
    * Moves chain time to at least `seconds` (a block is mined at that time) and runs
    * `record` in the commit that makes the block durable.
@@ -159,6 +162,7 @@ async function startOwnChain(
   options: ChainOptions,
   keyring: ReturnType<typeof createKeyring>,
 ): Promise<SandboxChain> {
+  let index: Indexer | undefined;
   const local: LocalChain = await startLocalChain({
     stateDir: options.stateDir,
     sandboxId: options.sandboxId,
@@ -169,10 +173,13 @@ async function startOwnChain(
   });
   try {
     const { publicClient } = createChainClients(local.rpcUrl, CHAIN_ID, CHAIN_NAME);
+    index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0);
+    const indexed = index;
     const submitter: TxSubmitter = {
       async submit(submission) {
         const submitted = await local.producer.submit(submission);
         local.afterCommit();
+        await indexBeforeAnswering(indexed, local.producer.head().number, options.log);
         return submitted;
       },
     };
@@ -201,6 +208,7 @@ async function startOwnChain(
       deployment: local.deployment,
       treasury,
       onboarder,
+      index: indexed,
       faucet: createServerWallet(
         privateKeyToAccount(GENESIS_KEYS.faucet),
         publicClient,
@@ -218,10 +226,12 @@ async function startOwnChain(
       checkpoint: () => local.checkpoint(),
       close: async () => {
         await onboarder.stop();
+        await indexed.close();
         await local.close({ checkpoint: options.persistent });
       },
     };
   } catch (error) {
+    await index?.close();
     await local.close({ checkpoint: false });
     throw error;
   }
@@ -289,6 +299,7 @@ function createDirectSubmitter(
   rpc: RpcClient,
   publicClient: PublicClient<Transport, Chain>,
   store: Store,
+  afterWrite: (block: number) => Promise<void>,
 ): TxSubmitter {
   return {
     async submit<T>(submission: Parameters<TxSubmitter['submit']>[0]): Promise<Submitted<T>> {
@@ -314,6 +325,7 @@ function createDirectSubmitter(
       const [outcome] = store.commitBlocks([], [() => submission.record?.(receipts)]);
       if (!outcome?.ok) throw outcome?.error;
       await store.sync();
+      await afterWrite(Math.max(0, ...receipts.map((receipt) => Number(receipt.blockNumber))));
       return { receipts, recorded: outcome.value as T };
     },
   };
@@ -329,7 +341,10 @@ async function connectRemote(
   const chainName = chainId === CHAIN_ID ? CHAIN_NAME : `chain ${chainId}`;
   const { publicClient, testClient } = createChainClients(rpcUrl, chainId, chainName);
   const dev = await isDevChain(rpc);
-  const submitter = createDirectSubmitter(rpc, publicClient, options.store);
+  let index: Indexer | undefined;
+  const submitter = createDirectSubmitter(rpc, publicClient, options.store, (block) =>
+    index ? indexBeforeAnswering(index, block, options.log) : Promise.resolve(),
+  );
   const fees: FeePolicy = 'estimate';
   const wallet = walletRegistry(keyring, publicClient, submitter, fees);
   const treasury = wallet(ACCOUNT_INDEX.treasury);
@@ -398,6 +413,9 @@ async function connectRemote(
     });
   }
   const deployed = deployment;
+  // Not a dev chain: blocks this deep are taken as final; a reorg above them is followed.
+  index = await openIndex(options, rpc, chainId, deployed, dev ? 0 : REMOTE_FINALITY_DEPTH);
+  const indexed = index;
   const onboarder = createOnboarder({
     treasury,
     deployment: deployed,
@@ -416,11 +434,13 @@ async function connectRemote(
     faucet,
     wallet,
     onboarder,
+    index: indexed,
     async advanceTime(seconds, record) {
       await syncTime(seconds);
       const [outcome] = options.store.commitBlocks([], [record]);
       if (!outcome?.ok) throw outcome?.error;
       await options.store.sync();
+      await indexBeforeAnswering(indexed, undefined, options.log);
       return outcome.value as ReturnType<typeof record>;
     },
     isConnected: connectionCheck(rpc, () => false),
@@ -431,8 +451,58 @@ async function connectRemote(
       await onboarder.stop();
       // Let queued sends settle before the store closes.
       await Promise.all([treasury, faucet].map((w) => w.exclusive(async () => undefined)));
+      await indexed.close();
     },
   };
+}
+
+/** On a chain that is not a dev chain, blocks this deep are indexed as final. */
+const REMOTE_FINALITY_DEPTH = 12;
+const INDEX_FILE = 'index.db';
+
+/** Opens index.db, catches it up with the chain, and follows the chain from then on. */
+async function openIndex(
+  options: ChainOptions,
+  rpc: RpcClient,
+  chainId: number,
+  deployment: Deployment,
+  finalityDepth: number,
+): Promise<Indexer> {
+  const index = createIndexer({
+    path: join(options.stateDir, INDEX_FILE),
+    rpc,
+    chainId,
+    deployment,
+    finalityDepth,
+    log: options.log,
+  });
+  try {
+    await index.syncTo();
+  } catch (error) {
+    await index.close();
+    throw error;
+  }
+  index.start();
+  return index;
+}
+
+/**
+ * Indexes up to `block` (the chain's head when undefined) before a write is answered, so that
+ * its author reads it from /v1 at once. The write has happened whatever becomes of this: a
+ * failure is logged, and the background poll catches up.
+ */
+async function indexBeforeAnswering(
+  index: Indexer,
+  block: number | undefined,
+  log: ChainLogger,
+): Promise<void> {
+  try {
+    await index.syncTo(block);
+  } catch (error) {
+    log.warn(
+      `indexing after a write failed: ${(error as Error).message}; the index catches up shortly`,
+    );
+  }
 }
 
 async function isDevChain(rpc: RpcClient): Promise<boolean> {

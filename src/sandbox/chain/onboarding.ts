@@ -141,10 +141,15 @@ export function createOnboarder(deps: {
     async stop(timeoutMs = 5000): Promise<void> {
       const deadline = Date.now() + timeoutMs;
       while (waiting.size > 0 && Date.now() < deadline) {
+        let timer: NodeJS.Timeout | undefined;
         await Promise.race([
           Promise.all([...waiting.values()].map((entry) => entry.done)),
-          new Promise((resolve) => setTimeout(resolve, deadline - Date.now())),
+          new Promise((resolve) => {
+            timer = setTimeout(resolve, deadline - Date.now());
+          }),
         ]);
+        // A timer left running would hold the process for the rest of the 5 s after exit.
+        clearTimeout(timer);
       }
       stopped = true;
     },

@@ -1,0 +1,122 @@
+import { closeSync, openSync, rmSync } from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
+
+/**
+ * index.db: the read model of the data API (/v1, and GraphQL after it), derived from the
+ * chain alone. Nothing in it is the only copy of anything: a file that is missing, damaged, of
+ * another format or of another chain is deleted and rebuilt from the chain.
+ *
+ * The SQL is kept to what PostgreSQL also runs (a shared index on Postgres comes later):
+ * integers are BIGINT, uint256 amounts are decimal TEXT (NUMERIC(78) on Postgres) summed in
+ * JavaScript, and upserts use ON CONFLICT.
+ *
+ * Raw logs, keyed by (block number, log index) with their block hash and transaction index,
+ * are kept apart from the tables derived from them, as Ponder keeps its raw sync data apart
+ * from the user's tables; `blocks` holds each indexed block's hash, and its last row is the
+ * checkpoint a new block's parentHash is compared with.
+ */
+export const INDEX_FORMAT = '1';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS index_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blocks (
+  number BIGINT PRIMARY KEY,
+  hash TEXT NOT NULL,
+  parent_hash TEXT NOT NULL,
+  timestamp BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS logs (
+  block_number BIGINT NOT NULL,
+  log_index INTEGER NOT NULL,
+  block_hash TEXT NOT NULL,
+  tx_index INTEGER NOT NULL,
+  tx_hash TEXT NOT NULL,
+  address TEXT NOT NULL,
+  topic0 TEXT,
+  topic1 TEXT,
+  topic2 TEXT,
+  topic3 TEXT,
+  data TEXT NOT NULL,
+  PRIMARY KEY (block_number, log_index)
+);
+CREATE TABLE IF NOT EXISTS transactions (
+  block_number BIGINT NOT NULL,
+  log_index INTEGER NOT NULL,
+  hash TEXT NOT NULL,
+  type TEXT NOT NULL,
+  vault TEXT NOT NULL,
+  user_address TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  shares TEXT,
+  status TEXT NOT NULL,
+  timestamp BIGINT NOT NULL,
+  PRIMARY KEY (block_number, log_index)
+);
+CREATE INDEX IF NOT EXISTS transactions_by_user
+  ON transactions (user_address, block_number DESC, log_index DESC);
+CREATE TABLE IF NOT EXISTS positions (
+  user_address TEXT NOT NULL,
+  vault TEXT NOT NULL,
+  shares TEXT NOT NULL,
+  net_deposited TEXT NOT NULL,
+  deposited_at BIGINT,
+  PRIMARY KEY (user_address, vault)
+);
+CREATE TABLE IF NOT EXISTS vault_snapshots (
+  vault TEXT NOT NULL,
+  block_number BIGINT NOT NULL,
+  timestamp BIGINT NOT NULL,
+  total_assets TEXT NOT NULL,
+  total_supply TEXT NOT NULL,
+  PRIMARY KEY (vault, block_number)
+);
+`;
+
+/** The tables derived from `logs` (and from calls at a block), cut back on a reorg. */
+export const DERIVED_BY_BLOCK = ['transactions', 'vault_snapshots'] as const;
+
+/**
+ * Opens index.db for the chain `identity` names (its id and the deployment's addresses),
+ * starting over when the file is unreadable, of another format, or of another chain.
+ */
+export function openIndexDatabase(path: string, identity: string): DatabaseSync {
+  for (let attempt = 0; ; attempt++) {
+    let db: DatabaseSync | undefined;
+    try {
+      closeSync(openSync(path, 'a', 0o600));
+      db = new DatabaseSync(path);
+      // Derived data: a commit lost to a crash is indexed again from the chain.
+      db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA busy_timeout = 5000;');
+      db.exec(SCHEMA);
+      const meta = (key: string) =>
+        (
+          db?.prepare('SELECT value FROM index_meta WHERE key = ?').get(key) as
+            | { value: string }
+            | undefined
+        )?.value;
+      const format = meta('format');
+      const chain = meta('chain');
+      if (format === undefined && chain === undefined) {
+        const set = db.prepare(
+          'INSERT INTO index_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+        );
+        set.run('format', INDEX_FORMAT);
+        set.run('chain', identity);
+        return db;
+      }
+      if (format === INDEX_FORMAT && chain === identity) return db;
+      throw new Error('index.db was built for another format or chain');
+    } catch (error) {
+      try {
+        db?.close();
+      } catch {
+        // Closing what failed is best effort.
+      }
+      if (attempt > 0) throw error;
+      for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+    }
+  }
+}
