@@ -11,7 +11,7 @@ import {
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { SandboxVault } from '../chain/contracts/artifacts.ts';
 import type { Deployment } from '../chain/deployment.ts';
-import type { RpcClient } from '../chain/rpc.ts';
+import type { RpcClient, RpcResult } from '../chain/rpc.ts';
 import { DERIVED_BY_BLOCK, openIndexDatabase } from './schema.ts';
 
 export interface IndexerOptions {
@@ -60,6 +60,12 @@ interface RpcBlock {
   hash: Hash;
   parentHash: Hash;
   timestamp: Hex;
+  transactions: Hash[];
+}
+
+interface RpcReceipt {
+  blockHash: Hash;
+  logs: RpcLog[];
 }
 
 interface RpcLog {
@@ -79,6 +85,7 @@ interface Header {
   hash: Hash;
   parentHash: Hash;
   timestamp: number;
+  transactionCount: number;
 }
 
 /**
@@ -146,13 +153,17 @@ export function createIndexer(options: IndexerOptions) {
     return Number(await rpc.call<Hex>('eth_blockNumber'));
   }
 
+  const headerCalls = (from: number, to: number) =>
+    range(from, to).map((n) => ({
+      method: 'eth_getBlockByNumber',
+      params: [quantity(n), false],
+    }));
+
   async function headers(from: number, to: number): Promise<Header[]> {
-    const results = await rpc.batch(
-      range(from, to).map((n) => ({
-        method: 'eth_getBlockByNumber',
-        params: [quantity(n), false],
-      })),
-    );
+    return headersFrom(from, await rpc.batch(headerCalls(from, to)));
+  }
+
+  function headersFrom(from: number, results: RpcResult[]): Header[] {
     return results.map((result, i) => {
       const block = (result.ok ? result.value : undefined) as RpcBlock | undefined;
       if (!block) throw new Error(`block ${from + i} is not available`);
@@ -161,9 +172,51 @@ export function createIndexer(options: IndexerOptions) {
         hash: block.hash,
         parentHash: block.parentHash,
         timestamp: Number(block.timestamp),
+        transactionCount: block.transactions.length,
       };
     });
   }
+
+  const receiptCalls = (from: number, to: number) =>
+    range(from, to).map((n) => ({ method: 'eth_getBlockReceipts', params: [quantity(n)] }));
+
+  /**
+   * The watched events of each block, from its receipts; undefined when a block's receipts are
+   * not all there yet (anvil answers a new block's header a moment before its receipts and
+   * logs, and eth_getLogs then answers nothing for it, which could not be told from no events).
+   */
+  function eventsFrom(blocks: Header[], results: RpcResult[]): RpcLog[] | undefined {
+    const topics = new Set<string>(Object.values(TOPICS));
+    const addresses = new Set(watched.map((vault) => vault.toLowerCase()));
+    const logs: RpcLog[] = [];
+    for (const [i, block] of blocks.entries()) {
+      const result = results[i];
+      const receipts = (result?.ok ? result.value : undefined) as RpcReceipt[] | null | undefined;
+      if (!receipts || receipts.length !== block.transactionCount) return undefined;
+      for (const receipt of receipts) {
+        if (receipt.blockHash !== block.hash) return undefined;
+        for (const log of receipt.logs) {
+          if (addresses.has(log.address.toLowerCase()) && topics.has(log.topics[0] ?? '')) {
+            logs.push(log);
+          }
+        }
+      }
+    }
+    return logs;
+  }
+
+  const logsCall = (from: number, to: number) => ({
+    method: 'eth_getLogs',
+    params: [
+      {
+        fromBlock: quantity(from),
+        toBlock: quantity(to),
+        address: watched,
+        // The events the derived tables are built from; the rest stays on the chain.
+        topics: [Object.values(TOPICS)],
+      },
+    ],
+  });
 
   /** eth_getLogs over [from, to], split in halves while the provider refuses the range. */
   async function logsIn(from: number, to: number): Promise<RpcLog[]> {
@@ -172,15 +225,8 @@ export function createIndexer(options: IndexerOptions) {
       return [...(await logsIn(from, middle)), ...(await logsIn(middle + 1, to))];
     }
     try {
-      return await rpc.call<RpcLog[]>('eth_getLogs', [
-        {
-          fromBlock: quantity(from),
-          toBlock: quantity(to),
-          address: watched,
-          // The events the derived tables are built from; the rest stays on the chain.
-          topics: [Object.values(TOPICS)],
-        },
-      ]);
+      const call = logsCall(from, to);
+      return await rpc.call<RpcLog[]>(call.method, call.params);
     } catch (error) {
       if (from === to) throw error;
       // "query returned more than N results", "block range too large": ask for less.
@@ -325,14 +371,15 @@ export function createIndexer(options: IndexerOptions) {
   }
 
   /** Each vault's totalAssets() and totalSupply() at `block`, in one batch. */
-  async function snapshotsAt(block: number, which: string[]) {
-    const calls = which.flatMap((vault) =>
+  const snapshotCalls = (block: number, which: string[]) =>
+    which.flatMap((vault) =>
       [CALLS.totalAssets, CALLS.totalSupply].map((data) => ({
         method: 'eth_call',
         params: [{ to: vault, data }, quantity(block)],
       })),
     );
-    const results = await rpc.batch(calls);
+
+  function snapshotsFrom(block: number, which: string[], results: RpcResult[]) {
     return which.map((vault, i) => {
       const assets = results[2 * i];
       const supply = results[2 * i + 1];
@@ -352,7 +399,22 @@ export function createIndexer(options: IndexerOptions) {
     const from = at ? at.number + 1 : (options.startBlock ?? 1);
     if (from > target) return 'done';
     const to = Math.min(target, from + MAX_BLOCKS_PER_STEP - 1);
-    const blocks = await headers(from, to);
+    // Every vault's state at the goal of this sync, its head: the chain keeps no state for
+    // old blocks (anvil prunes it, and a restored chain starts at its checkpoint), so a
+    // rebuild could not read them. History is derived from events instead (next: /history).
+    const snapshotVaults = to === target ? watched.map((vault) => vault.toLowerCase()) : [];
+    // One round trip for the headers, the logs and the vaults' state: writes wait for it.
+    const headerCount = to - from + 1;
+    // On a dev chain (finality 0) the events come from the blocks' receipts, which can be
+    // checked to be complete; elsewhere from eth_getLogs, over blocks past the finality depth.
+    const fromReceipts = finality === 0;
+    const eventCalls = fromReceipts ? receiptCalls(from, to) : [logsCall(from, to)];
+    const results = await rpc.batch([
+      ...headerCalls(from, to),
+      ...eventCalls,
+      ...snapshotCalls(to, snapshotVaults),
+    ]);
+    const blocks = headersFrom(from, results.slice(0, headerCount));
     if (at && blocks[0]?.parentHash !== at.hash) {
       const ancestor = await commonAncestor(at.number);
       options.log.warn(
@@ -364,23 +426,30 @@ export function createIndexer(options: IndexerOptions) {
     for (let i = 1; i < blocks.length; i++) {
       if (blocks[i]?.parentHash !== blocks[i - 1]?.hash) return 'reread';
     }
-    const logs = (await logsIn(from, to)).filter((log) => !log.removed);
+    const eventResults = results.slice(headerCount, headerCount + eventCalls.length);
+    let found: RpcLog[] | undefined;
+    if (fromReceipts) {
+      found = eventsFrom(blocks, eventResults);
+      if (!found) return 'reread';
+    } else {
+      const logsResult = eventResults[0];
+      // A provider that refuses the range is asked again in smaller ranges.
+      found = logsResult?.ok ? (logsResult.value as RpcLog[]) : await logsIn(from, to);
+    }
+    const logs = found.filter((log) => !log.removed);
     const hashes = new Map(blocks.map((block) => [block.number, block.hash]));
     if (logs.some((log) => hashes.get(Number(log.blockNumber)) !== log.blockHash)) {
       return 'reread';
     }
-
-    // Every vault's state at the goal of this sync, its head: the chain keeps no state for
-    // old blocks (anvil prunes it, and a restored chain starts at its checkpoint), so a
-    // rebuild could not read them. History is derived from events instead (next: /history).
     const snapshots =
-      to === target
+      snapshotVaults.length > 0
         ? [
             {
               block: to,
-              rows: await snapshotsAt(
+              rows: snapshotsFrom(
                 to,
-                watched.map((vault) => vault.toLowerCase()),
+                snapshotVaults,
+                results.slice(headerCount + eventCalls.length),
               ),
             },
           ]
