@@ -7,7 +7,7 @@ import {
 } from 'viem';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { ChainUnavailableError, TransactionFailedError } from './errors.ts';
-import { type RpcClient, RpcUnreachableError } from './rpc.ts';
+import { type RpcBlock, type RpcClient, RpcUnreachableError, toQuantity } from './rpc.ts';
 
 /** A transaction signed by one of the sandbox's wallets, ready to broadcast. */
 export interface SignedTx {
@@ -378,18 +378,6 @@ export function createBlockProducer(options: BlockProducerOptions) {
       stopped = reason;
     },
   };
-}
-
-interface RpcBlock {
-  number: Hex;
-  hash: Hash;
-  parentHash: Hash;
-  timestamp: Hex;
-  transactions: Hash[];
-}
-
-function toQuantity(n: number): Hex {
-  return `0x${n.toString(16)}`;
 }
 
 export type BlockProducer = ReturnType<typeof createBlockProducer>;

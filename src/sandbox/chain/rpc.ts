@@ -1,3 +1,4 @@
+import type { Hash, Hex } from 'viem';
 import { nodeFetch } from './http.ts';
 
 /**
@@ -111,4 +112,18 @@ export function createRpcClient(url: string): RpcClient {
       return calls.map((call, i) => toResult(call, byId.get(first + i)));
     },
   };
+}
+
+/** A block as eth_getBlockByNumber(n, false) answers it: the fields the sandbox reads. */
+export interface RpcBlock {
+  number: Hex;
+  hash: Hash;
+  parentHash: Hash;
+  timestamp: Hex;
+  transactions: Hash[];
+}
+
+/** A block number as JSON-RPC writes it. */
+export function toQuantity(n: number): Hex {
+  return `0x${n.toString(16)}`;
 }

@@ -11,7 +11,7 @@ import {
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { SandboxVault } from '../chain/contracts/artifacts.ts';
 import type { Deployment } from '../chain/deployment.ts';
-import type { RpcClient, RpcResult } from '../chain/rpc.ts';
+import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
 import { DERIVED_BY_BLOCK, openIndexDatabase } from './schema.ts';
 
 export interface IndexerOptions {
@@ -54,14 +54,6 @@ const CALLS = {
 };
 type VaultId = (typeof VAULT_IDS)[number];
 const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000';
-
-interface RpcBlock {
-  number: Hex;
-  hash: Hash;
-  parentHash: Hash;
-  timestamp: Hex;
-  transactions: Hash[];
-}
 
 interface RpcReceipt {
   blockHash: Hash;
@@ -156,7 +148,7 @@ export function createIndexer(options: IndexerOptions) {
   const headerCalls = (from: number, to: number) =>
     range(from, to).map((n) => ({
       method: 'eth_getBlockByNumber',
-      params: [quantity(n), false],
+      params: [toQuantity(n), false],
     }));
 
   async function headers(from: number, to: number): Promise<Header[]> {
@@ -178,7 +170,7 @@ export function createIndexer(options: IndexerOptions) {
   }
 
   const receiptCalls = (from: number, to: number) =>
-    range(from, to).map((n) => ({ method: 'eth_getBlockReceipts', params: [quantity(n)] }));
+    range(from, to).map((n) => ({ method: 'eth_getBlockReceipts', params: [toQuantity(n)] }));
 
   /**
    * The watched events of each block, from its receipts; undefined when a block's receipts are
@@ -209,8 +201,8 @@ export function createIndexer(options: IndexerOptions) {
     method: 'eth_getLogs',
     params: [
       {
-        fromBlock: quantity(from),
-        toBlock: quantity(to),
+        fromBlock: toQuantity(from),
+        toBlock: toQuantity(to),
         address: watched,
         // The events the derived tables are built from; the rest stays on the chain.
         topics: [Object.values(TOPICS)],
@@ -375,7 +367,7 @@ export function createIndexer(options: IndexerOptions) {
     which.flatMap((vault) =>
       [CALLS.totalAssets, CALLS.totalSupply].map((data) => ({
         method: 'eth_call',
-        params: [{ to: vault, data }, quantity(block)],
+        params: [{ to: vault, data }, toQuantity(block)],
       })),
     );
 
@@ -570,10 +562,6 @@ export type Indexer = ReturnType<typeof createIndexer>;
 
 function range(from: number, to: number): number[] {
   return Array.from({ length: to - from + 1 }, (_, i) => from + i);
-}
-
-function quantity(n: number): Hex {
-  return `0x${n.toString(16)}`;
 }
 
 /** A vault's address in its EIP-55 form, as the API answers it. */
