@@ -3,11 +3,12 @@
 
 _agentctl_subcommands() {
   case "$1" in
-    "") echo "keys register whoami health vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet eligibility api config completion sandbox serve" ;;
+    "") echo "keys register whoami health vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet data eligibility api config completion sandbox serve" ;;
     "keys") echo "new import list address remove" ;;
     "strategy") echo "submit list" ;;
+    "data") echo "vaults vault history strategies strategy positions transactions stats nodes" ;;
     "config") echo "get set unset list path" ;;
-    "sandbox") echo "info advance tier fund proposal strategy-status" ;;
+    "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node" ;;
     "serve") echo "stop status logs" ;;
   esac
 }
@@ -38,6 +39,16 @@ _agentctl_options() {
     "strategy list") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "vote") echo "--reason --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "faucet") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data vaults") echo "--risk --min-tvl --sort --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data vault") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data history") echo "--period --interval --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data strategies") echo "--status --min-sharpe --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data strategy") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data positions") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data transactions") echo "--type --limit --offset --all --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data nodes") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "eligibility") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "api") echo "--data --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "config") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -54,6 +65,8 @@ _agentctl_options() {
     "sandbox fund") echo "--usdc --eth --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox proposal") echo "--description --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox fulfillment-delay") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox node") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -61,50 +74,71 @@ _agentctl_options() {
   esac
 }
 
-# What completes the value of an option; fails for an option that takes none.
+# What completes the value of option $2 of command path $1; fails for an option that takes none.
 _agentctl_option_values() {
-  case "$1" in
-    --profile) echo "$(command agentctl completion --values profiles 2>/dev/null)" ;;
-    --base-url) echo "@none" ;;
-    --api-key) echo "@none" ;;
-    --password-file) echo "@files" ;;
-    --private-key-file) echo "@files" ;;
-    --key) echo "$(command agentctl completion --values keys 2>/dev/null)" ;;
-    --name) echo "@none" ;;
-    --type) echo "trading governance analytics custom quant cfo research" ;;
-    --description) echo "@none" ;;
-    --operator) echo "@none" ;;
-    --operator-email) echo "@none" ;;
-    --operator-name) echo "@none" ;;
-    --framework) echo "@none" ;;
-    --repo-url) echo "@none" ;;
-    --limit) echo "@none" ;;
-    --wallet) echo "@none" ;;
-    --dna) echo "@none" ;;
-    --max-position-size) echo "@none" ;;
-    --max-leverage) echo "@none" ;;
-    --stop-loss) echo "@none" ;;
-    --slippage) echo "@none" ;;
-    --correlation) echo "@none" ;;
-    --velocity-limit) echo "@none" ;;
-    --file) echo "@files" ;;
-    --reason) echo "@none" ;;
-    --data) echo "@none" ;;
-    --values) echo "profiles keys" ;;
-    --admin-token) echo "@none" ;;
-    --usdc) echo "@none" ;;
-    --eth) echo "@none" ;;
-    --host) echo "@none" ;;
-    --port) echo "@none" ;;
-    --state) echo "@files" ;;
-    --rate-limit) echo "on off" ;;
-    --rpc-url) echo "@none" ;;
-    --deployment) echo "@files" ;;
-    --max-connections) echo "@none" ;;
-    --request-timeout) echo "@none" ;;
-    --log-level) echo "fatal error warn info debug trace silent" ;;
-    --log-format) echo "human json" ;;
-    --lines) echo "@none" ;;
+  case "$1:$2" in
+    "keys new:--password-file") echo "@files" ;;
+    "keys import:--private-key-file") echo "@files" ;;
+    "keys import:--password-file") echo "@files" ;;
+    "register:--key") echo "$(command agentctl completion --values keys 2>/dev/null)" ;;
+    "register:--password-file") echo "@files" ;;
+    "register:--name") echo "@none" ;;
+    "register:--type") echo "trading governance analytics custom quant cfo research" ;;
+    "register:--description") echo "@none" ;;
+    "register:--operator") echo "@none" ;;
+    "register:--operator-email") echo "@none" ;;
+    "register:--operator-name") echo "@none" ;;
+    "register:--framework") echo "@none" ;;
+    "register:--repo-url") echo "@none" ;;
+    "leaderboard:--limit") echo "@none" ;;
+    "positions:--wallet") echo "@none" ;;
+    "nfts:--wallet") echo "@none" ;;
+    "strategy submit:--name") echo "@none" ;;
+    "strategy submit:--description") echo "@none" ;;
+    "strategy submit:--dna") echo "@none" ;;
+    "strategy submit:--max-position-size") echo "@none" ;;
+    "strategy submit:--max-leverage") echo "@none" ;;
+    "strategy submit:--stop-loss") echo "@none" ;;
+    "strategy submit:--slippage") echo "@none" ;;
+    "strategy submit:--correlation") echo "@none" ;;
+    "strategy submit:--velocity-limit") echo "@none" ;;
+    "strategy submit:--file") echo "@files" ;;
+    "vote:--reason") echo "@none" ;;
+    "data:--data-url") echo "@none" ;;
+    "data vaults:--risk") echo "conservative moderate aggressive" ;;
+    "data vaults:--min-tvl") echo "@none" ;;
+    "data vaults:--sort") echo "tvl apy" ;;
+    "data history:--period") echo "7d 30d 90d 1y all" ;;
+    "data history:--interval") echo "1h 4h 1d 1w" ;;
+    "data strategies:--status") echo "shadow evolution live deprecated" ;;
+    "data strategies:--min-sharpe") echo "@none" ;;
+    "data transactions:--type") echo "deposit withdraw deposit_request redeem_request claim" ;;
+    "data transactions:--limit") echo "@none" ;;
+    "data transactions:--offset") echo "@none" ;;
+    "api:--data") echo "@none" ;;
+    "completion:--values") echo "profiles keys" ;;
+    "sandbox:--admin-token") echo "@none" ;;
+    "sandbox fund:--usdc") echo "@none" ;;
+    "sandbox fund:--eth") echo "@none" ;;
+    "sandbox proposal:--description") echo "@none" ;;
+    "serve:--host") echo "@none" ;;
+    "serve:--port") echo "@none" ;;
+    "serve:--state") echo "@files" ;;
+    "serve:--admin-token") echo "@none" ;;
+    "serve:--rate-limit") echo "on off" ;;
+    "serve:--rpc-url") echo "@none" ;;
+    "serve:--deployment") echo "@files" ;;
+    "serve:--max-connections") echo "@none" ;;
+    "serve:--request-timeout") echo "@none" ;;
+    "serve:--log-level") echo "fatal error warn info debug trace silent" ;;
+    "serve:--log-format") echo "human json" ;;
+    "serve stop:--state") echo "@files" ;;
+    "serve status:--state") echo "@files" ;;
+    "serve logs:--lines") echo "@none" ;;
+    "serve logs:--state") echo "@files" ;;
+    *:--profile) echo "$(command agentctl completion --values profiles 2>/dev/null)" ;;
+    *:--base-url) echo "@none" ;;
+    *:--api-key) echo "@none" ;;
     *) return 1 ;;
   esac
 }
@@ -117,10 +151,10 @@ _agentctl_argument_values() {
     "vote:0") echo "@none" ;;
     "vote:1") echo "for against abstain" ;;
     "vote:2") echo "@none" ;;
-    "config get:0") echo "base_url wallet_address keystore api_key" ;;
-    "config set:0") echo "base_url wallet_address keystore api_key" ;;
+    "config get:0") echo "base_url data_url wallet_address keystore api_key" ;;
+    "config set:0") echo "base_url data_url wallet_address keystore api_key" ;;
     "config set:1") echo "@none" ;;
-    "config unset:0") echo "base_url wallet_address keystore api_key" ;;
+    "config unset:0") echo "base_url data_url wallet_address keystore api_key" ;;
     "completion:0") echo "bash zsh fish" ;;
     "keys address:0") echo "$(command agentctl completion --values keys 2>/dev/null)" ;;
     "keys remove:0") echo "$(command agentctl completion --values keys 2>/dev/null)" ;;
@@ -139,7 +173,7 @@ _agentctl() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="${COMP_WORDS[i]}"
     if [[ $word == -* ]]; then
-      [[ $word != *=* ]] && _agentctl_option_values "$word" >/dev/null && ((i++))
+      [[ $word != *=* ]] && _agentctl_option_values "$cmdpath" "$word" >/dev/null && ((i++))
       continue
     fi
     case " $(_agentctl_subcommands "$cmdpath") " in
@@ -147,7 +181,7 @@ _agentctl() {
       *) ((args++)) ;;
     esac
   done
-  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$prev")"; then
+  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$cmdpath" "$prev")"; then
     :
   elif [[ $cur == -* ]]; then
     values="$(_agentctl_options "$cmdpath")"

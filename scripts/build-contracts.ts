@@ -25,6 +25,7 @@ export const ARTIFACTS_PATH = join(CONTRACTS_DIR, 'artifacts.ts');
 const DEPLOYED = [
   'MockUSDC',
   'SandboxVault',
+  'ConfigurableVault',
   'StrategyRegistryV3',
   'ProtocolToken',
   'AgentGovernor',

@@ -304,6 +304,69 @@ export function createApiClient(options: ApiClientOptions) {
       path: '/api/v1/nfts',
       body: { wallet_address: wallet },
     })),
+    /**
+     * Part B, the data API (REST under /v1), on this client's base URL: the CLI makes a
+     * client for the data URL (--data-url) and uses these. The API key, when there is one,
+     * selects the authenticated rate tier.
+     */
+    data: {
+      vaults: read(
+        (s) => s.DataVaultList,
+        (query: Query = {}) => ({
+          method: 'GET',
+          path: `/v1/vaults${queryString(query)}`,
+          auth: true,
+        }),
+      ),
+      vault: read(
+        (s) => s.DataVaultDetail,
+        (address: string) => ({ method: 'GET', path: `/v1/vaults/${address}`, auth: true }),
+      ),
+      history: read(
+        (s) => s.VaultHistory,
+        (address: string, query: Query = {}) => ({
+          method: 'GET',
+          path: `/v1/vaults/${address}/history${queryString(query)}`,
+          auth: true,
+        }),
+      ),
+      strategies: read(
+        (s) => s.DataStrategyList,
+        (query: Query = {}) => ({
+          method: 'GET',
+          path: `/v1/strategies${queryString(query)}`,
+          auth: true,
+        }),
+      ),
+      performance: read(
+        (s) => s.StrategyPerformance,
+        (id: string) => ({ method: 'GET', path: `/v1/strategies/${id}/performance`, auth: true }),
+      ),
+      positions: read(
+        (s) => s.UserPositions,
+        (address: string) => ({
+          method: 'GET',
+          path: `/v1/users/${address}/positions`,
+          auth: true,
+        }),
+      ),
+      transactions: read(
+        (s) => s.UserTransactions,
+        (address: string, query: Query = {}) => ({
+          method: 'GET',
+          path: `/v1/users/${address}/transactions${queryString(query)}`,
+          auth: true,
+        }),
+      ),
+      stats: read(
+        (s) => s.ProtocolStats,
+        () => ({ method: 'GET', path: '/v1/protocol/stats', auth: true }),
+      ),
+      nodes: read(
+        (s) => s.DataNodeList,
+        () => ({ method: 'GET', path: '/v1/nodes', auth: true }),
+      ),
+    },
     // Writes: never retried, and never rejected for their shape once they have happened.
     deposit: (body: { vault_id: string; amount_usdc: number }) =>
       write((s) => s.DepositResult, '/api/v1/agent/vault/deposit', body),
@@ -365,6 +428,18 @@ function parseJson(status: number, text: string): unknown {
  * The error body with all its fields. A JSON object without `error` gets one from its
  * `message` or `detail`; a non-JSON error page still gets a readable message.
  */
+/** Query parameters; undefined ones are left out. */
+type Query = Record<string, string | number | undefined>;
+
+function queryString(query: Query): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (value !== undefined) params.set(name, String(value));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
 function errorBody(status: number, text: string): ErrorBody {
   let parsed: unknown;
   try {
@@ -377,10 +452,20 @@ function errorBody(status: number, text: string): ErrorBody {
     return { error: `HTTP ${status}: ${text.trim().slice(0, 200)}` };
   }
   const fields = parsed as Record<string, unknown>;
-  const message = [fields.error, fields.message, fields.detail].find(
+  // The data API's shape: {error: {code, message, details}}.
+  const nested =
+    typeof fields.error === 'object' && fields.error !== null && !Array.isArray(fields.error)
+      ? (fields.error as Record<string, unknown>)
+      : undefined;
+  const message = [fields.error, nested?.message, fields.message, fields.detail].find(
     (value): value is string => typeof value === 'string' && value !== '',
   );
-  return { ...fields, error: message ?? `HTTP ${status}` };
+  const code = typeof nested?.code === 'string' ? nested.code : undefined;
+  return {
+    ...fields,
+    ...(code !== undefined && { code, details: nested?.details }),
+    error: message === undefined ? `HTTP ${status}` : code ? `${code}: ${message}` : message,
+  };
 }
 
 /** Why a request failed, whether waiting may help, and whether it timed out. */

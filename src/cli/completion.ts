@@ -100,14 +100,20 @@ function tables(nodes: Node[], globals: string[]): string {
         : [...node.options.map((o) => o.flag), ...globals];
     return `    "${node.path}") echo "${[...new Set(flags)].join(' ')}" ;;`;
   });
-  // Options that take a value, with what completes it (global options apply everywhere).
-  const valued = new Map<string, Values>();
+  // Options that take a value, with what completes it, by command path (the same flag may
+  // take other values elsewhere: register --type, data transactions --type); the global
+  // options, last, apply everywhere.
+  const specific: string[] = [];
+  const global: string[] = [];
   for (const node of nodes) {
-    for (const option of node.options) if (option.values) valued.set(option.flag, option.values);
+    for (const option of node.options) {
+      if (!option.values) continue;
+      const words = valueWords(option.values);
+      if (node.path === '') global.push(`    *:${option.flag}) echo "${words}" ;;`);
+      else specific.push(`    "${node.path}:${option.flag}") echo "${words}" ;;`);
+    }
   }
-  const optionValues = [...valued].map(
-    ([flag, values]) => `    ${flag}) echo "${valueWords(values)}" ;;`,
-  );
+  const optionValues = [...specific, ...global];
   const argumentValues = Object.entries(ARGUMENT_VALUES).flatMap(([path, list]) =>
     list.map((values, index) => `    "${path}:${index}") echo "${valueWords(values)}" ;;`),
   );
@@ -124,9 +130,9 @@ function tables(nodes: Node[], globals: string[]): string {
     '  esac',
     '}',
     '',
-    '# What completes the value of an option; fails for an option that takes none.',
+    '# What completes the value of option $2 of command path $1; fails for an option that takes none.',
     '_agentctl_option_values() {',
-    '  case "$1" in',
+    '  case "$1:$2" in',
     ...optionValues,
     '    *) return 1 ;;',
     '  esac',
@@ -162,7 +168,7 @@ export function completionScript(shell: Shell, program: Command): string {
       '  for ((i = 1; i < COMP_CWORD; i++)); do',
       '    word="${COMP_WORDS[i]}"',
       '    if [[ $word == -* ]]; then',
-      '      [[ $word != *=* ]] && _agentctl_option_values "$word" >/dev/null && ((i++))',
+      '      [[ $word != *=* ]] && _agentctl_option_values "$cmdpath" "$word" >/dev/null && ((i++))',
       '      continue',
       '    fi',
       '    case " $(_agentctl_subcommands "$cmdpath") " in',
@@ -170,7 +176,7 @@ export function completionScript(shell: Shell, program: Command): string {
       '      *) ((args++)) ;;',
       '    esac',
       '  done',
-      '  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$prev")"; then',
+      '  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$cmdpath" "$prev")"; then',
       '    :',
       '  elif [[ $cur == -* ]]; then',
       '    values="$(_agentctl_options "$cmdpath")"',
@@ -201,7 +207,7 @@ export function completionScript(shell: Shell, program: Command): string {
       '  for ((i = 2; i < CURRENT; i++)); do',
       '    word=${words[i]}',
       '    if [[ $word == -* ]]; then',
-      '      [[ $word != *=* ]] && _agentctl_option_values "$word" >/dev/null && ((i++))',
+      '      [[ $word != *=* ]] && _agentctl_option_values "$cmdpath" "$word" >/dev/null && ((i++))',
       '      continue',
       '    fi',
       '    if (( ${${(z)"$(_agentctl_subcommands "$cmdpath")"}[(Ie)$word]} )); then',
@@ -210,7 +216,7 @@ export function completionScript(shell: Shell, program: Command): string {
       '      ((args++))',
       '    fi',
       '  done',
-      '  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$prev")"; then',
+      '  if [[ $prev == -* ]] && values="$(_agentctl_option_values "$cmdpath" "$prev")"; then',
       '    :',
       '  elif [[ ${words[CURRENT]} == -* ]]; then',
       '    values="$(_agentctl_options "$cmdpath")"',

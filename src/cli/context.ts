@@ -15,6 +15,8 @@ export interface GlobalOptions {
   color?: boolean;
   quiet?: boolean;
   verbose?: boolean;
+  /** `agentctl data --data-url`. */
+  dataUrl?: string;
 }
 
 /**
@@ -31,6 +33,7 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
   let config: Config | undefined;
   let output: Output | undefined;
   let client: ApiClient | undefined;
+  let dataClient: ApiClient | undefined;
   // Set by the commands that create the profile they are given (register).
   let createsProfile = false;
 
@@ -99,29 +102,42 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
       return output;
     },
     async client(): Promise<ApiClient> {
-      if (!client) {
-        const { createApiClient } = await import('../api/client.ts');
-        const out = await context.output();
-        // A profile named explicitly must exist, even when flags supply everything else.
-        if (namedProfile !== undefined) await context.profile();
-        const baseUrl = await context.baseUrl();
-        if (!isHttpUrl(baseUrl)) {
-          throw new CliError(
-            `base URL ${JSON.stringify(baseUrl)} must be an http(s) URL, for example http://127.0.0.1:8787`,
-            EXIT.usage,
-          );
-        }
-        client = createApiClient({
-          baseUrl,
-          apiKey: () => context.apiKey(),
-          userAgent: `agentctl/${VERSION}`,
-          onExchange: (method, url, status, ms) =>
-            out.debug(`${method} ${url} → ${status} (${ms} ms)`),
-          // Said even without --verbose: a silent wait looks like a hang.
-          onRetry: (reason, wait) => out.notice(`retrying in ${wait} ms (${reason})`),
-        });
-      }
+      client ??= await context.makeClient(await context.baseUrl(), 'base URL');
       return client;
+    },
+    /**
+     * The data API's URL: --data-url, AGENTCTL_DATA_URL or the profile's data_url, else the
+     * base URL (the sandbox serves both).
+     */
+    async dataUrl(): Promise<string> {
+      const given = globals.dataUrl ?? fromEnv('AGENTCTL_DATA_URL');
+      return given ?? (await context.profile()).data_url ?? (await context.baseUrl());
+    },
+    /** A client of the data API (/v1), at the data URL. */
+    async dataClient(): Promise<ApiClient> {
+      dataClient ??= await context.makeClient(await context.dataUrl(), 'data URL');
+      return dataClient;
+    },
+    async makeClient(url: string, what: string): Promise<ApiClient> {
+      const { createApiClient } = await import('../api/client.ts');
+      const out = await context.output();
+      // A profile named explicitly must exist, even when flags supply everything else.
+      if (namedProfile !== undefined) await context.profile();
+      if (!isHttpUrl(url)) {
+        throw new CliError(
+          `${what} ${JSON.stringify(url)} must be an http(s) URL, for example http://127.0.0.1:8787`,
+          EXIT.usage,
+        );
+      }
+      return createApiClient({
+        baseUrl: url,
+        apiKey: () => context.apiKey(),
+        userAgent: `agentctl/${VERSION}`,
+        onExchange: (method, requestUrl, status, ms) =>
+          out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),
+        // Said even without --verbose: a silent wait looks like a hang.
+        onRetry: (reason, wait) => out.notice(`retrying in ${wait} ms (${reason})`),
+      });
     },
     /** The client, after checking an API key is configured (exit 4 with a hint otherwise). */
     async authenticatedClient(): Promise<ApiClient> {
@@ -140,6 +156,7 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
     },
     async close() {
       await client?.close();
+      await dataClient?.close();
     },
   };
   return context;

@@ -3,6 +3,7 @@ import { VERSION } from '../version.ts';
 import { apiCommand } from './commands/api.ts';
 import { completionCommand } from './commands/completion.ts';
 import { configCommand } from './commands/config.ts';
+import { dataCommand } from './commands/data.ts';
 import { depositCommand } from './commands/deposit.ts';
 import { healthCommand } from './commands/health.ts';
 import { keysCommand } from './commands/keys.ts';
@@ -24,6 +25,7 @@ import { EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
 const ENVIRONMENT_HELP = `
 Environment:
   AGENTCTL_BASE_URL, AGENTCTL_API_KEY, AGENTCTL_PROFILE   defaults for the flags above
+  AGENTCTL_DATA_URL     the data API's URL for \`agentctl data\` (default: the base URL)
   AGENTCTL_CONFIG_DIR   where profiles and keystores live (default: ~/.config/agentctl)
   NO_COLOR, FORCE_COLOR  colour off / on
 `;
@@ -46,6 +48,7 @@ const COMMANDS: ReadonlyArray<readonly [string, () => Command]> = [
   ['strategy', strategyCommand],
   ['vote', voteCommand],
   ['faucet', faucetCommand],
+  ['data', dataCommand],
   ['eligibility', eligibilityCommand],
   ['api', apiCommand],
   ['config', configCommand],

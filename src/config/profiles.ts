@@ -4,6 +4,8 @@ import Conf from 'conf';
 /** What a profile remembers. Every field is optional until `register` fills it in. */
 export interface Profile {
   base_url?: string;
+  /** The data API's URL (Part B), when it is not the base URL. */
+  data_url?: string;
   wallet_address?: string;
   keystore?: string;
   api_key?: string;

@@ -15,7 +15,7 @@ import {
 } from './plugins/errors.ts';
 import { registerJsonBody } from './plugins/json-body.ts';
 import { registerRequestSummaries } from './plugins/logging.ts';
-import { registerRateLimits } from './plugins/rate-limit.ts';
+import { type DataTiers, registerRateLimits } from './plugins/rate-limit.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
@@ -52,6 +52,8 @@ export interface AppOptions extends AdminDeps {
   /** One short line per request (the human log format) instead of Fastify's two JSON lines. */
   requestSummaries?: boolean;
   connections: ConnectionLimits;
+  /** The data API's tiers; tests lower them to reach the day window. */
+  dataTiers?: DataTiers;
 }
 
 /**
@@ -82,7 +84,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     serviceDomain: () => listeningDomain(app),
     store: options.store,
     clock: options.clock,
-    limits: await registerRateLimits(app, options.rateLimit),
+    limits: await registerRateLimits(app, options.rateLimit, options.dataTiers),
     auth: createAuthGuards(options.store, options.chain.onboarder),
     chain: options.chain,
   };

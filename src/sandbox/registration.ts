@@ -55,6 +55,14 @@ export function hashApiKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
 }
 
+const NODE_KEY_PREFIX = 'agn_';
+
+/** A node key for the data API's Node Operator tier (POST /sandbox/nodes); stored as its hash. */
+export function newNodeKey() {
+  const key = NODE_KEY_PREFIX + randomBytes(32).toString('hex');
+  return { key, hash: hashApiKey(key) };
+}
+
 function newApiKey() {
   const key = API_KEY_PREFIX + randomBytes(32).toString('hex');
   return { key, hash: hashApiKey(key), prefix: key.slice(0, SHOWN_PREFIX_LENGTH) };

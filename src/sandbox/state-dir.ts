@@ -23,8 +23,10 @@ import { SERVE_LOG_FILE as LOG_FILE } from './options.ts';
  * Bumped whenever the on-disk layout changes in a way migrations cannot carry forward.
  * A state dir written with another format is refused rather than misread.
  * 3: the chain as a checkpoint in chain/ plus the chain log in sandbox.db.
+ * 4: the same, on contracts whose events give the data API its history (every accrual is
+ *    logged) and with the ERC-7540 `configurable` vault: a format 3 chain has neither.
  */
-export const STATE_FORMAT = 3;
+export const STATE_FORMAT = 4;
 const FORMAT_FILE = 'agentctl-state.json';
 const LOCK_FILE = 'serve.lock';
 const PID_FILE = 'serve.pid';
@@ -225,6 +227,9 @@ function readFormat(path: string): string | undefined {
       `state directory ${path} has format version ${String(parsed.format)}, but this agentctl uses format ${STATE_FORMAT}` +
         (parsed.format === 2
           ? ' (a chain checkpoint plus a write-ahead log, where format 2 rewrote one snapshot on every write) and cannot convert it'
+          : '') +
+        (parsed.format === 3
+          ? ' (its contracts log every yield accrual and its configurable vault is ERC-7540; the contracts of a format 3 chain cannot be replaced in place)'
           : '') +
         '; use a matching agentctl or start with a new --state directory',
     );

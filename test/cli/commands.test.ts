@@ -226,12 +226,14 @@ describe('config and precedence', () => {
       expect(JSON.parse(list.stdout)).toEqual({
         profile: 'local',
         base_url: sandbox.url,
+        data_url: sandbox.url,
         wallet_address: null,
         keystore: null,
         api_key: 'agk_aaaaaaaa…',
         sources: {
           profile: 'flag --profile',
           base_url: 'profile',
+          data_url: 'the base URL',
           wallet_address: 'not set',
           keystore: 'not set',
           api_key: 'profile',

@@ -53,6 +53,18 @@ describe('agentctl completion', () => {
     // An option's value: its choices, or nothing for free text.
     expect(bashComplete(['serve', '--log-level', 'tr'])).toEqual(['trace']);
     expect(bashComplete(['register', '--type', 'tr'])).toEqual(['trading']);
+    // The same flag takes other values under another command.
+    expect(bashComplete(['data', 'transactions', '--type', 'dep'])).toEqual([
+      'deposit',
+      'deposit_request',
+    ]);
+    expect(bashComplete(['data', 'history', 'moderate', '--period', ''])).toEqual([
+      '7d',
+      '30d',
+      '90d',
+      '1y',
+      'all',
+    ]);
     expect(bashComplete(['register', '--name', ''])).toEqual([]);
     // Fixed sets of values for arguments.
     expect(bashComplete(['deposit', 'mod'])).toEqual(['moderate']);

@@ -30,10 +30,22 @@ async function agentWithDeposits(url: string, deposits: Array<[string, number]>)
   return wallet.body.agent_address as string;
 }
 
+/** Every body derived from the index (nodes are measured live, so they are left out). */
 async function bodies(url: string, wallet: string) {
+  const vaults = (await getJson(`${url}/v1/vaults`)).vaults as Array<{ address: string }>;
+  const moderate = vaults[1]?.address;
+  const paths = [
+    `/v1/users/${wallet}/transactions`,
+    `/v1/users/${wallet}/positions`,
+    '/v1/vaults',
+    `/v1/vaults/${moderate}`,
+    `/v1/vaults/${moderate}/history?period=all&interval=4h`,
+    '/v1/strategies',
+    '/v1/protocol/stats',
+  ];
   return Promise.all(
-    ['transactions', 'positions'].map(async (what) => {
-      const response = await fetch(`${url}/v1/users/${wallet}/${what}`);
+    paths.map(async (path) => {
+      const response = await fetch(`${url}${path}`);
       expect(response.status).toBe(200);
       return response.text();
     }),

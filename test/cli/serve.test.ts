@@ -213,7 +213,7 @@ describe('agentctl serve', () => {
     const result = await serveFailure(['--port', '0', '--state', state]);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('format version 99');
-    expect(result.stderr).toContain('format 3');
+    expect(result.stderr).toContain('format 4');
     expect(result.stderr).not.toMatch(/\n\s+at /);
   });
 
@@ -228,6 +228,17 @@ describe('agentctl serve', () => {
     expect(result.stderr).toContain('start with a new --state directory');
     // Nothing was touched: the old state is still there for the agentctl that wrote it.
     expect(readdirSync(state).sort()).toEqual(['agentctl-state.json', 'chain-snapshot.json']);
+  });
+
+  it('refuses a format-3 state dir (contracts without the data API’s events)', async () => {
+    const state = join(dir, 'state');
+    mkdirSync(state);
+    writeFileSync(join(state, 'agentctl-state.json'), '{"format": 3, "sandbox_id": "old"}\n');
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('has format version 3');
+    expect(result.stderr).toContain('ERC-7540');
+    expect(readdirSync(state)).toEqual(['agentctl-state.json']);
   });
 
   it('refuses a non-empty directory that is not a state dir', async () => {

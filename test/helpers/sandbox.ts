@@ -9,6 +9,7 @@ import { buildApp } from '../../src/sandbox/app.ts';
 import { type SandboxChain, startChain } from '../../src/sandbox/chain/index.ts';
 import { createSandboxClock, type SandboxClock } from '../../src/sandbox/clock.ts';
 import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
+import type { DataTiers } from '../../src/sandbox/plugins/rate-limit.ts';
 import type { App } from '../../src/sandbox/routes/types.ts';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
 
@@ -36,6 +37,7 @@ export async function createTestSandbox(
     logger?: unknown;
     /** Runs before ready(), e.g. to add a route that injects a fault. */
     beforeReady?: (app: App) => void;
+    dataTiers?: DataTiers;
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
@@ -60,6 +62,7 @@ export async function createTestSandbox(
     trustProxy: options.trustProxy ?? false,
     logger: (options.logger ?? false) as false,
     connections: { maxConnections: 64, requestTimeoutMs: 30_000 },
+    ...(options.dataTiers && { dataTiers: options.dataTiers }),
   });
   options.beforeReady?.(app);
   await app.ready();

@@ -74,6 +74,8 @@ const ADMIN_POSTS = [
   '/sandbox/proposals',
   '/sandbox/strategies/status',
   '/sandbox/checkpoint',
+  '/sandbox/vaults/fulfillment-delay',
+  '/sandbox/nodes',
 ];
 const postRoutes = () => [
   ...PUBLIC_POSTS.map((url) => ({ url, headers: {} })),

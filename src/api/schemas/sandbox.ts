@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { Address, boundedInt, decimalAmount, Tier, textUpTo, withNameRules } from './common.ts';
+import {
+  Address,
+  boundedInt,
+  decimalAmount,
+  nameText,
+  Tier,
+  textUpTo,
+  withNameRules,
+} from './common.ts';
 import { STRATEGY_STATUSES, VAULT_IDS } from './values.ts';
 import { USDC_DECIMALS } from './vaults.ts';
 
@@ -37,6 +45,11 @@ export const ContractAddresses = z.object({
       typeof Address
     >,
   ),
+  /**
+   * The block the contracts were deployed in, where the data API's index starts. Optional in a
+   * --deployment file: without it the block is found on the chain (its code's first block).
+   */
+  deployed_block: z.number().int().min(0).optional(),
 });
 export type ContractAddresses = z.infer<typeof ContractAddresses>;
 
@@ -103,3 +116,23 @@ export const StrategyStatusResult = z.object({
   status: z.enum(STRATEGY_STATUSES),
   tx_hash: z.string(),
 });
+
+/** POST /sandbox/vaults/fulfillment-delay: the ERC-7540 vault's fulfilment delay, in seconds. */
+export const FulfillmentDelayRequest = z.object({
+  vault_id: z.enum(VAULT_IDS, { error: `must be one of ${VAULT_IDS.join(', ')}` }),
+  seconds: boundedInt(0, MAX_CLOCK_ADVANCE_SECONDS),
+});
+export const FulfillmentDelayResult = z.object({
+  vault_id: z.string(),
+  vault_address: z.string(),
+  fulfillment_delay: z.number().int(),
+  tx_hash: z.string(),
+});
+
+/** POST /sandbox/nodes: a node for the data API's Node Operator tier. */
+export const NodeRequest = z.object({
+  name: nameText(1, 100),
+  operator_address: Address,
+});
+/** The node key is shown once; only its hash is stored. */
+export const NodeResult = z.object({ node_id: z.string(), node_key: z.string() });

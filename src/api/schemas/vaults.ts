@@ -31,6 +31,12 @@ export const DepositResult = z.object({
   deposit_tx: z.string(),
   status: z.string(),
   shares_balance: z.string(),
+  /**
+   * Sandbox additions, for a deposit into the ERC-7540 vault (status "pending"): the
+   * request's id, and when (sandbox Unix seconds) the operator may fulfil it.
+   */
+  request_id: z.string().optional(),
+  fulfillable_at: z.number().int().optional(),
 });
 
 export const Vault = z.object({

@@ -14,9 +14,9 @@ function parseKey(value: string): ProfileKey {
 }
 
 async function validate(key: ProfileKey, value: string): Promise<string> {
-  if (key === 'base_url' && !/^https?:\/\/[^\s/]+/.test(value)) {
+  if ((key === 'base_url' || key === 'data_url') && !/^https?:\/\/[^\s/]+/.test(value)) {
     throw new CliError(
-      'base_url must be an http(s) URL, for example http://127.0.0.1:8787',
+      `${key} must be an http(s) URL, for example http://127.0.0.1:8787`,
       EXIT.usage,
     );
   }
@@ -150,6 +150,17 @@ export function configCommand(): Command {
             [env('AGENTCTL_BASE_URL'), 'env AGENTCTL_BASE_URL'],
             [profile.base_url, 'profile'],
             [DEFAULT_BASE_URL, 'default'],
+          ]),
+          data_url: pick([
+            [env('AGENTCTL_DATA_URL'), 'env AGENTCTL_DATA_URL'],
+            [profile.data_url, 'profile'],
+            [
+              context.globals.baseUrl ??
+                env('AGENTCTL_BASE_URL') ??
+                profile.base_url ??
+                DEFAULT_BASE_URL,
+              'the base URL',
+            ],
           ]),
           wallet_address: pick([[profile.wallet_address, 'profile']]),
           keystore: pick([[profile.keystore, 'profile']]),

@@ -83,6 +83,23 @@ export function depositCommand(): Command {
           client.deposit(body),
         );
         out.writeResult(response, (result) => {
+          if (result.status === 'pending') {
+            // The ERC-7540 vault: a request, fulfilled (and claimed for the agent) later.
+            out.print(
+              `requested a deposit of ${amountWithRaw(result.amount_usdc)} into ${result.vault} (${result.vault_address}): pending`,
+            );
+            out.print(`approve tx  ${result.approve_tx}`);
+            out.print(`request tx  ${result.deposit_tx}`);
+            if (result.request_id !== undefined) out.print(`request id  ${result.request_id}`);
+            if (result.fulfillable_at !== undefined) {
+              out.print(
+                `fulfilled   at ${new Date(result.fulfillable_at * 1000).toISOString()} sandbox time, or soon after; the shares are then claimed into the agent's wallet`,
+              );
+            }
+            out.print(`shares      ${rawWithAmount(result.shares_balance)} (before the claim)`);
+            out.print('follow it with: agentctl data transactions --type deposit_request');
+            return;
+          }
           out.print(
             `deposited ${amountWithRaw(result.amount_usdc)} into ${result.vault} (${result.vault_address})`,
           );

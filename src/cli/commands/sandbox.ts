@@ -50,7 +50,7 @@ export function sandboxCommand(): Command {
   const sandbox = new Command('sandbox')
     .summary('the sandbox admin API (agentctl serve only)')
     .description(
-      'Drive the local sandbox: its clock, tiers, funds, proposals and strategy statuses.',
+      "Drive the local sandbox: its clock, tiers, funds, proposals, strategy statuses, the ERC-7540 vault's fulfilment delay and data API nodes.",
     )
     .addHelpText(
       'after',
@@ -155,6 +155,45 @@ export function sandboxCommand(): Command {
         await adminCall(context, command, 'POST', '/sandbox/strategies/status', {
           strategy_id: strategyId,
           status,
+        });
+      }),
+    );
+  sandbox
+    .command('fulfillment-delay')
+    .description(
+      'set how long the ERC-7540 vault (configurable) waits before fulfilling a request, in sandbox seconds',
+    )
+    .argument('<seconds>', 'a whole number, 0 or more (default 3600)')
+    .addHelpText('after', '\nExample:\n  agentctl sandbox fulfillment-delay 60')
+    .action(
+      action(async (context, command) => {
+        const seconds = command.processedArgs[0] as string;
+        if (!/^\d+$/.test(seconds)) {
+          throw new CliError(
+            `seconds ${seconds}: give a whole number of seconds, 0 or more`,
+            EXIT.usage,
+          );
+        }
+        await adminCall(context, command, 'POST', '/sandbox/vaults/fulfillment-delay', {
+          vault_id: 'configurable',
+          seconds: Number(seconds),
+        });
+      }),
+    );
+  sandbox
+    .command('node')
+    .description(
+      "register a node for the data API's Node Operator tier; prints its key once (send it as X-API-Key)",
+    )
+    .argument('<name>', 'what the node is called in /v1/nodes')
+    .argument('<operator>', "the operator's address (0x…)")
+    .addHelpText('after', '\nExample:\n  agentctl sandbox node "Research node" 0xOperator')
+    .action(
+      action(async (context, command) => {
+        const [name, operator] = command.processedArgs as [string, string];
+        await adminCall(context, command, 'POST', '/sandbox/nodes', {
+          name,
+          operator_address: await checkAddress('operator', operator),
         });
       }),
     );

@@ -4,6 +4,7 @@ import {
   AgentGovernor,
   AgentOnboarding,
   AgentPass,
+  ConfigurableVault,
   MockUSDC,
   ProtocolToken,
   SandboxVault,
@@ -22,6 +23,8 @@ export interface Deployment {
   agent_pass: Address;
   agent_onboarding: Address;
   vaults: Record<VaultId, Address>;
+  /** The block the first contract was deployed in: the data API's index starts there. */
+  deployed_block?: number;
 }
 
 /** What the onboarding contract gives each new agent's wallet: 1 ETH is gas for thousands of transactions. */
@@ -31,15 +34,66 @@ export const AGENT_FUNDING = {
   protocolTokens: parseEther('100'),
 } as const;
 
-/** Each vault's name, share symbol and yearly yield in basis points. */
-export const VAULT_CONFIG: Record<VaultId, { name: string; symbol: string; apyBps: number }> = {
-  conservative: { name: 'Conservative USDC Vault', symbol: 'avCONS', apyBps: 400 },
-  moderate: { name: 'Moderate USDC Vault', symbol: 'avMOD', apyBps: 800 },
-  aggressive: { name: 'Aggressive USDC Vault', symbol: 'avAGGR', apyBps: 1500 },
-  inverse: { name: 'Inverse USDC Vault', symbol: 'avINV', apyBps: 600 },
-  hedged: { name: 'Hedged USDC Vault', symbol: 'avHEDG', apyBps: 500 },
-  configurable: { name: 'Configurable USDC Vault', symbol: 'avCONF', apyBps: 1000 },
+/**
+ * Each vault's name, share symbol, yearly yield in basis points and risk level (the data
+ * API's). `configurable` is the ERC-7540 asynchronous vault; the others are ERC-4626.
+ */
+export const VAULT_CONFIG: Record<
+  VaultId,
+  {
+    name: string;
+    symbol: string;
+    apyBps: number;
+    riskLevel: 'conservative' | 'moderate' | 'aggressive';
+    async: boolean;
+  }
+> = {
+  conservative: {
+    name: 'Conservative USDC Vault',
+    symbol: 'avCONS',
+    apyBps: 400,
+    riskLevel: 'conservative',
+    async: false,
+  },
+  moderate: {
+    name: 'Moderate USDC Vault',
+    symbol: 'avMOD',
+    apyBps: 800,
+    riskLevel: 'moderate',
+    async: false,
+  },
+  aggressive: {
+    name: 'Aggressive USDC Vault',
+    symbol: 'avAGGR',
+    apyBps: 1500,
+    riskLevel: 'aggressive',
+    async: false,
+  },
+  inverse: {
+    name: 'Inverse USDC Vault',
+    symbol: 'avINV',
+    apyBps: 600,
+    riskLevel: 'aggressive',
+    async: false,
+  },
+  hedged: {
+    name: 'Hedged USDC Vault',
+    symbol: 'avHEDG',
+    apyBps: 500,
+    riskLevel: 'conservative',
+    async: false,
+  },
+  configurable: {
+    name: 'Configurable USDC Vault',
+    symbol: 'avCONF',
+    apyBps: 1000,
+    riskLevel: 'moderate',
+    async: true,
+  },
 };
+
+/** The ERC-7540 vault's fulfilment delay until an admin sets another. */
+export const DEFAULT_FULFILLMENT_DELAY_SECONDS = 3600;
 
 /** How long a proposal stays open for votes. */
 export const VOTING_PERIOD_SECONDS = 7 * 24 * 3600;
@@ -58,10 +112,12 @@ export function deployProtocol(treasury: ServerWallet): Promise<Deployment> {
 
 async function deployFrom(session: WalletSession): Promise<Deployment> {
   const admin = session.address;
+  let firstBlock: number | undefined;
   const deploy = async (label: string, abi: Abi, bytecode: Hex, args: readonly unknown[]) => {
     const { receipts } = await session.send([
       { label: `deploying ${label}`, deploy: { abi, bytecode, args } },
     ]);
+    firstBlock ??= Number(receipts[0]?.blockNumber ?? 0);
     const address = receipts[0]?.contractAddress;
     if (!address) throw new TransactionFailedError(`deploying ${label}`, 'no contract was created');
     return getAddress(address);
@@ -97,15 +153,25 @@ async function deployFrom(session: WalletSession): Promise<Deployment> {
   );
   const vaults = {} as Record<VaultId, Address>;
   for (const id of VAULT_IDS) {
-    const { name, symbol, apyBps } = VAULT_CONFIG[id];
-    vaults[id] = await deploy(`the ${id} vault`, SandboxVault.abi, SandboxVault.bytecode, [
-      usdc,
-      name,
-      symbol,
-      id,
-      BigInt(apyBps),
-      admin,
-    ]);
+    const { name, symbol, apyBps, async } = VAULT_CONFIG[id];
+    vaults[id] = async
+      ? await deploy(`the ${id} vault`, ConfigurableVault.abi, ConfigurableVault.bytecode, [
+          usdc,
+          name,
+          symbol,
+          id,
+          BigInt(apyBps),
+          BigInt(DEFAULT_FULFILLMENT_DELAY_SECONDS),
+          admin,
+        ])
+      : await deploy(`the ${id} vault`, SandboxVault.abi, SandboxVault.bytecode, [
+          usdc,
+          name,
+          symbol,
+          id,
+          BigInt(apyBps),
+          admin,
+        ]);
   }
   const grant = (label: string, address: Address, abi: Abi, minter: Address) => ({
     label,
@@ -130,6 +196,7 @@ async function deployFrom(session: WalletSession): Promise<Deployment> {
     agent_pass: pass,
     agent_onboarding: onboarding,
     vaults,
+    deployed_block: firstBlock ?? 0,
   };
 }
 
@@ -169,7 +236,9 @@ export function deployedContracts(deployment: Deployment): DeployedContract[] {
     entry('agent_pass', 'AgentPass', deployment.agent_pass, AgentPass),
     entry('agent_onboarding', 'AgentOnboarding', deployment.agent_onboarding, AgentOnboarding),
     ...VAULT_IDS.map((id) =>
-      entry(`vaults.${id}`, 'SandboxVault', deployment.vaults[id], SandboxVault),
+      VAULT_CONFIG[id].async
+        ? entry(`vaults.${id}`, 'ConfigurableVault', deployment.vaults[id], ConfigurableVault)
+        : entry(`vaults.${id}`, 'SandboxVault', deployment.vaults[id], SandboxVault),
     ),
   ];
 }

@@ -17,10 +17,11 @@ import {
   findMisplacedContracts,
 } from './deployment.ts';
 import { isUnreachable, TransactionFailedError, tracedRevertReason } from './errors.ts';
+import { createFulfiller } from './fulfilment.ts';
 import { type ChainLogger, type LocalChain, startLocalChain } from './local-chain.ts';
 import { createOnboarder, type Onboarder } from './onboarding.ts';
 import type { Submitted, TxSubmitter } from './producer.ts';
-import { createRpcClient, type RpcClient } from './rpc.ts';
+import { createRpcClient, type RpcClient, toQuantity } from './rpc.ts';
 import {
   ACCOUNT_INDEX,
   createKeyring,
@@ -199,6 +200,15 @@ async function startOwnChain(
       log: options.log,
     });
     onboarder.resume();
+    const fulfiller = createFulfiller({
+      index: indexed,
+      store: options.store,
+      clock: options.clock,
+      operator: treasury,
+      wallet,
+      log: options.log,
+    });
+    fulfiller.start();
     return {
       rpcUrl: local.rpcUrl,
       chainId: CHAIN_ID,
@@ -225,6 +235,7 @@ async function startOwnChain(
       stateVersion: () => local.producer.head().number,
       checkpoint: () => local.checkpoint(),
       close: async () => {
+        await fulfiller.stop();
         await onboarder.stop();
         await indexed.close();
         await local.close({ checkpoint: options.persistent });
@@ -414,7 +425,14 @@ async function connectRemote(
   }
   const deployed = deployment;
   // Not a dev chain: blocks this deep are taken as final; a reorg above them is followed.
-  index = await openIndex(options, rpc, chainId, deployed, dev ? 0 : REMOTE_FINALITY_DEPTH);
+  index = await openIndex(
+    options,
+    rpc,
+    chainId,
+    deployed,
+    dev ? 0 : REMOTE_FINALITY_DEPTH,
+    deployed.deployed_block ?? (await firstBlockWithCode(rpc, deployed.usdc)),
+  );
   const indexed = index;
   const onboarder = createOnboarder({
     treasury,
@@ -423,6 +441,19 @@ async function connectRemote(
     log: options.log,
   });
   onboarder.resume();
+  // The sandbox operates the ERC-7540 vault where it can mine at will; elsewhere the
+  // deployment's operator does.
+  const fulfiller = dev
+    ? createFulfiller({
+        index: indexed,
+        store: options.store,
+        clock: options.clock,
+        operator: treasury,
+        wallet,
+        log: options.log,
+      })
+    : undefined;
+  fulfiller?.start();
   return {
     rpcUrl,
     chainId,
@@ -448,6 +479,7 @@ async function connectRemote(
     stateVersion: () => ({}),
     checkpoint: async () => undefined,
     close: async () => {
+      await fulfiller?.stop();
       await onboarder.stop();
       // Let queued sends settle before the store closes.
       await Promise.all([treasury, faucet].map((w) => w.exclusive(async () => undefined)));
@@ -467,6 +499,7 @@ async function openIndex(
   chainId: number,
   deployment: Deployment,
   finalityDepth: number,
+  startBlock?: number,
 ): Promise<Indexer> {
   const index = createIndexer({
     path: join(options.stateDir, INDEX_FILE),
@@ -474,6 +507,7 @@ async function openIndex(
     chainId,
     deployment,
     finalityDepth,
+    ...(startBlock !== undefined && { startBlock: Math.max(1, startBlock) }),
     log: options.log,
   });
   try {
@@ -503,6 +537,33 @@ async function indexBeforeAnswering(
       `indexing after a write failed: ${(error as Error).message}; the index catches up shortly`,
     );
   }
+}
+
+/**
+ * The first block at which `address` has code (binary search over eth_getCode at past
+ * blocks), for a deployment file that does not say where its contracts were deployed. A node
+ * that keeps no state for old blocks cannot answer: that start-up asks for deployed_block.
+ */
+async function firstBlockWithCode(rpc: RpcClient, address: string): Promise<number> {
+  const hasCode = async (block: number) => {
+    const code = await rpc.call<string>('eth_getCode', [address, toQuantity(block)]);
+    return code !== '0x' && code !== '';
+  };
+  let low = 0;
+  let high = Number(await rpc.call<string>('eth_blockNumber'));
+  try {
+    while (low < high) {
+      const middle = Math.floor((low + high) / 2);
+      if (await hasCode(middle)) high = middle;
+      else low = middle + 1;
+    }
+  } catch (error) {
+    if (isUnreachable(error)) throw error;
+    throw new StartupError(
+      `cannot find the block the contracts were deployed in (the node keeps no state for old blocks: ${(error as Error).message}); add "deployed_block" to the deployment file`,
+    );
+  }
+  return low;
 }
 
 async function isDevChain(rpc: RpcClient): Promise<boolean> {

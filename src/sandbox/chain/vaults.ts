@@ -1,7 +1,7 @@
-import { type Address, formatUnits, type Hash, parseUnits } from 'viem';
+import { type Address, formatUnits, type Hash, parseEventLogs, parseUnits } from 'viem';
 import { VAULT_IDS, type VaultId } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
-import { MockUSDC, SandboxVault } from './contracts/artifacts.ts';
+import { ConfigurableVault, MockUSDC, SandboxVault } from './contracts/artifacts.ts';
 import { VAULT_CONFIG } from './deployment.ts';
 import type { SandboxChain } from './index.ts';
 
@@ -106,6 +106,10 @@ const DEPOSIT_GAS = 400_000n;
  * Approves then deposits from the agent's server-side wallet, both signed at once and mined in
  * one block. An amount above the balance is refused before anything is sent. `record` commits
  * with the block. `shares` is the vault's balanceOf for the wallet once the deposit is durable.
+ *
+ * Into the ERC-7540 vault, the deposit is a request (`requestDeposit`, the agent's wallet its
+ * controller): it answers with the request's id and when the operator may fulfil it, and the
+ * fulfiller (fulfilment.ts) fulfils and claims it then.
  */
 export async function depositToVault(
   chain: SandboxChain,
@@ -115,6 +119,7 @@ export async function depositToVault(
   record: () => void,
 ) {
   const vault = chain.deployment.vaults[vaultId];
+  const async = VAULT_CONFIG[vaultId].async;
   const result = await chain.wallet(walletIndex).exclusive(async (session) => {
     const balance = await usdcBalanceOf(chain, session.address);
     if (balance < amountRaw) {
@@ -123,6 +128,23 @@ export async function depositToVault(
         `amount_usdc ${formatUsdc(amountRaw)} is more than the wallet's USDC balance of ${formatUsdc(balance)}`,
       );
     }
+    const deposit = async
+      ? {
+          label: 'deposit request',
+          address: vault,
+          abi: ConfigurableVault.abi,
+          functionName: 'requestDeposit',
+          args: [amountRaw, session.address, session.address],
+          gas: DEPOSIT_GAS,
+        }
+      : {
+          label: 'deposit',
+          address: vault,
+          abi: SandboxVault.abi,
+          functionName: 'deposit',
+          args: [amountRaw, session.address],
+          gas: DEPOSIT_GAS,
+        };
     const { receipts } = await session.send(
       [
         {
@@ -132,14 +154,7 @@ export async function depositToVault(
           functionName: 'approve',
           args: [vault, amountRaw],
         },
-        {
-          label: 'deposit',
-          address: vault,
-          abi: SandboxVault.abi,
-          functionName: 'deposit',
-          args: [amountRaw, session.address],
-          gas: DEPOSIT_GAS,
-        },
+        deposit,
       ],
       record,
     );
@@ -149,12 +164,58 @@ export async function depositToVault(
       functionName: 'balanceOf',
       args: [session.address],
     });
+    const request = async ? await requestOf(chain, vault, receipts[1]?.logs ?? []) : undefined;
     return {
       agentAddress: session.address,
       approveTx: receipts[0]?.transactionHash as Hash,
       depositTx: receipts[1]?.transactionHash as Hash,
       shares,
+      request,
     };
   });
   return { ...result, vault, vaultName: VAULT_CONFIG[vaultId].name };
+}
+
+/** The deposit request a receipt's logs hold, and when the operator may fulfil it. */
+async function requestOf(
+  chain: SandboxChain,
+  vault: Address,
+  logs: Parameters<typeof parseEventLogs>[0]['logs'],
+) {
+  const [event] = parseEventLogs({
+    abi: ConfigurableVault.abi,
+    eventName: 'DepositRequest',
+    logs,
+  });
+  if (!event) throw new Error('the deposit request was mined without its DepositRequest event');
+  const fulfillableAt = await chain.publicClient.readContract({
+    address: vault,
+    abi: ConfigurableVault.abi,
+    functionName: 'fulfillableAt',
+    args: [event.args.requestId],
+  });
+  return { id: event.args.requestId, fulfillableAt: Number(fulfillableAt) };
+}
+
+/** Sets the ERC-7540 vault's fulfilment delay (the treasury is its admin); a synchronous vault has none. */
+export async function setFulfillmentDelay(chain: SandboxChain, vaultId: VaultId, seconds: number) {
+  if (!VAULT_CONFIG[vaultId].async) {
+    throw new HttpError(
+      400,
+      `vault_id: ${vaultId} is a synchronous ERC-4626 vault and has no fulfilment delay; only ${VAULT_IDS.filter((id) => VAULT_CONFIG[id].async).join(', ')} has one`,
+    );
+  }
+  const vault = chain.deployment.vaults[vaultId];
+  const { receipts } = await chain.treasury.exclusive((session) =>
+    session.send([
+      {
+        label: 'setting the fulfilment delay',
+        address: vault,
+        abi: ConfigurableVault.abi,
+        functionName: 'setFulfillmentDelay',
+        args: [BigInt(seconds)],
+      },
+    ]),
+  );
+  return { vault, txHash: receipts[0]?.transactionHash as Hash };
 }

@@ -1,18 +1,10 @@
 import type { DatabaseSync } from 'node:sqlite';
-import {
-  type Address,
-  decodeEventLog,
-  encodeEventTopics,
-  encodeFunctionData,
-  getAddress,
-  type Hash,
-  type Hex,
-} from 'viem';
+import { type Address, getAddress, type Hash, type Hex, pad, toEventSelector } from 'viem';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
-import { SandboxVault } from '../chain/contracts/artifacts.ts';
-import type { Deployment } from '../chain/deployment.ts';
+import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
-import { DERIVED_BY_BLOCK, openIndexDatabase } from './schema.ts';
+import { createProjection, EVENTS_ABI, type FailedCall, type RawLog } from './projection.ts';
+import { DERIVED_TABLES, openIndexDatabase } from './schema.ts';
 
 export interface IndexerOptions {
   /** index.db in the state dir. */
@@ -42,21 +34,21 @@ const REREAD_PAUSE_MS = 50;
 
 type StepOutcome = 'done' | 'more' | 'reread';
 
-const vaultAbi = SandboxVault.abi;
-const TOPICS = {
-  transfer: encodeEventTopics({ abi: vaultAbi, eventName: 'Transfer' })[0] as Hex,
-  deposit: encodeEventTopics({ abi: vaultAbi, eventName: 'Deposit' })[0] as Hex,
-  withdraw: encodeEventTopics({ abi: vaultAbi, eventName: 'Withdraw' })[0] as Hex,
-};
-const CALLS = {
-  totalAssets: encodeFunctionData({ abi: vaultAbi, functionName: 'totalAssets' }),
-  totalSupply: encodeFunctionData({ abi: vaultAbi, functionName: 'totalSupply' }),
-};
+/** topic0 of every event the derived tables are built from. */
+const TOPICS: Hex[] = [
+  ...new Set(
+    EVENTS_ABI.filter((item) => item.type === 'event').map((item) => toEventSelector(item)),
+  ),
+];
 type VaultId = (typeof VAULT_IDS)[number];
-const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000';
 
 interface RpcReceipt {
   blockHash: Hash;
+  transactionHash: Hash;
+  transactionIndex: Hex;
+  status: Hex;
+  from: Address;
+  to: Address | null;
   logs: RpcLog[];
 }
 
@@ -78,6 +70,8 @@ interface Header {
   parentHash: Hash;
   timestamp: number;
   transactionCount: number;
+  /** Each transaction's input, by index (on a dev chain, where blocks are read whole). */
+  inputs?: Hex[];
 }
 
 /**
@@ -85,24 +79,40 @@ interface Header {
  * committed: the write path awaits it before answering, so a client reads its own write from
  * /v1 at once. A poll picks up everything else (someone calling a vault over the RPC URL)
  * within INDEX_POLL_MS. Each step compares the next block's parentHash with the checkpoint;
- * on a mismatch it finds the common ancestor, cuts every table back to it and indexes again.
+ * on a mismatch it finds the common ancestor, cuts the raw data back to it and derives the
+ * rest again.
  */
 export function createIndexer(options: IndexerOptions) {
   const { rpc, deployment } = options;
   const vaults = new Map<string, VaultId>(
     VAULT_IDS.map((id) => [deployment.vaults[id].toLowerCase(), id]),
   );
-  const watched = [...vaults.keys()] as Address[];
-  const identity = JSON.stringify({ chainId: options.chainId, vaults: watched });
+  const usdc = deployment.usdc.toLowerCase();
+  const registry = deployment.strategy_registry.toLowerCase();
+  const watched = [...vaults.keys(), usdc, registry] as Address[];
+  const vaultTopics = new Set([...vaults.keys()].map((vault) => pad(vault as Hex).toLowerCase()));
+  const identity = JSON.stringify({ chainId: options.chainId, contracts: watched });
   const db: DatabaseSync = openIndexDatabase(options.path, identity);
+  const projection = createProjection(db, {
+    usdc,
+    registry,
+    vaults: new Map(
+      [...vaults].map(([address, id]) => [address, { async: VAULT_CONFIG[id].async }]),
+    ),
+  });
   const finality = options.finalityDepth ?? 0;
+  // On a dev chain, blocks are read whole and events come from receipts (see step()).
+  const fromReceipts = finality === 0;
   let running: Promise<void> = Promise.resolve();
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let logsPerCall = Number.POSITIVE_INFINITY;
+  const listeners = new Set<(block: number) => void>();
 
   const statements = {
-    checkpoint: db.prepare('SELECT number, hash FROM blocks ORDER BY number DESC LIMIT 1'),
+    checkpoint: db.prepare(
+      'SELECT number, hash, timestamp FROM blocks ORDER BY number DESC LIMIT 1',
+    ),
     hashAt: db.prepare('SELECT hash FROM blocks WHERE number = ?'),
     block: db.prepare(
       'INSERT INTO blocks (number, hash, parent_hash, timestamp) VALUES (?, ?, ?, ?)',
@@ -111,27 +121,17 @@ export function createIndexer(options: IndexerOptions) {
       `INSERT INTO logs (block_number, log_index, block_hash, tx_index, tx_hash, address, topic0, topic1, topic2, topic3, data)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
-    transaction: db.prepare(
-      `INSERT INTO transactions (block_number, log_index, hash, type, vault, user_address, amount, shares, status, timestamp)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ),
-    position: db.prepare(
-      'SELECT shares, net_deposited, deposited_at FROM positions WHERE user_address = ? AND vault = ?',
-    ),
-    upsertPosition: db.prepare(
-      `INSERT INTO positions (user_address, vault, shares, net_deposited, deposited_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (user_address, vault) DO UPDATE SET shares = excluded.shares,
-         net_deposited = excluded.net_deposited, deposited_at = excluded.deposited_at`,
-    ),
-    snapshot: db.prepare(
-      `INSERT INTO vault_snapshots (vault, block_number, timestamp, total_assets, total_supply) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (vault, block_number) DO UPDATE SET total_assets = excluded.total_assets, total_supply = excluded.total_supply`,
+    failed: db.prepare(
+      `INSERT INTO failed_calls (block_number, tx_index, tx_hash, from_address, to_address, input)
+       VALUES (?, ?, ?, ?, ?, ?)`,
     ),
   };
 
-  function checkpoint(): { number: number; hash: Hash } | undefined {
-    const row = statements.checkpoint.get() as { number: number; hash: Hash } | undefined;
-    return row && { number: Number(row.number), hash: row.hash };
+  function checkpoint(): { number: number; hash: Hash; timestamp: number } | undefined {
+    const row = statements.checkpoint.get() as
+      | { number: number; hash: Hash; timestamp: number }
+      | undefined;
+    return row && { number: Number(row.number), hash: row.hash, timestamp: Number(row.timestamp) };
   }
 
   /** Serialises every step: one writer, in order. */
@@ -145,10 +145,10 @@ export function createIndexer(options: IndexerOptions) {
     return Number(await rpc.call<Hex>('eth_blockNumber'));
   }
 
-  const headerCalls = (from: number, to: number) =>
+  const headerCalls = (from: number, to: number, whole = false) =>
     range(from, to).map((n) => ({
       method: 'eth_getBlockByNumber',
-      params: [toQuantity(n), false],
+      params: [toQuantity(n), whole],
     }));
 
   async function headers(from: number, to: number): Promise<Header[]> {
@@ -159,12 +159,14 @@ export function createIndexer(options: IndexerOptions) {
     return results.map((result, i) => {
       const block = (result.ok ? result.value : undefined) as RpcBlock | undefined;
       if (!block) throw new Error(`block ${from + i} is not available`);
+      const txs = block.transactions as Array<Hash | { input: Hex }>;
       return {
         number: Number(block.number),
         hash: block.hash,
         parentHash: block.parentHash,
         timestamp: Number(block.timestamp),
-        transactionCount: block.transactions.length,
+        transactionCount: txs.length,
+        inputs: txs.map((tx) => (typeof tx === 'string' ? '0x' : tx.input)),
       };
     });
   }
@@ -172,29 +174,51 @@ export function createIndexer(options: IndexerOptions) {
   const receiptCalls = (from: number, to: number) =>
     range(from, to).map((n) => ({ method: 'eth_getBlockReceipts', params: [toQuantity(n)] }));
 
+  /** Whether a log is one the derived tables are built from. */
+  function isWatched(log: RpcLog): boolean {
+    const address = log.address.toLowerCase();
+    if (address === usdc) {
+      // Only the asset's transfers into or out of a vault.
+      return vaultTopics.has(log.topics[1] ?? '') || vaultTopics.has(log.topics[2] ?? '');
+    }
+    return (vaults.has(address) || address === registry) && TOPICS.includes(log.topics[0] as Hex);
+  }
+
   /**
-   * The watched events of each block, from its receipts; undefined when a block's receipts are
-   * not all there yet (anvil answers a new block's header a moment before its receipts and
-   * logs, and eth_getLogs then answers nothing for it, which could not be told from no events).
+   * The watched events and the reverted vault calls of each block, from its receipts;
+   * undefined when a block's receipts are not all there yet (anvil answers a new block's header
+   * a moment before its receipts and logs, and eth_getLogs then answers nothing for it, which
+   * could not be told from no events).
    */
-  function eventsFrom(blocks: Header[], results: RpcResult[]): RpcLog[] | undefined {
-    const topics = new Set<string>(Object.values(TOPICS));
-    const addresses = new Set(watched.map((vault) => vault.toLowerCase()));
+  function eventsFrom(
+    blocks: Header[],
+    results: RpcResult[],
+  ): { logs: RpcLog[]; failed: Map<number, FailedCall[]> } | undefined {
     const logs: RpcLog[] = [];
+    const failed = new Map<number, FailedCall[]>();
     for (const [i, block] of blocks.entries()) {
       const result = results[i];
       const receipts = (result?.ok ? result.value : undefined) as RpcReceipt[] | null | undefined;
       if (!receipts || receipts.length !== block.transactionCount) return undefined;
       for (const receipt of receipts) {
         if (receipt.blockHash !== block.hash) return undefined;
-        for (const log of receipt.logs) {
-          if (addresses.has(log.address.toLowerCase()) && topics.has(log.topics[0] ?? '')) {
-            logs.push(log);
-          }
+        for (const log of receipt.logs) if (isWatched(log)) logs.push(log);
+        const to = receipt.to?.toLowerCase();
+        if (Number(receipt.status) === 0 && to && vaults.has(to)) {
+          const txIndex = Number(receipt.transactionIndex);
+          const calls = failed.get(block.number) ?? [];
+          calls.push({
+            txIndex,
+            txHash: receipt.transactionHash,
+            from: receipt.from,
+            to,
+            input: block.inputs?.[txIndex] ?? '0x',
+          });
+          failed.set(block.number, calls);
         }
       }
     }
-    return logs;
+    return { logs, failed };
   }
 
   const logsCall = (from: number, to: number) => ({
@@ -205,7 +229,7 @@ export function createIndexer(options: IndexerOptions) {
         toBlock: toQuantity(to),
         address: watched,
         // The events the derived tables are built from; the rest stays on the chain.
-        topics: [Object.values(TOPICS)],
+        topics: [TOPICS],
       },
     ],
   });
@@ -241,148 +265,88 @@ export function createIndexer(options: IndexerOptions) {
     return -1;
   }
 
-  /** Cuts every table back to `ancestor`, positions recomputed from what remains. */
+  /** Cuts the raw data back to `ancestor` and derives every derived table again from the rest. */
   function rollBack(ancestor: number): void {
     db.exec('BEGIN');
     try {
       db.prepare('DELETE FROM blocks WHERE number > ?').run(ancestor);
       db.prepare('DELETE FROM logs WHERE block_number > ?').run(ancestor);
-      for (const table of DERIVED_BY_BLOCK) {
-        db.prepare(`DELETE FROM ${table} WHERE block_number > ?`).run(ancestor);
-      }
-      rebuildPositions();
+      db.prepare('DELETE FROM failed_calls WHERE block_number > ?').run(ancestor);
+      for (const table of DERIVED_TABLES) db.exec(`DELETE FROM ${table}`);
+      projection.reset();
+      rederive();
       db.exec('COMMIT');
     } catch (error) {
       db.exec('ROLLBACK');
+      projection.reset();
       throw error;
     }
   }
 
-  /** Positions from the logs kept (after a reorg): balances from share transfers. */
-  function rebuildPositions(): void {
-    db.exec('DELETE FROM positions');
-    const rows = db
+  /** Applies every raw row kept, block by block, as the blocks were indexed. */
+  function rederive(): void {
+    const logs = db
       .prepare(
-        'SELECT block_number, log_index, address, topic0, topic1, topic2, topic3, data, tx_hash FROM logs ORDER BY block_number, log_index',
+        'SELECT block_number, log_index, tx_hash, address, topic0, topic1, topic2, topic3, data FROM logs ORDER BY block_number, log_index',
       )
       .all() as Array<{
       block_number: number;
       log_index: number;
+      tx_hash: string;
       address: string;
       topic0: Hex;
       topic1: Hex | null;
       topic2: Hex | null;
       topic3: Hex | null;
       data: Hex;
-      tx_hash: Hash;
     }>;
-    const timestamps = new Map<number, number>();
-    for (const row of rows) {
-      let timestamp = timestamps.get(Number(row.block_number));
-      if (timestamp === undefined) {
-        timestamp = Number(
-          (
-            db.prepare('SELECT timestamp FROM blocks WHERE number = ?').get(row.block_number) as {
-              timestamp: number;
-            }
-          ).timestamp,
-        );
-        timestamps.set(Number(row.block_number), timestamp);
+    const failed = db
+      .prepare(
+        'SELECT block_number, tx_index, tx_hash, from_address, to_address, input FROM failed_calls ORDER BY block_number, tx_index',
+      )
+      .all() as Array<{
+      block_number: number;
+      tx_index: number;
+      tx_hash: string;
+      from_address: string;
+      to_address: string;
+      input: Hex;
+    }>;
+    const byBlock = new Map<number, { logs: RawLog[]; failed: FailedCall[] }>();
+    const entry = (n: number) => {
+      let found = byBlock.get(n);
+      if (!found) {
+        found = { logs: [], failed: [] };
+        byBlock.set(n, found);
       }
-      applyToPositions(
-        {
-          address: row.address as Address,
-          topics: [row.topic0, row.topic1, row.topic2, row.topic3].filter(
-            (topic): topic is Hex => topic !== null,
-          ),
-          data: row.data,
-        },
-        timestamp,
-      );
+      return found;
+    };
+    for (const row of logs) {
+      entry(Number(row.block_number)).logs.push({
+        address: row.address,
+        topics: [row.topic0, row.topic1, row.topic2, row.topic3].filter(
+          (topic): topic is Hex => topic !== null,
+        ),
+        data: row.data,
+        logIndex: Number(row.log_index),
+        txHash: row.tx_hash,
+      });
     }
-  }
-
-  function addToPosition(
-    user: string,
-    vault: string,
-    change: { shares?: bigint; deposited?: bigint },
-    timestamp: number,
-  ): void {
-    const row = statements.position.get(user, vault) as
-      | { shares: string; net_deposited: string; deposited_at: number | null }
-      | undefined;
-    const shares = BigInt(row?.shares ?? '0') + (change.shares ?? 0n);
-    const deposited = BigInt(row?.net_deposited ?? '0') + (change.deposited ?? 0n);
-    const depositedAt =
-      row?.deposited_at ??
-      (change.deposited !== undefined && change.deposited > 0n ? timestamp : null);
-    statements.upsertPosition.run(
-      user,
-      vault,
-      shares.toString(),
-      deposited.toString(),
-      depositedAt,
-    );
-  }
-
-  /** Share balances from Transfer (mint and burn included), net deposits from Deposit/Withdraw. */
-  function applyToPositions(
-    log: { address: Address; topics: Hex[]; data: Hex },
-    timestamp: number,
-  ) {
-    const vault = log.address.toLowerCase();
-    if (!vaults.has(vault)) return undefined;
-    const event = decodeEventLog({
-      abi: vaultAbi,
-      data: log.data,
-      topics: log.topics as [Hex, ...Hex[]],
-      strict: false,
-    });
-    switch (event.eventName) {
-      case 'Transfer': {
-        const { from, to, value } = event.args as { from: Address; to: Address; value: bigint };
-        if (from !== ZERO_ADDRESS)
-          addToPosition(from.toLowerCase(), vault, { shares: -value }, timestamp);
-        if (to !== ZERO_ADDRESS)
-          addToPosition(to.toLowerCase(), vault, { shares: value }, timestamp);
-        return event;
-      }
-      case 'Deposit': {
-        const { owner, assets } = event.args as { owner: Address; assets: bigint };
-        addToPosition(owner.toLowerCase(), vault, { deposited: assets }, timestamp);
-        return event;
-      }
-      case 'Withdraw': {
-        const { owner, assets } = event.args as { owner: Address; assets: bigint };
-        addToPosition(owner.toLowerCase(), vault, { deposited: -assets }, timestamp);
-        return event;
-      }
-      default:
-        return event;
+    for (const row of failed) {
+      entry(Number(row.block_number)).failed.push({
+        txIndex: Number(row.tx_index),
+        txHash: row.tx_hash,
+        from: row.from_address,
+        to: row.to_address,
+        input: row.input,
+      });
     }
-  }
-
-  /** Each vault's totalAssets() and totalSupply() at `block`, in one batch. */
-  const snapshotCalls = (block: number, which: string[]) =>
-    which.flatMap((vault) =>
-      [CALLS.totalAssets, CALLS.totalSupply].map((data) => ({
-        method: 'eth_call',
-        params: [{ to: vault, data }, toQuantity(block)],
-      })),
-    );
-
-  function snapshotsFrom(block: number, which: string[], results: RpcResult[]) {
-    return which.map((vault, i) => {
-      const assets = results[2 * i];
-      const supply = results[2 * i + 1];
-      if (!assets?.ok || !supply?.ok)
-        throw new Error(`cannot read vault ${vault} at block ${block}`);
-      return {
-        vault,
-        totalAssets: BigInt(assets.value as Hex),
-        totalSupply: BigInt(supply.value as Hex),
-      };
-    });
+    const timestampAt = db.prepare('SELECT timestamp FROM blocks WHERE number = ?');
+    for (const number of [...byBlock.keys()].sort((a, b) => a - b)) {
+      const raw = byBlock.get(number) as { logs: RawLog[]; failed: FailedCall[] };
+      const { timestamp } = timestampAt.get(number) as { timestamp: number };
+      projection.applyBlock({ number, timestamp: Number(timestamp) }, raw.logs, raw.failed);
+    }
   }
 
   /** Indexes blocks after the checkpoint up to `target`, one committed step at a time. */
@@ -391,21 +355,14 @@ export function createIndexer(options: IndexerOptions) {
     const from = at ? at.number + 1 : (options.startBlock ?? 1);
     if (from > target) return 'done';
     const to = Math.min(target, from + MAX_BLOCKS_PER_STEP - 1);
-    // Every vault's state at the goal of this sync, its head: the chain keeps no state for
-    // old blocks (anvil prunes it, and a restored chain starts at its checkpoint), so a
-    // rebuild could not read them. History is derived from events instead (next: /history).
-    const snapshotVaults = to === target ? watched.map((vault) => vault.toLowerCase()) : [];
-    // One round trip for the headers, the logs and the vaults' state: writes wait for it.
+    // One round trip for the blocks and their events: writes wait for it. On a dev chain
+    // (finality 0) the events come from the blocks' receipts, which can be checked to be
+    // complete and also show reverted calls; elsewhere from eth_getLogs, over blocks past the
+    // finality depth. No state is read: the chain keeps none for old blocks (anvil prunes it,
+    // a restored chain starts at its checkpoint), so everything is derived from events.
     const headerCount = to - from + 1;
-    // On a dev chain (finality 0) the events come from the blocks' receipts, which can be
-    // checked to be complete; elsewhere from eth_getLogs, over blocks past the finality depth.
-    const fromReceipts = finality === 0;
     const eventCalls = fromReceipts ? receiptCalls(from, to) : [logsCall(from, to)];
-    const results = await rpc.batch([
-      ...headerCalls(from, to),
-      ...eventCalls,
-      ...snapshotCalls(to, snapshotVaults),
-    ]);
+    const results = await rpc.batch([...headerCalls(from, to, fromReceipts), ...eventCalls]);
     const blocks = headersFrom(from, results.slice(0, headerCount));
     if (at && blocks[0]?.parentHash !== at.hash) {
       const ancestor = await commonAncestor(at.number);
@@ -418,92 +375,83 @@ export function createIndexer(options: IndexerOptions) {
     for (let i = 1; i < blocks.length; i++) {
       if (blocks[i]?.parentHash !== blocks[i - 1]?.hash) return 'reread';
     }
-    const eventResults = results.slice(headerCount, headerCount + eventCalls.length);
-    let found: RpcLog[] | undefined;
+    const eventResults = results.slice(headerCount);
+    let found: RpcLog[];
+    let failed = new Map<number, FailedCall[]>();
     if (fromReceipts) {
-      found = eventsFrom(blocks, eventResults);
-      if (!found) return 'reread';
+      const events = eventsFrom(blocks, eventResults);
+      if (!events) return 'reread';
+      found = events.logs;
+      failed = events.failed;
     } else {
       const logsResult = eventResults[0];
       // A provider that refuses the range is asked again in smaller ranges.
-      found = logsResult?.ok ? (logsResult.value as RpcLog[]) : await logsIn(from, to);
+      const all = logsResult?.ok ? (logsResult.value as RpcLog[]) : await logsIn(from, to);
+      found = all.filter(isWatched);
     }
     const logs = found.filter((log) => !log.removed);
     const hashes = new Map(blocks.map((block) => [block.number, block.hash]));
     if (logs.some((log) => hashes.get(Number(log.blockNumber)) !== log.blockHash)) {
       return 'reread';
     }
-    const snapshots =
-      snapshotVaults.length > 0
-        ? [
-            {
-              block: to,
-              rows: snapshotsFrom(
-                to,
-                snapshotVaults,
-                results.slice(headerCount + eventCalls.length),
-              ),
-            },
-          ]
-        : [];
+    const logsOf = new Map<number, Array<RawLog & { txIndex: number }>>();
+    for (const log of logs) {
+      const n = Number(log.blockNumber);
+      const list = logsOf.get(n) ?? [];
+      list.push({
+        address: log.address.toLowerCase(),
+        topics: log.topics,
+        data: log.data,
+        logIndex: Number(log.logIndex),
+        txHash: log.transactionHash,
+        txIndex: Number(log.transactionIndex),
+      });
+      logsOf.set(n, list);
+    }
 
-    const timestampOf = new Map(blocks.map((block) => [block.number, block.timestamp]));
     db.exec('BEGIN');
     try {
       for (const block of blocks) {
         statements.block.run(block.number, block.hash, block.parentHash, block.timestamp);
-      }
-      for (const log of logs) {
-        const blockNumber = Number(log.blockNumber);
-        const logIndex = Number(log.logIndex);
-        const timestamp = timestampOf.get(blockNumber) as number;
-        statements.log.run(
-          blockNumber,
-          logIndex,
-          log.blockHash,
-          Number(log.transactionIndex),
-          log.transactionHash,
-          log.address.toLowerCase(),
-          log.topics[0] ?? null,
-          log.topics[1] ?? null,
-          log.topics[2] ?? null,
-          log.topics[3] ?? null,
-          log.data,
-        );
-        const event = applyToPositions(log, timestamp);
-        if (event?.eventName === 'Deposit' || event?.eventName === 'Withdraw') {
-          const args = event.args as { owner: Address; assets: bigint; shares: bigint };
-          statements.transaction.run(
-            blockNumber,
-            logIndex,
-            log.transactionHash,
-            event.eventName === 'Deposit' ? 'deposit' : 'withdraw',
-            log.address.toLowerCase(),
-            args.owner.toLowerCase(),
-            args.assets.toString(),
-            args.shares.toString(),
-            // A synchronous vault's deposit or withdrawal is done in its block.
-            'fulfilled',
-            timestamp,
+        const blockLogs = (logsOf.get(block.number) ?? []).sort((a, b) => a.logIndex - b.logIndex);
+        const blockFailed = failed.get(block.number) ?? [];
+        for (const log of blockLogs) {
+          statements.log.run(
+            block.number,
+            log.logIndex,
+            block.hash,
+            log.txIndex,
+            log.txHash,
+            log.address,
+            log.topics[0] ?? null,
+            log.topics[1] ?? null,
+            log.topics[2] ?? null,
+            log.topics[3] ?? null,
+            log.data,
           );
         }
-      }
-      for (const { block, rows } of snapshots) {
-        for (const row of rows) {
-          statements.snapshot.run(
-            row.vault,
-            block,
-            timestampOf.get(block) as number,
-            row.totalAssets.toString(),
-            row.totalSupply.toString(),
+        for (const call of blockFailed) {
+          statements.failed.run(
+            block.number,
+            call.txIndex,
+            call.txHash,
+            call.from,
+            call.to,
+            call.input,
           );
+        }
+        if (blockLogs.length > 0 || blockFailed.length > 0) {
+          projection.applyBlock(block, blockLogs, blockFailed);
         }
       }
       db.exec('COMMIT');
     } catch (error) {
       db.exec('ROLLBACK');
+      // The cached vault states may hold what was rolled back.
+      projection.reset();
       throw error;
     }
+    for (const listener of listeners) listener(to);
     return to < target ? 'more' : 'done';
   }
 
@@ -534,6 +482,11 @@ export function createIndexer(options: IndexerOptions) {
     db,
     vaults,
     syncTo,
+    /** Calls `listener` after each committed step, with the last block it indexed. */
+    onIndexed(listener: (block: number) => void): () => void {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     /** The last indexed block. */
     checkpoint,
     /** Follows the chain in the background. */

@@ -8,6 +8,8 @@ import type {
 } from '../../api/schemas/index.ts';
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import type { Indexer } from './indexer.ts';
+import type { VaultState } from './projection.ts';
+import { convertToAssets, totalAssetsAt } from './vault-math.ts';
 
 /** Unix seconds as ISO 8601 UTC, without milliseconds. */
 export function isoTime(seconds: number): string {
@@ -61,43 +63,55 @@ export function userTransactions(
       status: row.status,
       timestamp: isoTime(Number(row.timestamp)),
       blockNumber: Number(row.block_number),
-      logIndex: Number(row.log_index),
+      // A failed call is keyed below its block's logs (projection.ts): it logged nothing.
+      logIndex: Number(row.log_index) < 0 ? null : Number(row.log_index),
     })),
   };
 }
 
 /**
- * A user's open positions. `value` is what the vault's convertToAssets(shares) answers at the
- * last indexed block: OpenZeppelin's ERC-4626 formula, shares × (totalAssets + 1) /
- * (totalSupply + 1), rounded down. `pnl` is value minus net deposited (deposits less
- * withdrawals), signed; `pnlPercent` is pnl over net deposited, in percent.
+ * A user's open positions at the last indexed block. `value` is convertToAssets(shares) there
+ * (vault-math.ts). `pnl` is value minus net deposited (deposits and claimed deposits, less
+ * withdrawals and claimed redemptions), signed; `pnlPercent` is pnl over net deposited, in
+ * percent. On the ERC-7540 vault, pendingDeposit and claimableDeposit are assets and
+ * pendingRedeem and claimableRedeem are shares, as its request views answer them.
  */
 export function userPositions(
   index: Indexer,
   address: string,
 ): Array<z.input<typeof DataPosition>> {
+  const now = indexTime(index);
   const rows = index.db
     .prepare(
-      `SELECT p.vault, p.shares, p.net_deposited, p.deposited_at, s.total_assets, s.total_supply
-       FROM positions p
-       JOIN vault_snapshots s ON s.vault = p.vault
-        AND s.block_number = (SELECT MAX(block_number) FROM vault_snapshots WHERE vault = p.vault)
-       WHERE p.user_address = ?
-       ORDER BY p.vault`,
+      `SELECT vault, shares, net_deposited, deposited_at, pending_deposit, claimable_deposit,
+         pending_redeem, claimable_redeem
+       FROM positions WHERE user_address = ? ORDER BY vault`,
     )
     .all(address.toLowerCase()) as Array<{
     vault: string;
     shares: string;
     net_deposited: string;
     deposited_at: number | null;
-    total_assets: string;
-    total_supply: string;
+    pending_deposit: string;
+    claimable_deposit: string;
+    pending_redeem: string;
+    claimable_redeem: string;
   }>;
   return rows
-    .filter((row) => BigInt(row.shares) > 0n)
+    .filter(
+      (row) =>
+        BigInt(row.shares) > 0n ||
+        BigInt(row.pending_deposit) > 0n ||
+        BigInt(row.claimable_deposit) > 0n ||
+        BigInt(row.pending_redeem) > 0n ||
+        BigInt(row.claimable_redeem) > 0n,
+    )
     .map((row) => {
       const shares = BigInt(row.shares);
-      const value = (shares * (BigInt(row.total_assets) + 1n)) / (BigInt(row.total_supply) + 1n);
+      const state = vaultStateAt(index.db, row.vault, now);
+      const value = state
+        ? convertToAssets(shares, totalAssetsAt(state, now), state.totalSupply)
+        : 0n;
       const deposited = BigInt(row.net_deposited);
       const pnl = value - deposited;
       const id = index.vaults.get(row.vault);
@@ -109,11 +123,46 @@ export function userPositions(
         pnl: pnl.toString(),
         pnlPercent: deposited > 0n ? Number((pnl * 1_000_000n) / deposited) / 10_000 : 0,
         depositedAt: row.deposited_at === null ? null : isoTime(Number(row.deposited_at)),
-        // The synchronous ERC-4626 vaults have no requests waiting.
-        pendingDeposit: '0',
-        claimableDeposit: '0',
-        pendingRedeem: '0',
-        claimableRedeem: '0',
+        pendingDeposit: row.pending_deposit,
+        claimableDeposit: row.claimable_deposit,
+        pendingRedeem: row.pending_redeem,
+        claimableRedeem: row.claimable_redeem,
       };
     });
+}
+
+/** The data API's "now": the last indexed block's timestamp (sandbox time). */
+export function indexTime(index: Indexer): number {
+  return index.checkpoint()?.timestamp ?? 0;
+}
+
+/** A vault's state as of the last block at or before `at`; undefined before its creation. */
+export function vaultStateAt(db: DatabaseSync, vault: string, at: number): VaultState | undefined {
+  const row = db
+    .prepare(
+      `SELECT balance, reserved, total_supply, apy_bps, last_accrual FROM vault_states
+       WHERE vault = ? AND timestamp <= ? ORDER BY block_number DESC LIMIT 1`,
+    )
+    .get(vault, at) as StateRow | undefined;
+  return row && toState(row);
+}
+
+export interface StateRow {
+  block_number?: number;
+  timestamp?: number;
+  balance: string;
+  reserved: string;
+  total_supply: string;
+  apy_bps: number;
+  last_accrual: number;
+}
+
+export function toState(row: StateRow): VaultState {
+  return {
+    balance: BigInt(row.balance),
+    reserved: BigInt(row.reserved),
+    totalSupply: BigInt(row.total_supply),
+    apyBps: BigInt(row.apy_bps),
+    lastAccrual: BigInt(row.last_accrual),
+  };
 }

@@ -15,7 +15,7 @@ import { DatabaseSync } from 'node:sqlite';
  * from the user's tables; `blocks` holds each indexed block's hash, and its last row is the
  * checkpoint a new block's parentHash is compared with.
  */
-export const INDEX_FORMAT = '1';
+export const INDEX_FORMAT = '2';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS index_meta (
@@ -42,6 +42,33 @@ CREATE TABLE IF NOT EXISTS logs (
   data TEXT NOT NULL,
   PRIMARY KEY (block_number, log_index)
 );
+CREATE TABLE IF NOT EXISTS failed_calls (
+  block_number BIGINT NOT NULL,
+  tx_index INTEGER NOT NULL,
+  tx_hash TEXT NOT NULL,
+  from_address TEXT NOT NULL,
+  to_address TEXT NOT NULL,
+  input TEXT NOT NULL,
+  PRIMARY KEY (block_number, tx_index)
+);
+CREATE TABLE IF NOT EXISTS vaults (
+  address TEXT PRIMARY KEY,
+  created_block BIGINT NOT NULL,
+  created_at BIGINT NOT NULL,
+  fulfillment_delay BIGINT
+);
+CREATE TABLE IF NOT EXISTS vault_states (
+  vault TEXT NOT NULL,
+  block_number BIGINT NOT NULL,
+  timestamp BIGINT NOT NULL,
+  balance TEXT NOT NULL,
+  reserved TEXT NOT NULL,
+  total_supply TEXT NOT NULL,
+  apy_bps BIGINT NOT NULL,
+  last_accrual BIGINT NOT NULL,
+  PRIMARY KEY (vault, block_number)
+);
+CREATE INDEX IF NOT EXISTS vault_states_by_time ON vault_states (vault, timestamp);
 CREATE TABLE IF NOT EXISTS transactions (
   block_number BIGINT NOT NULL,
   log_index INTEGER NOT NULL,
@@ -53,30 +80,49 @@ CREATE TABLE IF NOT EXISTS transactions (
   shares TEXT,
   status TEXT NOT NULL,
   timestamp BIGINT NOT NULL,
+  request_id TEXT,
   PRIMARY KEY (block_number, log_index)
 );
 CREATE INDEX IF NOT EXISTS transactions_by_user
   ON transactions (user_address, block_number DESC, log_index DESC);
+CREATE INDEX IF NOT EXISTS transactions_by_request ON transactions (vault, request_id);
+CREATE INDEX IF NOT EXISTS transactions_by_status ON transactions (status, type);
+CREATE INDEX IF NOT EXISTS transactions_by_time ON transactions (timestamp);
 CREATE TABLE IF NOT EXISTS positions (
   user_address TEXT NOT NULL,
   vault TEXT NOT NULL,
   shares TEXT NOT NULL,
   net_deposited TEXT NOT NULL,
   deposited_at BIGINT,
+  pending_deposit TEXT NOT NULL,
+  claimable_deposit TEXT NOT NULL,
+  pending_redeem TEXT NOT NULL,
+  claimable_redeem TEXT NOT NULL,
   PRIMARY KEY (user_address, vault)
 );
-CREATE TABLE IF NOT EXISTS vault_snapshots (
-  vault TEXT NOT NULL,
-  block_number BIGINT NOT NULL,
-  timestamp BIGINT NOT NULL,
-  total_assets TEXT NOT NULL,
-  total_supply TEXT NOT NULL,
-  PRIMARY KEY (vault, block_number)
+CREATE TABLE IF NOT EXISTS strategies (
+  id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  name TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  status_changed_at BIGINT NOT NULL,
+  paper_trading_at BIGINT
 );
 `;
 
-/** The tables derived from `logs` (and from calls at a block), cut back on a reorg. */
-export const DERIVED_BY_BLOCK = ['transactions', 'vault_snapshots'] as const;
+/**
+ * The tables derived from `logs` and `failed_calls` (the raw data). A reorg cuts the raw
+ * data back and derives these again from what remains: a request's status and a strategy's
+ * change in place, so they cannot be cut back by block.
+ */
+export const DERIVED_TABLES = [
+  'vaults',
+  'vault_states',
+  'transactions',
+  'positions',
+  'strategies',
+] as const;
 
 /**
  * Opens index.db for the chain `identity` names (its id and the deployment's addresses),

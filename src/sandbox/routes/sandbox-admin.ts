@@ -1,13 +1,18 @@
-import { type Address, type Hex, parseEther } from 'viem';
+import { randomUUID } from 'node:crypto';
+import { type Address, getAddress, type Hex, parseEther } from 'viem';
 import {
   AdvanceClockRequest,
   CheckpointResult,
   ClockState,
   CreateProposalRequest,
   CreateProposalResult,
+  FulfillmentDelayRequest,
+  FulfillmentDelayResult,
   FundRequest,
   FundResult,
   MAX_CLOCK_OFFSET_SECONDS,
+  NodeRequest,
+  NodeResult,
   SandboxInfo,
   SetTierRequest,
   SetTierResponse,
@@ -18,9 +23,10 @@ import { VERSION } from '../../version.ts';
 import { balancesOf, fundAddress } from '../chain/agent-wallets.ts';
 import { createProposal } from '../chain/governance.ts';
 import { setStrategyStatus } from '../chain/strategies.ts';
-import { toUsdcRaw } from '../chain/vaults.ts';
+import { setFulfillmentDelay, toUsdcRaw } from '../chain/vaults.ts';
 import { HttpError } from '../errors.ts';
 import { createAdminGuard } from '../plugins/auth.ts';
+import { newNodeKey } from '../registration.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export interface AdminDeps {
@@ -149,6 +155,44 @@ export function registerSandboxAdminRoutes(
         status,
         tx_hash: moved.txHash,
       };
+    },
+  );
+
+  app.post(
+    '/sandbox/vaults/fulfillment-delay',
+    {
+      onRequest,
+      schema: { body: FulfillmentDelayRequest, response: { 200: FulfillmentDelayResult } },
+    },
+    async (request) => {
+      const { vault_id, seconds } = request.body;
+      const set = await setFulfillmentDelay(chain, vault_id, seconds);
+      return {
+        vault_id,
+        vault_address: set.vault,
+        fulfillment_delay: seconds,
+        tx_hash: set.txHash,
+      };
+    },
+  );
+
+  app.post(
+    '/sandbox/nodes',
+    { onRequest, schema: { body: NodeRequest, response: { 200: NodeResult } } },
+    async (request) => {
+      const key = newNodeKey();
+      const nodeId = randomUUID();
+      store.nodes.insert(
+        {
+          node_id: nodeId,
+          name: request.body.name,
+          operator_address: getAddress(request.body.operator_address),
+          created_at: clock.nowSeconds(),
+        },
+        key.hash,
+      );
+      await store.sync();
+      return { node_id: nodeId, node_key: key.key };
     },
   );
 }

@@ -66,8 +66,13 @@ export function registerVaultRoutes(app: App, { store, limits, auth, chain }: Ro
         amount_usdc: Number(amount_usdc),
         approve_tx: deposit.approveTx,
         deposit_tx: deposit.depositTx,
-        status: 'confirmed',
+        // A request into the ERC-7540 vault waits for its fulfilment; see fulfilment.ts.
+        status: deposit.request ? 'pending' : 'confirmed',
         shares_balance: deposit.shares.toString(),
+        ...(deposit.request && {
+          request_id: deposit.request.id.toString(),
+          fulfillable_at: deposit.request.fulfillableAt,
+        }),
       };
     },
   );

@@ -57,6 +57,9 @@ export function createAgentStore(db: Database) {
     SELECT agents.*, (SELECT key_prefix FROM api_keys WHERE api_keys.agent_id = agents.agent_id
                       ORDER BY created_at DESC LIMIT 1) AS api_key_prefix
     FROM agents WHERE wallet_key = ?`);
+  const byAgentAddress = db.prepare(
+    'SELECT agent_id, agent_name, wallet_index FROM agents WHERE agent_address = ?',
+  );
   const byKeyHash = db.prepare(
     'SELECT agents.* FROM api_keys JOIN agents USING (agent_id) WHERE api_keys.key_hash = ?',
   );
@@ -94,6 +97,14 @@ export function createAgentStore(db: Database) {
     },
     findByWallet(wallet: string): AgentWithKeyPrefix | undefined {
       return byWallet.get(wallet.toLowerCase()) as AgentWithKeyPrefix | undefined;
+    },
+    /** The agent whose server-side wallet is `address` (EIP-55, as stored). */
+    findByAgentAddress(
+      address: string,
+    ): Pick<AgentRow, 'agent_id' | 'agent_name' | 'wallet_index'> | undefined {
+      return byAgentAddress.get(address) as
+        | Pick<AgentRow, 'agent_id' | 'agent_name' | 'wallet_index'>
+        | undefined;
     },
     findByKeyHash(hash: string): AgentRow | undefined {
       return byKeyHash.get(hash) as AgentRow | undefined;

@@ -4,6 +4,7 @@ import { createChainLogStore } from './chain-log.ts';
 import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
 import { createMetaStore } from './meta.ts';
+import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
 import { createOnboardingStore } from './onboarding.ts';
 
@@ -79,6 +80,7 @@ export function openStore(
     nonces: createNonceStore(db),
     agents: createAgentStore(db),
     onboarding: createOnboardingStore(db),
+    nodes: createNodeStore(db),
     transaction: <T>(work: () => T): T => transaction(db, work),
     /**
      * Runs `work` in one transaction with every other `commitSoon` of this turn of the event

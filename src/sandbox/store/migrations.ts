@@ -93,4 +93,16 @@ export const MIGRATIONS: readonly string[] = [
     queued_at         INTEGER NOT NULL   -- sandbox Unix milliseconds
   ) STRICT;
   `,
+  // 5: the fulfiller finds a request's controller among the agents by its wallet address;
+  // nodes registered for the data API's Node Operator tier, with their keys' hashes.
+  `
+  CREATE INDEX agents_agent_address ON agents (agent_address);
+  CREATE TABLE nodes (
+    node_id          TEXT PRIMARY KEY,
+    name             TEXT NOT NULL,
+    operator_address TEXT NOT NULL,
+    key_hash         TEXT NOT NULL UNIQUE,
+    created_at       INTEGER NOT NULL   -- sandbox Unix seconds
+  ) STRICT;
+  `,
 ];

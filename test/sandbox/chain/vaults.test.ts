@@ -268,7 +268,7 @@ describe('POST /api/v1/positions', () => {
   it("reads any wallet's positions onchain, and refuses a bad address", async () => {
     const agent = await chainAgent(sandbox);
     await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
-      vault_id: 'configurable',
+      vault_id: 'inverse',
       amount_usdc: 42,
     });
     const response = await sandbox.app.inject({
@@ -279,7 +279,7 @@ describe('POST /api/v1/positions', () => {
     expect(response.statusCode).toBe(200);
     expect(response.json()).toMatchObject({
       wallet_address: agent.agentAddress,
-      positions: [{ vault_id: 'configurable', shares: '42' }],
+      positions: [{ vault_id: 'inverse', shares: '42' }],
       total_value_usdc: expect.stringMatching(/^42(\.\d+)?$/),
     });
     for (const payload of [{}, { wallet_address: '0x1234' }, { wallet_address: 42 }]) {

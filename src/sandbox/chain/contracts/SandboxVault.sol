@@ -16,6 +16,12 @@ interface IMintable {
 /// accrual: held * apyBps * elapsed / (10_000 * 365 days). `totalAssets()` includes it as a
 /// view, so the share price rises with every block. Each deposit or withdrawal first mints
 /// the pending yield into the vault, which compounds it from then on.
+///
+/// Every accrual emits YieldAccrued, even of nothing, and the constructor emits ApyChanged and
+/// YieldAccrued: with the asset's Transfer events and the share's, a reader of the logs alone
+/// knows the vault's state at every moment (its assets, yield rate, last accrual and supply),
+/// and so its totalAssets() and share price at any past time, which the data API's history
+/// and APYs are computed from.
 contract SandboxVault is ERC4626, AccessControl {
     uint256 public constant MAX_APY_BPS = 100_000;
 
@@ -40,16 +46,24 @@ contract SandboxVault is ERC4626, AccessControl {
         apyBps = apyBps_;
         lastAccrual = block.timestamp;
         _grantRole(DEFAULT_ADMIN_ROLE, admin);
+        emit ApyChanged(apyBps_);
+        emit YieldAccrued(0, block.timestamp);
+    }
+
+    /// @notice The assets that earn yield and back the shares: what the vault holds, less any
+    /// it holds for others (an asynchronous vault's requests).
+    function _heldAssets() internal view virtual returns (uint256) {
+        return IERC20(asset()).balanceOf(address(this));
     }
 
     /// @notice Yield earned since the last accrual and not yet minted into the vault.
     function pendingYield() public view returns (uint256) {
-        uint256 held = IERC20(asset()).balanceOf(address(this));
+        uint256 held = _heldAssets();
         return (held * apyBps * (block.timestamp - lastAccrual)) / (10_000 * 365 days);
     }
 
     function totalAssets() public view override returns (uint256) {
-        return super.totalAssets() + pendingYield();
+        return _heldAssets() + pendingYield();
     }
 
     /// @notice Mints the pending yield into the vault. Anyone may call it; nothing changes
@@ -57,10 +71,8 @@ contract SandboxVault is ERC4626, AccessControl {
     function accrue() public {
         uint256 earned = pendingYield();
         lastAccrual = block.timestamp;
-        if (earned > 0) {
-            IMintable(asset()).mint(address(this), earned);
-            emit YieldAccrued(earned, block.timestamp);
-        }
+        if (earned > 0) IMintable(asset()).mint(address(this), earned);
+        emit YieldAccrued(earned, block.timestamp);
     }
 
     function setApy(uint256 apyBps_) external onlyRole(DEFAULT_ADMIN_ROLE) {

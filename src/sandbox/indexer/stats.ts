@@ -1,0 +1,44 @@
+import type { z } from 'zod';
+import type { ProtocolStats } from '../../api/schemas/index.ts';
+import type { SandboxChain } from '../chain/index.ts';
+import type { Store } from '../store/index.ts';
+import { indexTime, isoTime } from './reads.ts';
+import type { IndexedStrategy } from './strategies.ts';
+import { usdOf, type VaultSummary } from './vaults.ts';
+
+/**
+ * GET /v1/protocol/stats, at the last indexed block. `users` are the addresses with any
+ * indexed vault transaction; `volume24h` sums the assets of deposits, withdrawals and claims
+ * in the 24 hours of sandbox time before that block (requests move nothing until claimed).
+ */
+export function protocolStats(
+  chain: SandboxChain,
+  store: Store,
+  vaults: VaultSummary[],
+  strategies: IndexedStrategy[],
+): z.input<typeof ProtocolStats> {
+  const db = chain.index.db;
+  const now = indexTime(chain.index);
+  const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
+  const count = (sql: string, ...params: Array<number | string>) =>
+    Number((db.prepare(sql).get(...params) as { n: number }).n);
+  const recent = db
+    .prepare(
+      `SELECT amount FROM transactions
+       WHERE timestamp > ? AND type IN ('deposit', 'withdraw', 'claim') AND status <> 'failed'`,
+    )
+    .all(now - 24 * 3600) as Array<{ amount: string }>;
+  return {
+    totalTvl: totalTvl.toString(),
+    totalTvlUsd: usdOf(totalTvl),
+    vaults: vaults.length,
+    strategies: strategies.length,
+    liveStrategies: strategies.filter((s) => s.status === 'live').length,
+    agents: store.agents.count(),
+    users: count('SELECT COUNT(DISTINCT user_address) AS n FROM transactions'),
+    transactions: count('SELECT COUNT(*) AS n FROM transactions'),
+    volume24h: recent.reduce((sum, row) => sum + BigInt(row.amount), 0n).toString(),
+    blockNumber: chain.index.checkpoint()?.number ?? 0,
+    updatedAt: isoTime(now),
+  };
+}

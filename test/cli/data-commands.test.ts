@@ -1,0 +1,176 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.ts';
+import { registerOver, requestOver, type ServeProcess, startServe } from '../helpers/serve.ts';
+
+const ADMIN = 'data-commands-admin';
+let sandbox: ServeProcess;
+let dir: string;
+let apiKey: string;
+let agentAddress: string;
+
+beforeAll(async () => {
+  sandbox = await startServe([
+    '--admin-token',
+    ADMIN,
+    '--log-level',
+    'warn',
+    '--rate-limit',
+    'off',
+  ]);
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-data-cli-'));
+  ({ apiKey } = await registerOver(sandbox.url, 'Data Agent'));
+  const wallet = await requestOver(
+    sandbox.url,
+    ADMIN,
+    'GET',
+    '/api/v1/agent/wallet',
+    undefined,
+    apiKey,
+  );
+  agentAddress = wallet.body.agent_address;
+  for (const [vault_id, amount_usdc] of [
+    ['moderate', 20],
+    ['configurable', 7],
+  ] as const) {
+    const deposit = await requestOver(
+      sandbox.url,
+      ADMIN,
+      'POST',
+      '/api/v1/agent/vault/deposit',
+      { vault_id, amount_usdc },
+      apiKey,
+    );
+    expect(deposit.status).toBe(200);
+  }
+  const advanced = await requestOver(sandbox.url, ADMIN, 'POST', '/sandbox/clock/advance', {
+    seconds: 2 * 86_400,
+  });
+  expect(advanced.status).toBe(200);
+  // The sandbox fulfils the request, then claims it for the agent, in the background.
+  for (let i = 0; i < 100; i++) {
+    const response = await fetch(`${sandbox.url}/v1/users/${agentAddress}/transactions`);
+    const body = (await response.json()) as { total: number };
+    if (body.total === 3) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+});
+afterAll(async () => {
+  sandbox.child.kill('SIGTERM');
+  await sandbox.exited;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  runCli(args, {
+    AGENTCTL_CONFIG_DIR: dir,
+    AGENTCTL_BASE_URL: sandbox.url,
+    AGENTCTL_DATA_URL: sandbox.url,
+    AGENTCTL_API_KEY: apiKey,
+    ...env,
+  });
+
+describe('agentctl data against serve', () => {
+  it('vaults: a table, and --json as the service sent it', async () => {
+    const human = await cli(['data', 'vaults', '--sort', 'tvl']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/Moderate USDC Vault/);
+    expect(human.stdout).toMatch(/ERC-7540, 3600 s/);
+    expect(human.stdout).toMatch(/^total tvl [\d.]+ USDC \(\d+ raw\)$/m);
+    const json = await cli(['--json', 'data', 'vaults', '--risk', 'moderate']);
+    expect(json.code).toBe(0);
+    const body = JSON.parse(json.stdout);
+    const direct = await (await fetch(`${sandbox.url}/v1/vaults?riskLevel=moderate`)).json();
+    expect(body).toEqual(direct);
+    expect(
+      body.vaults.every((vault: { riskLevel: string }) => vault.riskLevel === 'moderate'),
+    ).toBe(true);
+  });
+
+  it('vault and history take a vault id; history draws charts', async () => {
+    const vault = await cli(['data', 'vault', 'moderate']);
+    expect(vault.code).toBe(0);
+    expect(vault.stdout).toMatch(/^price per share\s+[\d.]+ USDC \(\d+ raw\)$/m);
+    const history = await cli(['data', 'history', 'moderate', '--period', '7d']);
+    expect(history.code).toBe(0);
+    expect(history.stdout).toContain('TVL (USDC)');
+    expect(history.stdout).toContain('APY (%)');
+    expect(history.stdout).toMatch(/│[ ▁▂▃▄▅▆▇█]+$/m);
+    const json = await cli(['--json', 'data', 'history', 'moderate', '--interval', '1w']);
+    expect(JSON.parse(json.stdout)).toMatchObject({ period: '30d', interval: '1w' });
+    const unknown = await cli(['data', 'vault', 'nonesuch']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/not a vault address or id/);
+    const missing = await cli(['data', 'vault', `0x${'12'.repeat(20)}`]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('VAULT_NOT_FOUND');
+  });
+
+  it('positions and transactions default to the agent’s wallet, and follow the ERC-7540 request', async () => {
+    const positions = await cli(['--json', 'data', 'positions']);
+    expect(positions.code).toBe(0);
+    const body = JSON.parse(positions.stdout);
+    expect(body.address).toBe(agentAddress);
+    expect(body.positions).toHaveLength(2);
+    const transactions = await cli(['data', 'transactions', '--type', 'deposit_request']);
+    expect(transactions.code).toBe(0);
+    expect(transactions.stdout).toMatch(/deposit_request\s*│\s*claimed/);
+    const all = await cli(['--json', 'data', 'transactions', agentAddress, '--all']);
+    const every = JSON.parse(all.stdout);
+    expect(every.transactions.length).toBe(every.total);
+    expect(every.total).toBe(3);
+    const page = await cli(['--json', 'data', 'transactions', '--limit', '1', '--offset', '1']);
+    expect(JSON.parse(page.stdout)).toMatchObject({ limit: 1, offset: 1, total: 3 });
+    const bad = await cli(['data', 'transactions', '--limit', '500']);
+    expect(bad.code).toBe(2);
+    const noKey = await cli(['data', 'positions'], { AGENTCTL_API_KEY: '' });
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toMatch(/no address given/);
+  });
+
+  it('stats, nodes and strategies', async () => {
+    const stats = await cli(['data', 'stats']);
+    expect(stats.code).toBe(0);
+    expect(stats.stdout).toMatch(/^agents\s+1$/m);
+    const nodes = await cli(['--json', 'data', 'nodes']);
+    expect(JSON.parse(nodes.stdout).nodes[0]).toMatchObject({ id: 'sandbox', status: 'online' });
+    const strategies = await cli(['data', 'strategies', '--status', 'live']);
+    expect(strategies.code).toBe(0);
+    expect(strategies.stdout).toContain('no strategies');
+    const wrong = await cli(['data', 'strategy', '0x12']);
+    expect(wrong.code).toBe(2);
+  });
+
+  it('sandbox fulfillment-delay and sandbox node drive the admin API', async () => {
+    const admin = { AGENTCTL_ADMIN_TOKEN: ADMIN };
+    const delay = await cli(['--json', 'sandbox', 'fulfillment-delay', '120'], admin);
+    expect(delay.code).toBe(0);
+    expect(JSON.parse(delay.stdout)).toMatchObject({ vault_id: 'configurable', fulfillment_delay: 120 });
+    const vaults = await cli(['--json', 'data', 'vaults']);
+    const configurable = JSON.parse(vaults.stdout).vaults.find(
+      (vault: { isERC7540: boolean }) => vault.isERC7540,
+    );
+    expect(configurable.fulfillmentDelay).toBe(120);
+    expect((await cli(['sandbox', 'fulfillment-delay', '-5'], admin)).code).toBe(2);
+    const node = await cli(['--json', 'sandbox', 'node', 'CLI node', `0x${'ef'.repeat(20)}`], admin);
+    expect(node.code).toBe(0);
+    const { node_key } = JSON.parse(node.stdout);
+    const nodes = await cli(['--json', 'data', 'nodes'], { AGENTCTL_API_KEY: node_key });
+    expect(JSON.parse(nodes.stdout).nodes.map((n: { name: string }) => n.name)).toContain('CLI node');
+  });
+
+  it('--data-url wins over AGENTCTL_DATA_URL, and a bad one is a usage error', async () => {
+    const flag = await cli(['data', '--data-url', sandbox.url, 'stats'], {
+      AGENTCTL_DATA_URL: 'http://127.0.0.1:9',
+    });
+    expect(flag.code).toBe(0);
+    const bad = await cli(['data', 'stats'], { AGENTCTL_DATA_URL: 'ftp://x' });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/data URL/);
+    // The data URL, not the base URL, is asked.
+    const elsewhere = await cli(['data', 'stats'], { AGENTCTL_DATA_URL: 'http://127.0.0.1:9' });
+    expect(elsewhere.code).toBe(6);
+  });
+});

@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DATA_TIERS } from '../../src/sandbox/plugins/rate-limit.ts';
+import { admin, createTestSandbox, registeredAgent, type TestSandbox } from '../helpers/sandbox.ts';
+
+/**
+ * The data API's tiers, each with a minute window and a day window. The real numbers are
+ * checked at the real public limit; lowered ones (a day cap under the minute's) reach the day
+ * window without waiting a day.
+ */
+let sandbox: TestSandbox;
+beforeAll(async () => {
+  sandbox = await createTestSandbox({
+    rateLimit: true,
+    dataTiers: {
+      public: { perMinute: DATA_TIERS.public.perMinute, perDay: DATA_TIERS.public.perDay },
+      authenticated: { perMinute: 10, perDay: 4 },
+      node: { perMinute: 6, perDay: null },
+    },
+  });
+});
+afterAll(async () => {
+  await sandbox.close();
+});
+
+const request = (remoteAddress: string, key?: string) =>
+  sandbox.app.inject({
+    url: '/v1/protocol/stats',
+    remoteAddress,
+    ...(key && { headers: { 'x-api-key': key } }),
+  });
+
+function expectLimited(
+  response: { statusCode: number; headers: Record<string, unknown>; json(): unknown },
+  window: 'minute' | 'day',
+) {
+  expect(response.statusCode).toBe(429);
+  const body = response.json() as { error: { code: string; details: { window: string } } };
+  expect(body.error.code).toBe('RATE_LIMITED');
+  expect(body.error.details.window).toBe(window);
+  const retryAfter = Number(response.headers['retry-after']);
+  expect(retryAfter).toBeGreaterThan(0);
+  expect(retryAfter).toBeLessThanOrEqual(window === 'minute' ? 60 : 86_400);
+  if (window === 'day') expect(retryAfter).toBeGreaterThan(60);
+}
+
+describe('the data API’s rate tiers', () => {
+  it('allows the public tier 60 requests a minute per IP, apart from Part A’s bucket', async () => {
+    for (let i = 0; i < 60; i++) {
+      const response = await request('10.1.0.1');
+      expect(response.statusCode).toBe(200);
+    }
+    expectLimited(await request('10.1.0.1'), 'minute');
+    // Unknown paths and bad input count too: one request, one count.
+    expectLimited(
+      await sandbox.app.inject({ url: '/v1/nope', remoteAddress: '10.1.0.1' }),
+      'minute',
+    );
+    // Part A's public bucket is another one.
+    const partA = await sandbox.app.inject({ url: '/api/v1/vaults', remoteAddress: '10.1.0.1' });
+    expect(partA.statusCode).toBe(200);
+    expect((await request('10.1.0.2')).statusCode).toBe(200);
+  });
+
+  it('caps an agent key by the day as well as by the minute', async () => {
+    const agent = await registeredAgent(sandbox.app);
+    for (let i = 0; i < 4; i++) {
+      expect((await request('10.2.0.1', agent.apiKey)).statusCode).toBe(200);
+    }
+    // The day window (4) runs out before the minute's (10).
+    expectLimited(await request('10.2.0.1', agent.apiKey), 'day');
+    // Counted per agent, not per IP: another address with the same key is limited too.
+    expectLimited(await request('10.2.0.9', agent.apiKey), 'day');
+    expect((await request('10.2.0.1')).statusCode).toBe(200);
+  });
+
+  it('gives a node key its own tier, with no daily cap', async () => {
+    const node = (
+      await admin(sandbox.app, 'POST', '/sandbox/nodes', {
+        name: 'Indexer node',
+        operator_address: `0x${'cd'.repeat(20)}`,
+      })
+    ).json() as { node_key: string };
+    for (let i = 0; i < 6; i++) {
+      expect((await request('10.3.0.1', node.node_key)).statusCode).toBe(200);
+    }
+    expectLimited(await request('10.3.0.1', node.node_key), 'minute');
+  });
+
+  it('refuses a key that is neither an agent’s nor a node’s', async () => {
+    const response = await request('10.4.0.1', 'agk_not-a-key');
+    expect(response.statusCode).toBe(401);
+    expect((response.json() as { error: { code: string } }).error.code).toBe('INVALID_API_KEY');
+  });
+});
