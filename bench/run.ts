@@ -26,6 +26,9 @@ const CONCURRENT_AGENTS = 16;
 const WRITES_PER_AGENT = QUICK ? 5 : 10;
 const STARTS = QUICK ? 3 : 5;
 const CLI_RUNS = QUICK ? 5 : 15;
+/** Vault transactions in the sandbox whose index is rebuilt. */
+const REBUILD_TRANSACTIONS = QUICK ? 2000 : 10_000;
+const ADMIN_TOKEN = 'bench-admin-token';
 
 const BARE_SERVER = `
 const body = JSON.stringify({status:'ok',version:'0.0.0',chain_id:84532,chain_name:'Base Sepolia',rpc_connected:false});
@@ -38,7 +41,10 @@ server.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:'
 
 /** Starts a child that prints "listening on URL" and resolves with that URL. */
 function startChild(args: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, args, {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, AGENTCTL_ADMIN_TOKEN: ADMIN_TOKEN },
+  });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout?.on('data', (chunk) => {
@@ -122,6 +128,40 @@ async function post(base: string, apiKey: string, path: string, body: object) {
 
 const deposit = (base: string, apiKey: string) =>
   post(base, apiKey, '/api/v1/agent/vault/deposit', { vault_id: 'moderate', amount_usdc: 1 });
+
+async function getJson(url: string, headers: Record<string, string> = {}) {
+  const response = await fetch(url, { headers });
+  if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
+  // biome-ignore lint/suspicious/noExplicitAny: bench reads a few known fields
+  return (await response.json()) as any;
+}
+
+/** The data API index's own figures: how long writes waited to be indexed before answering. */
+async function indexWait(sandbox: Sandbox) {
+  const info = await getJson(`${sandbox.url}/sandbox/info`, { 'x-admin-token': ADMIN_TOKEN });
+  return info.index as { write_wait_ms_p50: number; write_wait_ms_p99: number };
+}
+
+/**
+ * Deposits until the index holds `total` vault transactions, from CONCURRENT_AGENTS agents at
+ * once; returns how many there are.
+ */
+async function depositUntil(sandbox: Sandbox, total: number): Promise<number> {
+  const count = async () =>
+    Number((await getJson(`${sandbox.url}/v1/protocol/stats`)).transactions);
+  let have = await count();
+  const keys = sandbox.keys.slice(0, CONCURRENT_AGENTS);
+  while (have < total) {
+    const each = Math.ceil((total - have) / keys.length);
+    await Promise.all(
+      keys.map(async (apiKey) => {
+        for (let i = 0; i < each; i++) await deposit(sandbox.url, apiKey);
+      }),
+    );
+    have = await count();
+  }
+  return have;
+}
 
 /** Latency of one agent's deposits (approve + deposit, durable when answered), one after another. */
 async function depositLatency(sandbox: Sandbox, agentIndex: number) {
@@ -273,8 +313,15 @@ try {
     durable: await depositLatency(durable, small - 1),
     disk: stateBytes(durable.dir),
   });
+  const indexWaitSmall = await indexWait(durable);
   const temporaryDeposits = await concurrentDeposits(temporary);
   const durableDeposits = await concurrentDeposits(durable);
+  const busyAgentKey = durable.keys[small - 1] as string;
+  const busyAgent = (
+    await getJson(`${durable.url}/api/v1/agent/wallet`, { 'x-api-key': busyAgentKey })
+  ).agent_address as string;
+  const busyAgentTxs = (await getJson(`${durable.url}/v1/users/${busyAgent}/transactions?limit=1`))
+    .total as number;
   const leaderboardAgents = durable.agents;
   // Reads are measured on a settled sandbox: the write bursts above leave work (garbage
   // collection, anvil's own housekeeping) that would otherwise be counted against them.
@@ -286,6 +333,11 @@ try {
       `serve GET /api/v1/agents (${leaderboardAgents} agents, limit 50)`,
       await load(`${durable.url}/api/v1/agents`),
     ],
+    ['serve GET /v1/vaults', await load(`${durable.url}/v1/vaults`)],
+    [
+      `serve GET /v1/users/:address/transactions (${busyAgentTxs} txs, limit 50)`,
+      await load(`${durable.url}/v1/users/${busyAgent}/transactions`),
+    ],
   ] as const;
 
   const grown = await registerUpTo(durable, large);
@@ -296,6 +348,27 @@ try {
     durable: await depositLatency(durable, large - 1),
     disk: stateBytes(durable.dir),
   });
+
+  const indexWaitLarge = await indexWait(durable);
+
+  // The index rebuilt from the chain: the same sandbox started with and without index.db.
+  const transactions = await depositUntil(durable, REBUILD_TRANSACTIONS);
+  await stop(durable.child);
+  const restart = async () => {
+    const started = performance.now();
+    const serve = await startChild([...SERVE_ARGS, ...durableArgs]);
+    const ms = performance.now() - started;
+    const indexed = Number((await getJson(`${serve.url}/v1/protocol/stats`)).transactions);
+    await stop(serve.child);
+    return { ms, indexed };
+  };
+  const withIndex = await restart();
+  for (const suffix of ['', '-wal', '-shm']) {
+    rmSync(join(durable.dir as string, `index.db${suffix}`), { force: true });
+  }
+  const rebuilt = await restart();
+  const afterRebuild = await restart();
+  Object.assign(durable, await startChild([...SERVE_ARGS, ...durableArgs]));
 
   row(
     `registrations end to end, --state (nonce, sign, register; ${REGISTRATION_CONCURRENCY} concurrent)`,
@@ -328,6 +401,17 @@ try {
     );
     row(`  --state on disk at ${size} agents: ${disk}`);
   }
+  for (const [size, wait] of [
+    [small, indexWaitSmall],
+    [large, indexWaitLarge],
+  ] as const) {
+    row(
+      `  writes waiting for the data API index, p50 / p99 ms, ${size} agents`,
+      ''.padStart(10),
+      fmt(wait.write_wait_ms_p50, 2),
+      fmt(wait.write_wait_ms_p99, 2),
+    );
+  }
   row(
     `deposits/s (${CONCURRENT_AGENTS} agents × ${WRITES_PER_AGENT}, concurrently)`,
     fmt(temporaryDeposits),
@@ -358,6 +442,16 @@ try {
       (name.includes('agents (') ? '≥ 60%' : '').padStart(8),
     );
   }
+  console.log();
+
+  row(`data API index rebuilt from the chain (${transactions} vault transactions, --state)`);
+  row('  serve start to ready, index.db kept, ms', fmt(withIndex.ms, 0));
+  row('  serve start to ready, index.db deleted (rebuilt before ready), ms', fmt(rebuilt.ms, 0));
+  row('  rebuild, ms (the difference)', fmt(rebuilt.ms - withIndex.ms, 0));
+  row(
+    '  transactions indexed: before / rebuilt / next start',
+    `${withIndex.indexed} / ${rebuilt.indexed} / ${afterRebuild.indexed}`.padStart(22),
+  );
 } finally {
   await Promise.all([stop(temporary.child), stop(durable.child), stop(bare.child)]);
   rmSync(stateRoot, { recursive: true, force: true });

@@ -15,6 +15,7 @@ import {
 } from './plugins/errors.ts';
 import { registerJsonBody } from './plugins/json-body.ts';
 import { registerRequestSummaries } from './plugins/logging.ts';
+import { registerOpenApi } from './plugins/openapi.ts';
 import { type DataTiers, registerRateLimits } from './plugins/rate-limit.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
@@ -79,6 +80,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   registerErrorHandling(app, options.stateDir);
   if (options.requestSummaries) registerRequestSummaries(app);
   registerConnectionHandling(app, options.connections);
+  await registerOpenApi(app);
 
   const deps = {
     serviceDomain: () => listeningDomain(app),

@@ -130,6 +130,22 @@ describe('agentctl data against serve', () => {
     expect(noKey.stderr).toMatch(/no address given/);
   });
 
+  it('deposit configurable says the request is pending, when it is fulfilled, and how to follow it', async () => {
+    const deposit = await cli(['deposit', 'configurable', '3', '--yes']);
+    expect(deposit.code).toBe(0);
+    expect(deposit.stdout).toMatch(
+      /^requested a deposit of 3 USDC \(3000000 raw\) into .*: pending$/m,
+    );
+    expect(deposit.stdout).toMatch(/^request id {2}\d+$/m);
+    expect(deposit.stdout).toMatch(/^fulfilled {3}at \d{4}-\d\d-\d\dT[\d:.]+Z sandbox time/m);
+    expect(deposit.stdout).toContain('agentctl data transactions');
+    const json = await cli(['--json', 'deposit', 'configurable', '1', '--yes']);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      status: 'pending',
+      request_id: expect.any(String),
+    });
+  });
+
   it('stats, nodes and strategies', async () => {
     const stats = await cli(['data', 'stats']);
     expect(stats.code).toBe(0);
@@ -147,18 +163,26 @@ describe('agentctl data against serve', () => {
     const admin = { AGENTCTL_ADMIN_TOKEN: ADMIN };
     const delay = await cli(['--json', 'sandbox', 'fulfillment-delay', '120'], admin);
     expect(delay.code).toBe(0);
-    expect(JSON.parse(delay.stdout)).toMatchObject({ vault_id: 'configurable', fulfillment_delay: 120 });
+    expect(JSON.parse(delay.stdout)).toMatchObject({
+      vault_id: 'configurable',
+      fulfillment_delay: 120,
+    });
     const vaults = await cli(['--json', 'data', 'vaults']);
     const configurable = JSON.parse(vaults.stdout).vaults.find(
       (vault: { isERC7540: boolean }) => vault.isERC7540,
     );
     expect(configurable.fulfillmentDelay).toBe(120);
     expect((await cli(['sandbox', 'fulfillment-delay', '-5'], admin)).code).toBe(2);
-    const node = await cli(['--json', 'sandbox', 'node', 'CLI node', `0x${'ef'.repeat(20)}`], admin);
+    const node = await cli(
+      ['--json', 'sandbox', 'node', 'CLI node', `0x${'ef'.repeat(20)}`],
+      admin,
+    );
     expect(node.code).toBe(0);
     const { node_key } = JSON.parse(node.stdout);
     const nodes = await cli(['--json', 'data', 'nodes'], { AGENTCTL_API_KEY: node_key });
-    expect(JSON.parse(nodes.stdout).nodes.map((n: { name: string }) => n.name)).toContain('CLI node');
+    expect(JSON.parse(nodes.stdout).nodes.map((n: { name: string }) => n.name)).toContain(
+      'CLI node',
+    );
   });
 
   it('--data-url wins over AGENTCTL_DATA_URL, and a bad one is a usage error', async () => {

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Address, createPublicClient, http } from 'viem';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +11,7 @@ import { runCli } from '../helpers/cli.ts';
 import { BIN, registerOver, serveFailure, useServes } from '../helpers/serve.ts';
 
 const serves = useServes('serve-chain', 'chain-test-admin');
-const { serve, request } = serves;
+const { serve, request, stop } = serves;
 
 /** Alive and not a zombie waiting to be reaped by whoever inherited it. */
 function isRunning(pid: number): boolean {
@@ -25,7 +26,45 @@ async function registerAgent(url: string) {
   return (await registerOver(url)).apiKey;
 }
 
+/** One JSON-RPC call to a node. */
+async function rpcCall(url: string, method: string, params: unknown[] = []) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const body = (await response.json()) as { result?: unknown; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result;
+}
+
 describe('serve with the chain', () => {
+  it('restarts from a checkpoint far larger than anvil takes in one JSON-RPC request', async () => {
+    const state = join(serves.dir(), 'state');
+    const first = await serve(['--state', state]);
+    await registerAgent(first.url);
+    const { rpc_url: rpcUrl } = (await request(first.url, 'GET', '/sandbox/info')).body;
+    // Incompressible code at 100 addresses: a chain state of megabytes, as months of use make.
+    const codes = Array.from({ length: 100 }, (_, i) => ({
+      address: `0x${(0xb0_0000 + i).toString(16).padStart(40, '0')}`,
+      code: `0x${randomBytes(24_000).toString('hex')}`,
+    }));
+    for (const { address, code } of codes) await rpcCall(rpcUrl, 'anvil_setCode', [address, code]);
+    const checkpoint = await request(first.url, 'POST', '/sandbox/checkpoint');
+    expect(checkpoint.status).toBe(200);
+    const file = join(state, 'chain', `checkpoint-${checkpoint.body.block_number}.json`);
+    expect(statSync(file).size).toBeGreaterThan(4 * 1024 * 1024);
+    await stop(first);
+
+    const second = await serve(['--state', state]);
+    const info = (await request(second.url, 'GET', '/sandbox/info')).body;
+    expect(info.index.block_number).toBe(checkpoint.body.block_number);
+    for (const { address, code } of [codes[0], codes[99]] as typeof codes) {
+      expect(await rpcCall(info.rpc_url, 'eth_getCode', [address, 'latest'])).toBe(code);
+    }
+    expect(existsSync(join(state, 'anvil-load-state.json'))).toBe(false);
+  });
+
   it('keeps every acknowledged transaction through kill -9, and leaves no anvil behind', async () => {
     const state = join(serves.dir(), 'state');
     const first = await serve(['--state', state]);

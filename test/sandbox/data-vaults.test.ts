@@ -522,5 +522,15 @@ describe('nodes and protocol stats', () => {
     expect(body.users).toBeGreaterThanOrEqual(1);
     expect(body.transactions).toBeGreaterThanOrEqual(1);
     expect(BigInt(body.volume24h)).toBeGreaterThanOrEqual(10_000_000n);
+
+    // The admin API says how long writes waited to be indexed before they were answered.
+    const info = (await admin(sandbox.app, 'GET', '/sandbox/info')).json();
+    expect(info.index).toMatchObject({
+      block_number: body.blockNumber,
+      writes_indexed: expect.any(Number),
+    });
+    expect(info.index.writes_indexed).toBeGreaterThan(0);
+    expect(info.index.write_wait_ms_p50).toBeGreaterThanOrEqual(0);
+    expect(info.index.write_wait_ms_p99).toBeGreaterThanOrEqual(info.index.write_wait_ms_p50);
   });
 });

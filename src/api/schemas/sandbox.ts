@@ -62,6 +62,16 @@ export const SandboxInfo = z.object({
   state_dir: z.string(),
   persistent: z.boolean(),
   rate_limit: z.boolean(),
+  /**
+   * The data API's index: its last block, and how long the service's writes waited to be
+   * indexed before they were answered (median and p99 of the last 1024, in ms).
+   */
+  index: z.object({
+    block_number: z.number().int(),
+    writes_indexed: z.number().int(),
+    write_wait_ms_p50: z.number().nullable(),
+    write_wait_ms_p99: z.number().nullable(),
+  }),
 });
 export type SandboxInfo = z.infer<typeof SandboxInfo>;
 

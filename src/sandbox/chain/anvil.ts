@@ -69,6 +69,11 @@ export async function startAnvil(options: {
   mining?: 'manual' | 'auto';
   /** The genesis block's timestamp (a repeatable build); now when absent. */
   genesisTimestamp?: number;
+  /**
+   * A state file (anvil's dump, as JSON) to start from. Loaded at start rather than with
+   * anvil_loadState, whose request body anvil caps at a size a sandbox's chain soon exceeds.
+   */
+  loadState?: string;
 }): Promise<AnvilProcess> {
   const pidFile = join(options.stateDir, PID_FILE);
   // This state dir is locked by us, so whatever serve started that anvil is gone.
@@ -93,6 +98,7 @@ export async function startAnvil(options: {
       String(BLOCK_GAS_LIMIT),
       ...(options.mining === 'manual' ? ['--no-mining', '--prune-history', '64'] : []),
       ...(options.genesisTimestamp ? ['--timestamp', String(options.genesisTimestamp)] : []),
+      ...(options.loadState ? ['--load-state', options.loadState] : []),
     ],
     // Its own process group: a Ctrl-C in the terminal reaches serve, which then stops
     // anvil after the work in flight, instead of killing the chain under it.

@@ -531,7 +531,7 @@ async function indexBeforeAnswering(
   log: ChainLogger,
 ): Promise<void> {
   try {
-    await index.syncTo(block);
+    await index.syncForWrite(block);
   } catch (error) {
     log.warn(
       `indexing after a write failed: ${(error as Error).message}; the index catches up shortly`,

@@ -1,3 +1,6 @@
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import type { Address, Hash, Hex } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
@@ -31,6 +34,8 @@ const CHECKPOINT_AFTER_MS = 60_000;
 /** How often blocks mined, and transactions sent, by others over the RPC URL are picked up. */
 const POLL_MS = 250;
 const META_CHECKPOINT = 'chain_checkpoint';
+/** The checkpoint's state, written for anvil --load-state while anvil starts. */
+const LOAD_STATE_FILE = 'anvil-load-state.json';
 
 export interface ChainLogger {
   info(message: string): void;
@@ -61,9 +66,17 @@ interface CheckpointPointer {
  */
 export async function startLocalChain(options: LocalChainOptions) {
   const { store, stateDir, log } = options;
-  let anvil: AnvilProcess = await startAnvil({ stateDir, mining: 'manual' });
-  const port = Number(new URL(anvil.rpcUrl).port);
-  const rpc = createRpcClient(anvil.rpcUrl);
+  let anvil: AnvilProcess | undefined;
+  let rpc: RpcClient | undefined;
+  // A free port at first; a restarted anvil keeps it, so the RPC URL never changes.
+  let port = 0;
+  /** Starts anvil from a state file; the RPC client is made once, for the first one. */
+  const launch = async (loadState: string): Promise<RpcClient> => {
+    anvil = await startAnvil({ stateDir, mining: 'manual', port, loadState });
+    port = Number(new URL(anvil.rpcUrl).port);
+    rpc ??= createRpcClient(anvil.rpcUrl);
+    return rpc;
+  };
   let closing = false;
   let recovering: Promise<void> | undefined;
   let checkpointing: Promise<number> | undefined;
@@ -71,14 +84,16 @@ export async function startLocalChain(options: LocalChainOptions) {
   let head: BlockHead;
 
   try {
-    ({ deployment, head } = await restore(rpc, options));
+    ({ deployment, head } = await restore(options, launch));
   } catch (error) {
-    await anvil.stop();
+    await anvil?.stop();
     throw error;
   }
+  const started = anvil as AnvilProcess;
+  const chainRpc = rpc as RpcClient;
 
   const producer: BlockProducer = createBlockProducer({
-    rpc,
+    rpc: chainRpc,
     head,
     nowSeconds: () => options.clock.nowSeconds(),
     commit: (blocks, records) => {
@@ -87,7 +102,7 @@ export async function startLocalChain(options: LocalChainOptions) {
       return outcomes;
     },
     sync: () => store.sync(),
-    revertReason: (hash) => options.revertReason(rpc, hash),
+    revertReason: (hash) => options.revertReason(chainRpc, hash),
     onDiverged: (error) => {
       void recover(`the chain no longer matches the log (${error.message})`);
     },
@@ -98,7 +113,7 @@ export async function startLocalChain(options: LocalChainOptions) {
       if (!closing && process === anvil) void recover('anvil exited');
     });
   };
-  watchAnvil(anvil);
+  watchAnvil(started);
 
   /**
    * Restarts anvil on the same port and rebuilds the chain from the checkpoint and the log.
@@ -112,13 +127,14 @@ export async function startLocalChain(options: LocalChainOptions) {
       for (let attempt = 1; !closing; attempt++) {
         try {
           const restored = await producer.exclusive(async () => {
-            await anvil.stop();
-            anvil = await startAnvil({ stateDir, mining: 'manual', port });
-            watchAnvil(anvil);
-            const rebuilt = await restore(rpc, options);
-            producer.setHead(rebuilt.head);
-            return rebuilt;
+            await anvil?.stop();
+            try {
+              return await restore(options, launch);
+            } finally {
+              if (anvil) watchAnvil(anvil);
+            }
           });
+          producer.setHead(restored.head);
           log.warn(`the chain is back at block ${restored.head.number}`);
           return;
         } catch (error) {
@@ -147,13 +163,13 @@ export async function startLocalChain(options: LocalChainOptions) {
         if (recovering) throw new Error('the chain is being rebuilt; try again shortly');
         const at = producer.head();
         if (at.number === pointer.block) return undefined;
-        const problem = await checkChain(rpc, at, deployment);
+        const problem = await checkChain(chainRpc, at, deployment);
         if (problem) {
           log.warn(`not checkpointing: ${problem}; keeping the last good state`);
           void recover(problem);
           throw new Error(`${problem}; the last good state is kept and the chain rebuilt`);
         }
-        return { at, state: await rpc.call<Hex>('anvil_dumpState') };
+        return { at, state: await chainRpc.call<Hex>('anvil_dumpState') };
       });
       if (!taken) return pointer.block;
       // The blocks the dump holds must be in the log on disk before the dump is: a start
@@ -215,8 +231,8 @@ export async function startLocalChain(options: LocalChainOptions) {
   timer.unref();
 
   return {
-    rpcUrl: anvil.rpcUrl,
-    rpc,
+    rpcUrl: started.rpcUrl,
+    rpc: chainRpc,
     deployment,
     producer,
     afterCommit: maybeCheckpoint,
@@ -232,8 +248,8 @@ export async function startLocalChain(options: LocalChainOptions) {
       // A write that comes later is refused, rather than sent to an anvil about to stop.
       producer.stop(new ChainUnavailableError());
       await checkpointing?.catch(() => undefined);
-      if (options.checkpoint && anvil.running()) await checkpoint().catch(() => undefined);
-      await anvil.stop();
+      if (options.checkpoint && anvil?.running()) await checkpoint().catch(() => undefined);
+      await anvil?.stop();
     },
   };
 }
@@ -252,12 +268,12 @@ function writePointer(store: Store, pointer: CheckpointPointer): void {
 }
 
 /**
- * Loads the last checkpoint into a fresh anvil and replays the log onto it, block by block
- * with the logged timestamps, checking that every block comes out with its logged hash.
+ * Starts anvil (with `launch`) from the last checkpoint and replays the log onto it, block by
+ * block with the logged timestamps, checking that every block comes out with its logged hash.
  */
 async function restore(
-  rpc: RpcClient,
   options: LocalChainOptions,
+  launch: (loadState: string) => Promise<RpcClient>,
 ): Promise<{ deployment: Deployment; head: BlockHead }> {
   const { store, stateDir } = options;
   let pointer = readPointer(store);
@@ -297,14 +313,24 @@ async function restore(
     }
     source = file;
   }
+  // anvil loads the state from a file at start: anvil_loadState refuses a request body over a
+  // few MB, which a chain of a few hundred busy blocks already is. The file is the dump's JSON
+  // (anvil_dumpState gzips it), removed again once anvil has read it.
+  const loadPath = join(stateDir, LOAD_STATE_FILE);
+  let rpc: RpcClient;
   try {
-    await rpc.call('anvil_loadState', [source.state]);
+    writeFileSync(loadPath, gunzipSync(Buffer.from(source.state.slice(2), 'hex')), {
+      mode: 0o600,
+    });
+    rpc = await launch(loadPath);
     // anvil refuses to mine below its own start time; the log's blocks are older than that.
     await rpc.call('anvil_setTime', [source.block_timestamp]);
   } catch (error) {
     throw new StartupError(
       `anvil could not load the chain checkpoint at block ${source.block_number}: ${(error as Error).message}`,
     );
+  } finally {
+    rmSync(loadPath, { force: true });
   }
   let head = await latestHead(rpc);
   if (head.number !== source.block_number || head.hash !== source.block_hash) {

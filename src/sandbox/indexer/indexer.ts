@@ -25,6 +25,8 @@ export interface IndexerOptions {
 
 /** At most this many blocks are read and committed at once. */
 const MAX_BLOCKS_PER_STEP = 500;
+/** Writes whose indexing wait is kept, for /sandbox/info and the benchmark. */
+const WAIT_SAMPLES = 1024;
 /** How often the chain's head is looked at, for activity that did not come through us. */
 export const INDEX_POLL_MS = 200;
 /** A range that reads inconsistently (the chain moved while it was read) is read again… */
@@ -108,6 +110,9 @@ export function createIndexer(options: IndexerOptions) {
   let timer: NodeJS.Timeout | undefined;
   let logsPerCall = Number.POSITIVE_INFINITY;
   const listeners = new Set<(block: number) => void>();
+  /** How long the last writes waited to be indexed, in ms (a ring of WAIT_SAMPLES). */
+  const waits: number[] = [];
+  let waitCount = 0;
 
   const statements = {
     checkpoint: db.prepare(
@@ -482,6 +487,31 @@ export function createIndexer(options: IndexerOptions) {
     db,
     vaults,
     syncTo,
+    /**
+     * Indexes up to `block` for a write about to be answered, and keeps how long that took
+     * (waiting behind a poll included).
+     */
+    async syncForWrite(block?: number): Promise<void> {
+      const started = performance.now();
+      try {
+        await syncTo(block);
+      } finally {
+        waits[waitCount++ % WAIT_SAMPLES] = performance.now() - started;
+      }
+    },
+    /** The writes' indexing waits: how many so far, and the median and p99 of the last ones. */
+    waitStats(): { writes: number; p50Ms: number | null; p99Ms: number | null } {
+      const sorted = waits.slice(0, Math.min(waitCount, WAIT_SAMPLES)).sort((a, b) => a - b);
+      const at = (p: number) =>
+        sorted.length === 0
+          ? null
+          : Math.round(
+              (sorted[
+                Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))
+              ] as number) * 100,
+            ) / 100;
+      return { writes: waitCount, p50Ms: at(50), p99Ms: at(99) };
+    },
     /** Calls `listener` after each committed step, with the last block it indexed. */
     onIndexed(listener: (block: number) => void): () => void {
       listeners.add(listener);

@@ -100,6 +100,8 @@ CREATE TABLE IF NOT EXISTS positions (
   claimable_redeem TEXT NOT NULL,
   PRIMARY KEY (user_address, vault)
 );
+CREATE INDEX IF NOT EXISTS positions_claimable ON positions (vault)
+  WHERE claimable_deposit <> '0' OR claimable_redeem <> '0';
 CREATE TABLE IF NOT EXISTS strategies (
   id TEXT PRIMARY KEY,
   owner TEXT NOT NULL,

@@ -55,6 +55,15 @@ export function registerSandboxAdminRoutes(
     state_dir: admin.stateDir,
     persistent: admin.persistent,
     rate_limit: admin.rateLimit,
+    index: (() => {
+      const waits = chain.index.waitStats();
+      return {
+        block_number: chain.index.checkpoint()?.number ?? 0,
+        writes_indexed: waits.writes,
+        write_wait_ms_p50: waits.p50Ms,
+        write_wait_ms_p99: waits.p99Ms,
+      };
+    })(),
   }));
 
   app.post(
