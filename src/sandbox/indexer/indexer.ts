@@ -110,6 +110,8 @@ export function createIndexer(options: IndexerOptions) {
   let timer: NodeJS.Timeout | undefined;
   let logsPerCall = Number.POSITIVE_INFINITY;
   const listeners = new Set<(block: number) => void>();
+  /** Moves with every commit (a step, a rollback): what /v1's answer cache is keyed on. */
+  let version = 0;
   /** How long the last writes waited to be indexed, in ms (a ring of WAIT_SAMPLES). */
   const waits: number[] = [];
   let waitCount = 0;
@@ -281,6 +283,7 @@ export function createIndexer(options: IndexerOptions) {
       projection.reset();
       rederive();
       db.exec('COMMIT');
+      version++;
     } catch (error) {
       db.exec('ROLLBACK');
       projection.reset();
@@ -450,6 +453,7 @@ export function createIndexer(options: IndexerOptions) {
         }
       }
       db.exec('COMMIT');
+      version++;
     } catch (error) {
       db.exec('ROLLBACK');
       // The cached vault states may hold what was rolled back.
@@ -512,6 +516,8 @@ export function createIndexer(options: IndexerOptions) {
             ) / 100;
       return { writes: waitCount, p50Ms: at(50), p99Ms: at(99) };
     },
+    /** A value that changes whenever the index commits anything. */
+    version: () => version,
     /** Calls `listener` after each committed step, with the last block it indexed. */
     onIndexed(listener: (block: number) => void): () => void {
       listeners.add(listener);

@@ -38,6 +38,7 @@ import {
 import type { DataCaller } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
 import { hashApiKey } from '../registration.ts';
+import { createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 /** An error the data API answers as `{error: {code, message, details}}`. */
@@ -126,6 +127,17 @@ export function registerDataRoutes(app: App, deps: RouteDeps): void {
     }
   };
 
+  // Every answer but /v1/nodes is derived from the index (and agents' names): it is served
+  // pre-serialised, per URL, until the index commits or an agent row changes.
+  const answers = createResponseCache<string>({ maxEntries: 2000 });
+  const answerVersion = () => `${chain.index.version()}:${store.agents.version()}`;
+  const cached = <S extends z.ZodType>(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    schema: S,
+    build: () => z.input<S>,
+  ) => answers.send(reply, request.url, answerVersion, () => schema.parse(build()));
+
   const now = () => indexTime(chain.index);
   const strategies = (): IndexedStrategy[] =>
     indexedStrategies(chain.index.db, chain.deployment, now());
@@ -194,34 +206,37 @@ export function registerDataRoutes(app: App, deps: RouteDeps): void {
       v1.get(
         '/vaults',
         { schema: { querystring: VaultsQuery, response: { 200: DataVaultList } } },
-        async (request) => {
-          const { riskLevel, minTvl, orderBy } = request.query;
-          const all = strategies();
-          const vaults = vaultSummaries(chain.index);
-          const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
-          const min = minTvl === undefined ? 0n : BigInt(minTvl);
-          let items = vaults
-            .filter((vault) => vault.tvl >= min)
-            .map((vault) => ({ vault, item: vaultItem(vault, all) }))
-            .filter(({ item }) => riskLevel === undefined || item.riskLevel === riskLevel);
-          if (orderBy) items = sortVaults(items, orderBy);
-          return {
-            vaults: items.map(({ item }) => item),
-            totalTvl: totalTvl.toString(),
-            totalTvlUsd: Number(totalTvl) / 1e6,
-          };
-        },
+        async (request, reply) =>
+          cached(request, reply, DataVaultList, () => {
+            const { riskLevel, minTvl, orderBy } = request.query;
+            const all = strategies();
+            const vaults = vaultSummaries(chain.index);
+            const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
+            const min = minTvl === undefined ? 0n : BigInt(minTvl);
+            let items = vaults
+              .filter((vault) => vault.tvl >= min)
+              .map((vault) => ({ vault, item: vaultItem(vault, all) }))
+              .filter(({ item }) => riskLevel === undefined || item.riskLevel === riskLevel);
+            if (orderBy) items = sortVaults(items, orderBy);
+            return {
+              vaults: items.map(({ item }) => item),
+              totalTvl: totalTvl.toString(),
+              totalTvlUsd: Number(totalTvl) / 1e6,
+            };
+          }),
       );
 
       v1.get(
         '/vaults/:address',
         { schema: { params: VaultParams, response: { 200: DataVaultDetail } } },
-        async (request) =>
-          vaultDetail(
-            chain.index,
-            vaultAt(request.params.address),
-            chain.deployment.usdc,
-            strategies(),
+        async (request, reply) =>
+          cached(request, reply, DataVaultDetail, () =>
+            vaultDetail(
+              chain.index,
+              vaultAt(request.params.address),
+              chain.deployment.usdc,
+              strategies(),
+            ),
           ),
       );
 
@@ -234,69 +249,77 @@ export function registerDataRoutes(app: App, deps: RouteDeps): void {
             response: { 200: VaultHistory },
           },
         },
-        async (request) => {
-          const { period, interval } = request.query;
-          return vaultHistory(chain.index, vaultAt(request.params.address), period, interval);
-        },
+        async (request, reply) =>
+          cached(request, reply, VaultHistory, () => {
+            const { period, interval } = request.query;
+            return vaultHistory(chain.index, vaultAt(request.params.address), period, interval);
+          }),
       );
 
       v1.get(
         '/strategies',
         { schema: { querystring: StrategiesQuery, response: { 200: DataStrategyList } } },
-        async (request) => {
-          const { status, minSharpe } = request.query;
-          const agentName = agentNames();
-          return {
-            strategies: strategies()
-              .filter((s) => s.status !== 'deprecated')
-              .filter((s) => status === undefined || s.status === status)
-              .filter((s) => minSharpe === undefined || s.performance.sharpeRatio >= minSharpe)
-              .map((s) => ({
-                id: s.id,
-                name: s.name,
-                agentName: agentName(s.owner),
-                vault: s.vault,
-                status: s.status,
-                allocation: s.allocation,
-                apy: s.performance.apy,
-                riskScore: s.performance.riskScore,
-                sharpeRatio: s.performance.sharpeRatio,
-                maxDrawdown: s.performance.maxDrawdown,
-              })),
-          };
-        },
+        async (request, reply) =>
+          cached(request, reply, DataStrategyList, () => {
+            const { status, minSharpe } = request.query;
+            const agentName = agentNames();
+            return {
+              strategies: strategies()
+                .filter((s) => s.status !== 'deprecated')
+                .filter((s) => status === undefined || s.status === status)
+                .filter((s) => minSharpe === undefined || s.performance.sharpeRatio >= minSharpe)
+                .map((s) => ({
+                  id: s.id,
+                  name: s.name,
+                  agentName: agentName(s.owner),
+                  vault: s.vault,
+                  status: s.status,
+                  allocation: s.allocation,
+                  apy: s.performance.apy,
+                  riskScore: s.performance.riskScore,
+                  sharpeRatio: s.performance.sharpeRatio,
+                  maxDrawdown: s.performance.maxDrawdown,
+                })),
+            };
+          }),
       );
 
       v1.get(
         '/strategies/:id/performance',
         { schema: { params: StrategyParams, response: { 200: StrategyPerformance } } },
-        async (request) => {
-          const id = request.params.id.toLowerCase();
-          const found = strategies().find((s) => s.id === id);
-          if (!found) {
-            throw new DataApiError('STRATEGY_NOT_FOUND', `no strategy ${id}`, { id });
-          }
-          return {
-            id: found.id,
-            name: found.name,
-            status: found.status,
-            apy: found.performance.apy,
-            sharpeRatio: found.performance.sharpeRatio,
-            maxDrawdown: found.performance.maxDrawdown,
-            returns: found.performance.returns.map((r) => ({
-              timestamp: isoTime(r.timestamp),
-              value: r.value,
-            })),
-          };
-        },
+        async (request, reply) =>
+          cached(request, reply, StrategyPerformance, () => {
+            const id = request.params.id.toLowerCase();
+            const found = strategies().find((s) => s.id === id);
+            if (!found) {
+              throw new DataApiError('STRATEGY_NOT_FOUND', `no strategy ${id}`, { id });
+            }
+            return {
+              id: found.id,
+              name: found.name,
+              status: found.status,
+              apy: found.performance.apy,
+              sharpeRatio: found.performance.sharpeRatio,
+              maxDrawdown: found.performance.maxDrawdown,
+              returns: found.performance.returns.map((r) => ({
+                timestamp: isoTime(r.timestamp),
+                value: r.value,
+              })),
+            };
+          }),
       );
 
       v1.get('/nodes', { schema: { response: { 200: DataNodeList } } }, async () => ({
         nodes: await nodeList(chain, store, nodeSeen),
       }));
 
-      v1.get('/protocol/stats', { schema: { response: { 200: ProtocolStats } } }, async () =>
-        protocolStats(chain, store, vaultSummaries(chain.index), strategies()),
+      v1.get(
+        '/protocol/stats',
+        { schema: { response: { 200: ProtocolStats } } },
+        async (request, reply) =>
+          cached(request, reply, ProtocolStats, () =>
+            protocolStats(chain, store, vaultSummaries(chain.index), strategies()),
+          ),
       );
 
       v1.get(
@@ -308,21 +331,26 @@ export function registerDataRoutes(app: App, deps: RouteDeps): void {
             response: { 200: UserTransactions },
           },
         },
-        async (request) => {
-          const { address } = request.params;
-          const { type, limit, offset } = request.query;
-          const page = userTransactions(chain.index.db, address, { type, limit, offset });
-          return { address: getAddress(address), ...page, limit, offset };
-        },
+        async (request, reply) =>
+          cached(request, reply, UserTransactions, () => {
+            const { address } = request.params;
+            const { type, limit, offset } = request.query;
+            const page = userTransactions(chain.index.db, address, { type, limit, offset });
+            return { address: getAddress(address), ...page, limit, offset };
+          }),
       );
 
       v1.get(
         '/users/:address/positions',
         { schema: { params: UserParams, response: { 200: UserPositions } } },
-        async (request) => {
-          const { address } = request.params;
-          return { address: getAddress(address), positions: userPositions(chain.index, address) };
-        },
+        async (request, reply) =>
+          cached(request, reply, UserPositions, () => {
+            const { address } = request.params;
+            return {
+              address: getAddress(address),
+              positions: userPositions(chain.index, address),
+            };
+          }),
       );
     },
     { prefix: '/v1' },
