@@ -42,6 +42,7 @@ const TOPICS: Hex[] = [
     EVENTS_ABI.filter((item) => item.type === 'event').map((item) => toEventSelector(item)),
   ),
 ];
+const TRANSFER_TOPIC = toEventSelector('Transfer(address,address,uint256)');
 type VaultId = (typeof VAULT_IDS)[number];
 
 interface RpcReceipt {
@@ -185,8 +186,11 @@ export function createIndexer(options: IndexerOptions) {
   function isWatched(log: RpcLog): boolean {
     const address = log.address.toLowerCase();
     if (address === usdc) {
-      // Only the asset's transfers into or out of a vault.
-      return vaultTopics.has(log.topics[1] ?? '') || vaultTopics.has(log.topics[2] ?? '');
+      // Only the asset's transfers into or out of a vault (not its approvals).
+      return (
+        log.topics[0] === TRANSFER_TOPIC &&
+        (vaultTopics.has(log.topics[1] ?? '') || vaultTopics.has(log.topics[2] ?? ''))
+      );
     }
     return (vaults.has(address) || address === registry) && TOPICS.includes(log.topics[0] as Hex);
   }
