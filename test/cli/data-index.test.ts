@@ -1,5 +1,6 @@
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { describe, expect, it } from 'vitest';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { registerOver, useServes } from '../helpers/serve.ts';
@@ -119,6 +120,54 @@ describe('a reorganised chain', () => {
       expect(sandbox.stderr()).toContain('the chain reorganised');
       const positions = await getJson(`${sandbox.url}/v1/users/${wallet}/positions`);
       expect(positions.positions).toEqual([]);
+    } finally {
+      await node.stop();
+    }
+  });
+});
+
+describe('--rpc-url', () => {
+  it('indexes from the deployment’s block, found on the chain when the deployment file does not say', async () => {
+    const node = await startAnvil({ stateDir: serves.dir() });
+    try {
+      // Blocks before the deployment, which the index has no reason to read.
+      for (let i = 0; i < 5; i++) {
+        await fetch(node.rpcUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'evm_mine', params: [] }),
+        });
+      }
+      const state = join(serves.dir(), 'state');
+      const first = await serve(['--state', state, '--rpc-url', node.rpcUrl]);
+      const deployment = JSON.parse(readFileSync(join(state, 'deployment.json'), 'utf8'));
+      expect(deployment.deployed_block).toBeGreaterThan(5);
+      const firstDeployed = deployment.deployed_block as number;
+      const wallet = await agentWithDeposits(first.url, [['conservative', 4]]);
+      const before = await bodies(first.url, wallet);
+      await stop(first);
+
+      // An older deployment file, without deployed_block, and no index.
+      delete deployment.deployed_block;
+      writeFileSync(join(state, 'deployment.json'), JSON.stringify(deployment));
+      for (const suffix of ['', '-wal', '-shm'])
+        rmSync(join(state, `index.db${suffix}`), { force: true });
+      const second = await serve(['--state', state, '--rpc-url', node.rpcUrl]);
+      // A dev chain behind --rpc-url gains a block at each start (the clock is synced), so
+      // only the answers that do not depend on the latest block are compared.
+      const after = await bodies(second.url, wallet);
+      expect(after.slice(0, 3)).toEqual(before.slice(0, 3));
+      expect(JSON.parse(after[6] as string).transactions).toBe(1);
+      await stop(second);
+      // The rebuilt index began at the deployment's block, found by its code, not at block 1.
+      const index = new DatabaseSync(join(state, 'index.db'), { readOnly: true });
+      const { first: firstIndexed } = index
+        .prepare('SELECT MIN(number) AS first FROM blocks')
+        .get() as {
+        first: number;
+      };
+      index.close();
+      expect(Number(firstIndexed)).toBe(firstDeployed);
     } finally {
       await node.stop();
     }
