@@ -102,7 +102,10 @@ describe('agentctl data against serve', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ period: '30d', interval: '1w' });
     const unknown = await cli(['data', 'vault', 'nonesuch']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/not a vault address or id/);
+    expect(unknown.stderr).toMatch(/must be one of conservative, moderate/);
+    const nearMiss = await cli(['data', 'history', 'Moderat']);
+    expect(nearMiss.code).toBe(2);
+    expect(nearMiss.stderr).toContain('did you mean moderate?');
     const missing = await cli(['data', 'vault', `0x${'12'.repeat(20)}`]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('VAULT_NOT_FOUND');

@@ -4,7 +4,7 @@ import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { rawWithAmount } from '../format.ts';
-import { decimalText } from './deposit.ts';
+import { decimalText, vaultId } from './deposit.ts';
 import { checkAddress } from './lookup.ts';
 
 /**
@@ -43,15 +43,16 @@ function usdcToRaw(name: string, value: string): string {
 const percent = (value: number) => `${Number(value.toFixed(4))} %`;
 const usdc = (raw: string) => rawWithAmount(raw, 'USDC');
 
-/** A vault address, or a vault id the data API's list names (conservative, …). */
+/** A vault address, or a vault id (conservative, …) looked up in the data API's list by name. */
 async function vaultAddress(context: Context, value: string): Promise<string> {
   if (value.startsWith('0x')) return checkAddress('vault', value);
-  const id = value.toLowerCase();
+  // Any case; an unknown id is refused with the ids, and a near miss gets a suggestion.
+  const id = vaultId(value);
   const listed = (await (await context.dataClient()).data.vaults()).data.vaults;
   const found = listed.find((vault) => vault.name.toLowerCase().includes(id));
   if (!found) {
     throw new CliError(
-      `vault ${value}: not a vault address or id (ids: ${VAULT_IDS.join(', ')})`,
+      `vault ${value}: the data API lists no vault named for it; give the vault's address`,
       EXIT.usage,
     );
   }
