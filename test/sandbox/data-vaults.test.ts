@@ -340,6 +340,25 @@ describe('the ERC-7540 vault', () => {
       args: [account.address],
     });
     expect(usdc).toBe(assets);
+    // The vault's numbers still match the chain once the assets held apart have been paid out.
+    const chain = await vaultOnchain(vault);
+    const item = (await get(`/v1/vaults/${vault}`)).body;
+    expect(item).toMatchObject({
+      tvl: chain.totalAssets.toString(),
+      totalShares: chain.totalSupply.toString(),
+      pricePerShare: chain.pricePerShare.toString(),
+    });
+    // A request needs a controller: one for address zero could never be fulfilled or claimed.
+    const zero = await wallet.writeContract({
+      address: vault,
+      abi: ConfigurableVault.abi,
+      functionName: 'requestDeposit',
+      args: [1n, '0x0000000000000000000000000000000000000000', account.address],
+      gas: 400_000n,
+    } as never);
+    expect(
+      (await reader.waitForTransactionReceipt({ hash: zero, pollingInterval: 50 })).status,
+    ).toBe('reverted');
     await admin(sandbox.app, 'POST', '/sandbox/vaults/fulfillment-delay', {
       vault_id: 'configurable',
       seconds: 3600,

@@ -1,4 +1,4 @@
-import { type Address, getAddress } from 'viem';
+import { type Address, getAddress, parseEventLogs } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import type { Indexer } from '../indexer/indexer.ts';
 import type { Store } from '../store/index.ts';
@@ -62,7 +62,7 @@ export function createFulfiller(options: FulfillerOptions) {
       byVault.set(row.vault, ids);
     }
     for (const [vault, ids] of byVault) {
-      await options.operator.exclusive((session) =>
+      const { receipts } = await options.operator.exclusive((session) =>
         session.send([
           {
             label: `fulfilling ${ids.length} request(s)`,
@@ -74,6 +74,19 @@ export function createFulfiller(options: FulfillerOptions) {
           },
         ]),
       );
+      // The vault skips an id that is not due onchain (say, its delay was raised since): it
+      // stays pending, and is looked at again after a pause rather than at every poll.
+      const fulfilled = parseEventLogs({
+        abi: ConfigurableVault.abi,
+        eventName: ['DepositFulfilled', 'RedeemFulfilled'],
+        logs: receipts[0]?.logs ?? [],
+      }).length;
+      if (fulfilled < ids.length) {
+        pausedUntil = Date.now() + RETRY_MS;
+        log.warn(
+          `${ids.length - fulfilled} ERC-7540 request(s) were not due onchain yet; looking again in ${RETRY_MS / 1000} s`,
+        );
+      }
     }
   }
 

@@ -350,6 +350,8 @@ export function createProjection(
             p.netDeposited -= args.assets;
             if (info.async) p.claimableRedeem -= args.shares;
           });
+          // A claimed redemption's assets were held apart since its fulfilment.
+          if (info.async) state.reserved -= args.assets;
           if (!info.async) {
             record(log, 'withdraw', vault, owner, args.assets, args.shares, 'fulfilled');
             break;

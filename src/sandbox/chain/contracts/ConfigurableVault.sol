@@ -16,7 +16,8 @@ import {SandboxVault} from "./SandboxVault.sol";
 /// Requests have their own ids (from 1). Assets waiting on a deposit request and assets
 /// fulfilled for a redemption but not yet claimed are held apart: they earn no yield and do
 /// not count in totalAssets(). Fulfilled deposit shares wait in the vault until claimed.
-/// Claims take from the controller's fulfilled total, in proportion.
+/// Claims take from the controller's fulfilled total, in proportion (so the per-request
+/// claimable views are approximate once a controller has claimed part of its total).
 contract ConfigurableVault is SandboxVault {
     using Math for uint256;
 
@@ -52,11 +53,11 @@ contract ConfigurableVault is SandboxVault {
 
     error AsyncVault();
     error UnknownRequest(uint256 requestId);
-    error AlreadyFulfilled(uint256 requestId);
-    error NotYetFulfillable(uint256 requestId, uint256 fulfillableAt);
     error NotController(address caller, address controller);
     error ZeroAmount();
     error ExceedsClaimable(uint256 requested, uint256 claimable);
+    error ZeroController();
+    error VaultAsReceiver();
 
     event DepositRequest(
         address indexed controller, address indexed owner, uint256 indexed requestId, address sender, uint256 assets
@@ -111,6 +112,7 @@ contract ConfigurableVault is SandboxVault {
 
     function requestDeposit(uint256 assets, address controller, address owner) external returns (uint256 requestId) {
         if (assets == 0) revert ZeroAmount();
+        if (controller == address(0)) revert ZeroController();
         _checkController(owner);
         SafeERC20.safeTransferFrom(IERC20(asset()), owner, address(this), assets);
         reservedAssets += assets;
@@ -121,6 +123,7 @@ contract ConfigurableVault is SandboxVault {
 
     function requestRedeem(uint256 shares, address controller, address owner) external returns (uint256 requestId) {
         if (shares == 0) revert ZeroAmount();
+        if (controller == address(0)) revert ZeroController();
         if (msg.sender != owner && !isOperator[owner][msg.sender]) _spendAllowance(owner, msg.sender, shares);
         _transfer(owner, address(this), shares);
         pendingRedeemShares[controller] += shares;
@@ -160,19 +163,19 @@ contract ConfigurableVault is SandboxVault {
         return uint256(request.requestedAt) + fulfillmentDelay;
     }
 
-    function fulfill(uint256[] calldata requestIds) external onlyRole(OPERATOR_ROLE) {
+    /// @notice Fulfils each request that is due. An id that is unknown, already fulfilled or not
+    /// yet due is skipped, so one such id never holds up the others; returns how many were.
+    function fulfill(uint256[] calldata requestIds) external onlyRole(OPERATOR_ROLE) returns (uint256 fulfilled) {
         accrue();
         for (uint256 i = 0; i < requestIds.length; i++) {
-            _fulfill(requestIds[i]);
+            if (_fulfill(requestIds[i])) fulfilled += 1;
         }
     }
 
-    function _fulfill(uint256 requestId) private {
+    function _fulfill(uint256 requestId) private returns (bool) {
         Request storage request = requests[requestId];
-        if (request.controller == address(0)) revert UnknownRequest(requestId);
-        if (request.fulfilled) revert AlreadyFulfilled(requestId);
-        uint256 due = uint256(request.requestedAt) + fulfillmentDelay;
-        if (block.timestamp < due) revert NotYetFulfillable(requestId, due);
+        if (request.controller == address(0) || request.fulfilled) return false;
+        if (block.timestamp < uint256(request.requestedAt) + fulfillmentDelay) return false;
         request.fulfilled = true;
         Claimable storage owed = claimable[request.controller];
         if (request.isDeposit) {
@@ -196,6 +199,7 @@ contract ConfigurableVault is SandboxVault {
             owed.redeemShares += shares;
             emit RedeemFulfilled(request.controller, requestId, assets, shares);
         }
+        return true;
     }
 
     // ---- Claims (ERC-4626 functions, ERC-7540 semantics) ----
@@ -280,7 +284,9 @@ contract ConfigurableVault is SandboxVault {
         Claimable storage owed = claimable[controller];
         if (assets == 0) revert ZeroAmount();
         if (assets > owed.redeemAssets) revert ExceedsClaimable(assets, owed.redeemAssets);
-        shares = owed.redeemShares.mulDiv(assets, owed.redeemAssets, Math.Rounding.Ceil);
+        // Down, as redeem rounds: the shares (burnt at fulfilment) and the assets reach zero
+        // together, so no claimable dust is left that redeem could not take.
+        shares = owed.redeemShares.mulDiv(assets, owed.redeemAssets, Math.Rounding.Floor);
         _claimRedeem(owed, controller, receiver, assets, shares);
     }
 
@@ -291,6 +297,7 @@ contract ConfigurableVault is SandboxVault {
         uint256 assets,
         uint256 shares
     ) private {
+        if (receiver == address(this)) revert VaultAsReceiver();
         owed.depositAssets -= assets;
         owed.depositShares -= shares;
         _transfer(address(this), receiver, shares);
@@ -304,6 +311,7 @@ contract ConfigurableVault is SandboxVault {
         uint256 assets,
         uint256 shares
     ) private {
+        if (receiver == address(this)) revert VaultAsReceiver();
         owed.redeemAssets -= assets;
         owed.redeemShares -= shares;
         reservedAssets -= assets;
