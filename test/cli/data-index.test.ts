@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { describe, expect, it } from 'vitest';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
-import { registerOver, useServes } from '../helpers/serve.ts';
+import { registerOver, rpcCall, useServes } from '../helpers/serve.ts';
 
 const serves = useServes('data-index', 'data-index-admin');
 const { serve, stop, request } = serves;
@@ -83,14 +83,7 @@ describe('index.db', () => {
 describe('a reorganised chain', () => {
   it('is followed: the index goes back to the common ancestor and indexes the new blocks', async () => {
     const node = await startAnvil({ stateDir: serves.dir() });
-    const rpc = async (method: string, params: unknown[] = []) => {
-      const response = await fetch(node.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-      });
-      return ((await response.json()) as { result: unknown }).result;
-    };
+    const rpc = (method: string, params: unknown[] = []) => rpcCall(node.rpcUrl, method, params);
     try {
       const sandbox = await serve(['--rpc-url', node.rpcUrl]);
       const { apiKey } = await registerOver(sandbox.url);
@@ -131,13 +124,7 @@ describe('--rpc-url', () => {
     const node = await startAnvil({ stateDir: serves.dir() });
     try {
       // Blocks before the deployment, which the index has no reason to read.
-      for (let i = 0; i < 5; i++) {
-        await fetch(node.rpcUrl, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'evm_mine', params: [] }),
-        });
-      }
+      for (let i = 0; i < 5; i++) await rpcCall(node.rpcUrl, 'evm_mine');
       const state = join(serves.dir(), 'state');
       const first = await serve(['--state', state, '--rpc-url', node.rpcUrl]);
       const deployment = JSON.parse(readFileSync(join(state, 'deployment.json'), 'utf8'));

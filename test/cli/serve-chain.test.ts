@@ -8,7 +8,7 @@ import { SandboxInfo } from '../../src/api/schemas/index.ts';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { runCli } from '../helpers/cli.ts';
-import { BIN, registerOver, serveFailure, useServes } from '../helpers/serve.ts';
+import { BIN, registerOver, rpcCall, serveFailure, useServes } from '../helpers/serve.ts';
 
 const serves = useServes('serve-chain', 'chain-test-admin');
 const { serve, request, stop } = serves;
@@ -24,18 +24,6 @@ function isRunning(pid: number): boolean {
 
 async function registerAgent(url: string) {
   return (await registerOver(url)).apiKey;
-}
-
-/** One JSON-RPC call to a node. */
-async function rpcCall(url: string, method: string, params: unknown[] = []) {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  });
-  const body = (await response.json()) as { result?: unknown; error?: { message: string } };
-  if (body.error) throw new Error(`${method}: ${body.error.message}`);
-  return body.result;
 }
 
 describe('serve with the chain', () => {

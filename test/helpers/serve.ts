@@ -62,6 +62,18 @@ export function serveFailure(args: string[]): Promise<{ code: number | null; std
   return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stderr: err })));
 }
 
+/** One JSON-RPC call to a node; an error answer throws. */
+export async function rpcCall(url: string, method: string, params: unknown[] = []) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const body = (await response.json()) as { result?: unknown; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result;
+}
+
 /** Registers a new wallet over HTTP with a running serve; fails unless the answer is 200. */
 export async function registerOver(url: string, agentName = 'Durable Agent') {
   const account = privateKeyToAccount(generatePrivateKey());

@@ -110,7 +110,6 @@ export function createIndexer(options: IndexerOptions) {
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let logsPerCall = Number.POSITIVE_INFINITY;
-  const listeners = new Set<(block: number) => void>();
   /** Moves with every commit (a step, a rollback): what /v1's answer cache is keyed on. */
   let version = 0;
   /** How long the last writes waited to be indexed, in ms (a ring of WAIT_SAMPLES). */
@@ -464,7 +463,6 @@ export function createIndexer(options: IndexerOptions) {
       projection.reset();
       throw error;
     }
-    for (const listener of listeners) listener(to);
     return to < target ? 'more' : 'done';
   }
 
@@ -522,11 +520,6 @@ export function createIndexer(options: IndexerOptions) {
     },
     /** A value that changes whenever the index commits anything. */
     version: () => version,
-    /** Calls `listener` after each committed step, with the last block it indexed. */
-    onIndexed(listener: (block: number) => void): () => void {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
     /** The last indexed block. */
     checkpoint,
     /** Follows the chain in the background. */

@@ -29,6 +29,7 @@ import { protocolStats } from '../indexer/stats.ts';
 import { type IndexedStrategy, indexedStrategies } from '../indexer/strategies.ts';
 import {
   TooManyPointsError,
+  usdOf,
   type VaultSummary,
   vaultDetail,
   vaultHistory,
@@ -221,7 +222,7 @@ export function registerDataRoutes(app: App, deps: RouteDeps): void {
             return {
               vaults: items.map(({ item }) => item),
               totalTvl: totalTvl.toString(),
-              totalTvlUsd: Number(totalTvl) / 1e6,
+              totalTvlUsd: usdOf(totalTvl),
             };
           }),
       );
