@@ -3,10 +3,12 @@
 
 _agentctl_subcommands() {
   case "$1" in
-    "") echo "keys register whoami health vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet data eligibility api config completion sandbox serve" ;;
+    "") echo "keys register whoami health vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet data watch eligibility api config completion sandbox serve" ;;
     "keys") echo "new import list address remove" ;;
     "strategy") echo "submit list" ;;
     "data") echo "vaults vault history strategies strategy positions transactions stats nodes" ;;
+    "watch") echo "vault transactions" ;;
+    "api") echo "graphql" ;;
     "config") echo "get set unset list path" ;;
     "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node" ;;
     "serve") echo "stop status logs" ;;
@@ -49,8 +51,12 @@ _agentctl_options() {
     "data transactions") echo "--type --limit --offset --all --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "data stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "data nodes") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "watch") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "watch vault") echo "--count --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "watch transactions") echo "--vault --count --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "eligibility") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "api") echo "--data --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "api graphql") echo "--query --var --data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "config") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "config get") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "config set") echo "--force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -67,7 +73,7 @@ _agentctl_options() {
     "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox fulfillment-delay") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox node") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve logs") echo "--lines --follow --state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -115,7 +121,14 @@ _agentctl_option_values() {
     "data transactions:--type") echo "deposit withdraw deposit_request redeem_request claim" ;;
     "data transactions:--limit") echo "@none" ;;
     "data transactions:--offset") echo "@none" ;;
+    "watch:--data-url") echo "@none" ;;
+    "watch vault:--count") echo "@none" ;;
+    "watch transactions:--vault") echo "@none" ;;
+    "watch transactions:--count") echo "@none" ;;
     "api:--data") echo "@none" ;;
+    "api graphql:--query") echo "@none" ;;
+    "api graphql:--var") echo "@none" ;;
+    "api graphql:--data-url") echo "@none" ;;
     "completion:--values") echo "profiles keys" ;;
     "sandbox:--admin-token") echo "@none" ;;
     "sandbox fund:--usdc") echo "@none" ;;
@@ -130,6 +143,7 @@ _agentctl_option_values() {
     "serve:--deployment") echo "@files" ;;
     "serve:--max-connections") echo "@none" ;;
     "serve:--request-timeout") echo "@none" ;;
+    "serve:--graphiql") echo "loopback on off" ;;
     "serve:--log-level") echo "fatal error warn info debug trace silent" ;;
     "serve:--log-format") echo "human json" ;;
     "serve stop:--state") echo "@files" ;;

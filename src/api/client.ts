@@ -93,7 +93,14 @@ export function createApiClient(options: ApiClientOptions) {
   async function send(
     method: string,
     path: string,
-    init: { body?: unknown; auth?: boolean; headers?: Record<string, string>; json?: boolean },
+    init: {
+      body?: unknown;
+      auth?: boolean;
+      headers?: Record<string, string>;
+      json?: boolean;
+      /** A GraphQL response is an answer whatever its status (its errors say what failed). */
+      graphql?: boolean;
+    },
   ): Promise<ApiResponse> {
     const url = `${base}${path}`;
     const headers: Record<string, string> = {
@@ -147,7 +154,7 @@ export function createApiClient(options: ApiClientOptions) {
         throw new UnreachableError(base, reason.text);
       }
 
-      if (status >= 200 && status < 300) {
+      if ((status >= 200 && status < 300) || (init.graphql && isGraphqlResponse(text))) {
         return { status, text, data: init.json === false ? text : parseJson(status, text) };
       }
       const body = errorBody(status, text);
@@ -226,6 +233,25 @@ export function createApiClient(options: ApiClientOptions) {
     /** Any request, for `agentctl api`: the key is attached when there is one. */
     raw: (method: string, path: string, body?: unknown) =>
       send(method, path.startsWith('/') ? path : `/${path}`, { body, auth: true, json: false }),
+    /**
+     * A GraphQL operation at /graphql (the data API's): the response as received, with its
+     * data and errors parsed (unknown fields kept). The key is attached for the rate tier.
+     */
+    graphql: async (query: string, variables: Record<string, unknown> = {}) => {
+      const response = await send('POST', '/graphql', {
+        body: { query, variables },
+        auth: true,
+        graphql: true,
+      });
+      const parsed = (await schemas()).GraphqlResponse.safeParse(response.data);
+      if (!parsed.success) {
+        throw new UnexpectedResponseError(
+          response.status,
+          `unexpected answer from POST /graphql: not a GraphQL response`,
+        );
+      }
+      return { ...response, data: parsed.data };
+    },
     health: () => call((s) => s.Health, 'GET', '/health'),
     vaults: read(
       (s) => s.VaultList,
@@ -438,6 +464,18 @@ function queryString(query: Query): string {
   }
   const text = params.toString();
   return text ? `?${text}` : '';
+}
+
+/** Whether a body is a GraphQL response (data or errors), whatever its HTTP status. */
+function isGraphqlResponse(text: string): boolean {
+  try {
+    const body = JSON.parse(text) as Record<string, unknown> | null;
+    return (
+      typeof body === 'object' && body !== null && (Array.isArray(body.errors) || 'data' in body)
+    );
+  } catch {
+    return false;
+  }
 }
 
 function errorBody(status: number, text: string): ErrorBody {

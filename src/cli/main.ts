@@ -19,13 +19,14 @@ import { strategyCommand } from './commands/strategy.ts';
 import { vaultsCommand } from './commands/vaults.ts';
 import { voteCommand } from './commands/vote.ts';
 import { eligibilityCommand, faucetCommand, walletCommand } from './commands/wallet.ts';
+import { watchCommand } from './commands/watch.ts';
 import { describeFailure } from './errors.ts';
 import { EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
 
 const ENVIRONMENT_HELP = `
 Environment:
   AGENTCTL_BASE_URL, AGENTCTL_API_KEY, AGENTCTL_PROFILE   defaults for the flags above
-  AGENTCTL_DATA_URL     the data API's URL for \`agentctl data\` (default: the base URL)
+  AGENTCTL_DATA_URL     the data API's URL for \`agentctl data\`, \`watch\` and \`api graphql\` (default: the base URL)
   AGENTCTL_CONFIG_DIR   where profiles and keystores live (default: ~/.config/agentctl)
   NO_COLOR, FORCE_COLOR  colour off / on
 `;
@@ -49,6 +50,7 @@ const COMMANDS: ReadonlyArray<readonly [string, () => Command]> = [
   ['vote', voteCommand],
   ['faucet', faucetCommand],
   ['data', dataCommand],
+  ['watch', watchCommand],
   ['eligibility', eligibilityCommand],
   ['api', apiCommand],
   ['config', configCommand],

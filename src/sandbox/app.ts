@@ -1,7 +1,9 @@
 import Fastify, { type FastifyServerOptions } from 'fastify';
+import type { GraphqlLimits } from '../api/schemas/index.ts';
 import { formatHostPort } from './address.ts';
 import type { SandboxChain } from './chain/index.ts';
 import type { SandboxClock } from './clock.ts';
+import type { Live } from './graphql/live.ts';
 import { createAuthGuards } from './plugins/auth.ts';
 import {
   type ConnectionLimits,
@@ -22,6 +24,7 @@ import { registerAgentRoutes } from './routes/agents.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
 import { registerDataRoutes } from './routes/data.ts';
 import { registerGovernanceRoutes } from './routes/governance.ts';
+import { registerGraphqlRoutes } from './routes/graphql.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { type AdminDeps, registerSandboxAdminRoutes } from './routes/sandbox-admin.ts';
 import { registerStrategyRoutes } from './routes/strategies.ts';
@@ -55,6 +58,10 @@ export interface AppOptions extends AdminDeps {
   connections: ConnectionLimits;
   /** The data API's tiers; tests lower them to reach the day window. */
   dataTiers?: DataTiers;
+  /** Serve GraphiQL at GET /graphql to a browser (serve --graphiql). */
+  graphiql?: boolean;
+  /** GraphQL's limits; tests lower some of them. */
+  graphqlLimits?: Partial<GraphqlLimits>;
 }
 
 /**
@@ -97,7 +104,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
   registerStrategyRoutes(app, deps);
   registerGovernanceRoutes(app, deps);
   registerWalletRoutes(app, deps);
-  registerSandboxAdminRoutes(app, deps, options);
-  registerDataRoutes(app, deps);
+  let live: Live | undefined;
+  registerSandboxAdminRoutes(app, deps, options, {
+    graphql: () => live?.stats() ?? { sockets: 0, subscriptions: 0, events_sent: 0, dropped: 0 },
+  });
+  const data = registerDataRoutes(app, deps);
+  live = await registerGraphqlRoutes(app, deps, data, {
+    graphiql: options.graphiql ?? false,
+    ...(options.graphqlLimits && { limits: options.graphqlLimits }),
+  });
   return app;
 }

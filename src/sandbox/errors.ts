@@ -1,4 +1,5 @@
 import { lstatSync } from 'node:fs';
+import { DATA_ERROR_CODES, type DataError, type DataErrorCode } from '../api/schemas/index.ts';
 
 /**
  * An error whose message is safe to show the client. The error handler sends
@@ -11,6 +12,26 @@ export class HttpError extends Error {
     super(message);
     this.name = 'HttpError';
     this.statusCode = statusCode;
+  }
+}
+
+/** An error the data API answers as `{error: {code, message, details}}`. */
+export class DataApiError extends Error {
+  readonly code: DataErrorCode;
+  readonly details: Record<string, unknown>;
+  /** Writable: Fastify sets it on validation errors. */
+  statusCode: number;
+
+  constructor(code: DataErrorCode, message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.name = 'DataApiError';
+    this.code = code;
+    this.details = details;
+    this.statusCode = DATA_ERROR_CODES[code];
+  }
+
+  body(): DataError {
+    return { error: { code: this.code, message: this.message, details: this.details } };
   }
 }
 

@@ -10,6 +10,9 @@ export const DEFAULT_MAX_CONNECTIONS = 1024;
 /** The log of a serve started with --detach, in its state directory. */
 export const SERVE_LOG_FILE = 'serve.log';
 export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
+/** When GET /graphql serves GraphiQL to a browser: on a loopback address only, always, never. */
+export const GRAPHIQL_MODES = ['loopback', 'on', 'off'] as const;
+export type GraphiqlMode = (typeof GRAPHIQL_MODES)[number];
 
 export interface SandboxOptions {
   host: string;
@@ -31,4 +34,6 @@ export interface SandboxOptions {
   maxConnections: number;
   /** Time to receive a whole request, in milliseconds. */
   requestTimeoutMs: number;
+  /** When GraphiQL is served (default: when listening on a loopback address). */
+  graphiql?: GraphiqlMode;
 }

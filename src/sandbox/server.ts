@@ -4,7 +4,7 @@ import { stopAbandonedAnvil } from './chain/anvil.ts';
 import { type ChainLogger, type SandboxChain, startChain } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
-import type { SandboxOptions } from './options.ts';
+import type { GraphiqlMode, SandboxOptions } from './options.ts';
 import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
 import { loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
@@ -87,6 +87,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       ),
       requestSummaries: options.logFormat === 'human',
       connections: { maxConnections, requestTimeoutMs: options.requestTimeoutMs },
+      graphiql: graphiqlServed(options.graphiql ?? 'loopback', options.host),
     });
     logger = app.log;
     const openedStore = store;
@@ -206,4 +207,10 @@ export async function serveUntilSignalled(
   if (sandbox.connectionCapNote) print(`connections: ${sandbox.connectionCapNote}`);
   print(`agentctl sandbox listening on ${sandbox.url}`);
   await stopped;
+}
+
+/** Whether GET /graphql serves GraphiQL: by default only where no one else can reach it. */
+function graphiqlServed(mode: GraphiqlMode, host: string): boolean {
+  if (mode !== 'loopback') return mode === 'on';
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

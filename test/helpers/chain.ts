@@ -18,10 +18,13 @@ export type ChainReader = ReturnType<typeof chainReader>;
  * One sandbox (app, SQLite, anvil) for a whole test file, with an independent chain
  * reader; `use` receives both once they are up.
  */
-export function useChainSandbox(use: (sandbox: TestSandbox, reader: ChainReader) => void): void {
+export function useChainSandbox(
+  use: (sandbox: TestSandbox, reader: ChainReader) => void,
+  options: Parameters<typeof createTestSandbox>[0] = {},
+): void {
   let sandbox: TestSandbox | undefined;
   beforeAll(async () => {
-    sandbox = await createTestSandbox();
+    sandbox = await createTestSandbox(options);
     use(sandbox, chainReader(sandbox));
   });
   afterAll(async () => {

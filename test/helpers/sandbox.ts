@@ -4,7 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
-import type { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
+import type {
+  GraphqlLimits,
+  NonceResponse,
+  RegisterResponse,
+} from '../../src/api/schemas/index.ts';
 import { buildApp } from '../../src/sandbox/app.ts';
 import { type SandboxChain, startChain } from '../../src/sandbox/chain/index.ts';
 import { createSandboxClock, type SandboxClock } from '../../src/sandbox/clock.ts';
@@ -38,6 +42,8 @@ export async function createTestSandbox(
     /** Runs before ready(), e.g. to add a route that injects a fault. */
     beforeReady?: (app: App) => void;
     dataTiers?: DataTiers;
+    graphqlLimits?: Partial<GraphqlLimits>;
+    graphiql?: boolean;
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
@@ -63,6 +69,8 @@ export async function createTestSandbox(
     logger: (options.logger ?? false) as false,
     connections: { maxConnections: 64, requestTimeoutMs: 30_000 },
     ...(options.dataTiers && { dataTiers: options.dataTiers }),
+    ...(options.graphqlLimits && { graphqlLimits: options.graphqlLimits }),
+    graphiql: options.graphiql ?? false,
   });
   options.beforeReady?.(app);
   await app.ready();

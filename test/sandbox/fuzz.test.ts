@@ -89,11 +89,68 @@ it('covers every POST route the app has', () => {
     .split('\n')
     .filter((line) => line.includes('POST'))
     .map((line) => line.replace(/^[\s│├└─]+/, '').replace(/ \(.*$/, ''));
-  expect(routes.sort()).toEqual(
-    postRoutes()
-      .map((route) => route.url)
-      .sort(),
+  expect(routes.sort()).toEqual([...postRoutes().map((route) => route.url), '/graphql'].sort());
+});
+
+/** /graphql answers a GraphQL response, errors included, and never a 5xx. */
+function expectGraphqlAnswer(response: { statusCode: number; body: string }) {
+  expect(response.statusCode).toBeLessThan(500);
+  const body = JSON.parse(response.body);
+  if (response.statusCode !== 200 || body.errors) {
+    expect(body.errors.length).toBeGreaterThan(0);
+    for (const error of body.errors) {
+      expect(typeof error.message).toBe('string');
+      expect(typeof error.extensions.code).toBe('string');
+      expect(error.extensions.code).not.toBe('INTERNAL_SERVER_ERROR');
+    }
+  }
+}
+
+describe('fuzzed GraphQL requests never produce a 5xx', () => {
+  const fragments = fc.constantFrom(
+    '{',
+    '}',
+    'vaults',
+    'vault(address: "0x12")',
+    'userTransactions(address: $a, limit: $l)',
+    'strategy(id: 1)',
+    '...F',
+    'fragment F on Query',
+    'query ($a: String!, $l: Int)',
+    'subscription',
+    'a: ',
+    'tvl',
+    'apy { current }',
+    '__schema { types { name } }',
+    '"',
+    '(',
   );
+  it('documents, variables and bodies', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.record({
+            query: fc.array(fragments, { maxLength: 12 }).map((parts) => parts.join(' ')),
+            variables: fc.oneof(
+              fc.constant(undefined),
+              fc.dictionary(fc.constantFrom('a', 'l', 'x'), fc.jsonValue()),
+            ),
+          }),
+          fc.jsonValue(),
+        ),
+        async (body) => {
+          const response = await sandbox.app.inject({
+            method: 'POST',
+            url: '/graphql',
+            headers: { 'content-type': 'application/json' },
+            payload: JSON.stringify(body),
+          });
+          expectGraphqlAnswer(response);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
 });
 
 function expectClientError(response: { statusCode: number; body: string }) {

@@ -7,6 +7,7 @@ export * from './auth.ts';
 export * from './common.ts';
 export * from './data.ts';
 export * from './governance.ts';
+export * from './graphql.ts';
 export * from './health.ts';
 export * from './numbers.ts';
 export * from './sandbox.ts';

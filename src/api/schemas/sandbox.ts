@@ -72,6 +72,16 @@ export const SandboxInfo = z.object({
     write_wait_ms_p50: z.number().nullable(),
     write_wait_ms_p99: z.number().nullable(),
   }),
+  /**
+   * GraphQL subscriptions: open WebSockets and subscriptions, events handed to subscribers
+   * so far, and subscribers dropped for falling behind.
+   */
+  graphql: z.object({
+    sockets: z.number().int(),
+    subscriptions: z.number().int(),
+    events_sent: z.number().int(),
+    dropped: z.number().int(),
+  }),
 });
 export type SandboxInfo = z.infer<typeof SandboxInfo>;
 

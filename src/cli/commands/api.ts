@@ -41,6 +41,44 @@ export function pathOn(baseUrl: string, target: string): string {
   return `${url.pathname.slice(basePath.length) || '/'}${url.search}`;
 }
 
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+/** `agentctl api graphql`: one GraphQL operation against the data API. */
+function graphqlCommand(): Command {
+  return new Command('graphql')
+    .description(
+      "Run a GraphQL query against the data API's /graphql (at --data-url, AGENTCTL_DATA_URL or the profile's data_url, else the base URL) and print the JSON response. A response with errors exits 1, or as for REST by its code: BAD_USER_INPUT and NOT_FOUND 2, UNAUTHENTICATED 4, RATE_LIMITED 5.",
+    )
+    .requiredOption('--query <query>', 'the GraphQL document')
+    .option(
+      '--var <name=value>',
+      'a variable (repeat for more); a value that parses as JSON is that JSON, else a string',
+      collect,
+      [],
+    )
+    .option(
+      '--data-url <url>',
+      "data API URL (env AGENTCTL_DATA_URL; default: the profile's data_url, else the base URL)",
+    )
+    .addHelpText(
+      'after',
+      `\nExamples:\n  agentctl api graphql --query '{ vaults(orderBy: TVL_DESC) { name tvl apy { current } } }'\n  agentctl api graphql --query 'query ($a: String!) { userPositions(address: $a) { vault { name } value pnl } }' --var a=0xabc…`,
+    )
+    .action(
+      action(async (context, command) => {
+        const { query, var: pairs } = command.opts<{ query: string; var: string[] }>();
+        const { graphqlFailure, parseVariables } = await import('../graphql.ts');
+        const variables = parseVariables(pairs);
+        const client = await context.dataClient();
+        const response = await client.graphql(query, variables);
+        const out = await context.output();
+        if (out.json) out.raw(response.text);
+        else out.print(JSON.stringify(JSON.parse(response.text), null, 2));
+        if (response.data.errors?.length) throw graphqlFailure(response.data.errors);
+      }),
+    );
+}
+
 export function apiCommand(): Command {
   return new Command('api')
     .summary('a raw call to the service, with the API key attached')
@@ -52,7 +90,7 @@ export function apiCommand(): Command {
     .option('--data <json>', 'JSON request body', parseData)
     .addHelpText(
       'after',
-      `\nExamples:\n  agentctl api GET /api/v1/agent/wallet\n  agentctl api GET http://127.0.0.1:8787/api/v1/vaults\n  agentctl api POST /api/v1/agent/vault/deposit --data '{"vault_id":"moderate","amount_usdc":100}'`,
+      `\nExamples:\n  agentctl api GET /api/v1/agent/wallet\n  agentctl api graphql --query '{ protocolStats { totalTvl } }'\n  agentctl api GET http://127.0.0.1:8787/api/v1/vaults\n  agentctl api POST /api/v1/agent/vault/deposit --data '{"vault_id":"moderate","amount_usdc":100}'`,
     )
     .action(
       action(async (context, command) => {
@@ -70,5 +108,6 @@ export function apiCommand(): Command {
           out.raw(response.text);
         }
       }),
-    );
+    )
+    .addCommand(graphqlCommand());
 }

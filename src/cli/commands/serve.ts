@@ -2,6 +2,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_REQUEST_TIMEOUT_SECONDS,
+  GRAPHIQL_MODES,
+  type GraphiqlMode,
   LOG_FORMATS,
   LOG_LEVELS,
   type LogFormat,
@@ -23,6 +25,7 @@ interface ServeFlags {
   deployment?: string;
   maxConnections: number;
   requestTimeout: number;
+  graphiql: GraphiqlMode;
   detach?: boolean;
 }
 
@@ -110,6 +113,14 @@ export function serveCommand(): Command {
       DEFAULT_REQUEST_TIMEOUT_SECONDS,
     )
     .addOption(
+      new Option(
+        '--graphiql <when>',
+        'serve GraphiQL to a browser at GET /graphql: on a loopback --host only, always, or never',
+      )
+        .choices(GRAPHIQL_MODES)
+        .default('loopback'),
+    )
+    .addOption(
       new Option('--log-level <level>', 'level of the JSON request log on stderr')
         .choices(LOG_LEVELS)
         .default('info'),
@@ -156,6 +167,7 @@ export function serveCommand(): Command {
             deploymentFile: flags.deployment,
             maxConnections: flags.maxConnections,
             requestTimeoutMs: flags.requestTimeout * 1000,
+            graphiql: flags.graphiql,
           },
           (line) => process.stdout.write(`${line}\n`),
         );

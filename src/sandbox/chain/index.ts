@@ -2,13 +2,13 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { CHAIN_ID, CHAIN_NAME, ContractAddresses } from '../../api/schemas/index.ts';
+import { CHAIN_ID, CHAIN_NAME, ContractAddresses, VAULT_IDS } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { createIndexer, type Indexer } from '../indexer/indexer.ts';
 import type { Store } from '../store/index.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
-import { AgentOnboarding } from './contracts/artifacts.ts';
+import { AgentOnboarding, SandboxVault } from './contracts/artifacts.ts';
 import {
   type Deployment,
   deployedContracts,
@@ -227,7 +227,21 @@ async function startOwnChain(
       ),
       wallet,
       async advanceTime(seconds, record) {
-        const { recorded } = await submitter.submit({ txs: [], notBefore: seconds, record });
+        // The block that carries the new time also accrues every vault's yield: the jump in
+        // value is then on the chain (YieldAccrued), and the data API's subscribers hear of it.
+        const { recorded } = await treasury.exclusive((session) =>
+          session.send(
+            VAULT_IDS.map((id) => ({
+              label: `accruing the ${id} vault's yield`,
+              address: local.deployment.vaults[id],
+              abi: SandboxVault.abi,
+              functionName: 'accrue',
+              gas: ACCRUE_GAS,
+            })),
+            record,
+            seconds,
+          ),
+        );
         return recorded;
       },
       isConnected: connectionCheck(local.rpc, () => local.recovering()),
@@ -487,6 +501,9 @@ async function connectRemote(
     },
   };
 }
+
+/** Fixed gas for a vault's accrue() (an estimate needs the block's new time). */
+const ACCRUE_GAS = 150_000n;
 
 /** On a chain that is not a dev chain, blocks this deep are indexed as final. */
 const REMOTE_FINALITY_DEPTH = 12;

@@ -138,6 +138,8 @@ export interface WalletSession {
   send<T = undefined>(
     requests: TxRequest[],
     record?: (receipts: TransactionReceipt[]) => T,
+    /** The block must carry at least this timestamp (a clock advance). */
+    notBefore?: number,
   ): Promise<Submitted<T>>;
 }
 
@@ -192,6 +194,7 @@ export function createServerWallet(
   async function send<T>(
     requests: TxRequest[],
     record?: (receipts: TransactionReceipt[]) => T,
+    notBefore?: number,
   ): Promise<Submitted<T>> {
     try {
       let nonce =
@@ -209,7 +212,11 @@ export function createServerWallet(
           : fees;
       const txs: SignedTx[] = [];
       for (const request of requests) txs.push(await sign(request, nonce++, feesPerGas));
-      const submitted = await submitter.submit({ txs, record });
+      const submitted = await submitter.submit({
+        txs,
+        record,
+        ...(notBefore !== undefined && { notBefore }),
+      });
       nextNonce = nonce;
       return submitted;
     } catch (error) {

@@ -3,7 +3,13 @@ import { type Address, getAddress, type Hash, type Hex, pad, toEventSelector } f
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
-import { createProjection, EVENTS_ABI, type FailedCall, type RawLog } from './projection.ts';
+import {
+  type BlockChanges,
+  createProjection,
+  EVENTS_ABI,
+  type FailedCall,
+  type RawLog,
+} from './projection.ts';
 import { DERIVED_TABLES, openIndexDatabase } from './schema.ts';
 
 export interface IndexerOptions {
@@ -33,6 +39,13 @@ export const INDEX_POLL_MS = 200;
 const REREADS = 3;
 /** …after this pause, and then the sync fails and the poll tries again later. */
 const REREAD_PAUSE_MS = 50;
+
+/** What one commit changed. After a reorg every vault counts as changed. */
+export interface IndexCommit {
+  vaults: Set<string>;
+  transactions: Array<{ blockNumber: number; logIndex: number }>;
+  reorg: boolean;
+}
 
 type StepOutcome = 'done' | 'more' | 'reread';
 
@@ -112,6 +125,17 @@ export function createIndexer(options: IndexerOptions) {
   let logsPerCall = Number.POSITIVE_INFINITY;
   /** Moves with every commit (a step, a rollback): what /v1's answer cache is keyed on. */
   let version = 0;
+  /** Told of every commit, after it (graphql/live.ts publishes subscriptions from it). */
+  const commitListeners = new Set<(changes: IndexCommit) => void>();
+  function committed(changes: IndexCommit): void {
+    for (const listener of commitListeners) {
+      try {
+        listener(changes);
+      } catch (error) {
+        options.log.warn(`a listener of the index failed: ${(error as Error).message}`);
+      }
+    }
+  }
   /** How long the last writes waited to be indexed, in ms (a ring of WAIT_SAMPLES). */
   const waits: number[] = [];
   let waitCount = 0;
@@ -287,6 +311,7 @@ export function createIndexer(options: IndexerOptions) {
       rederive();
       db.exec('COMMIT');
       version++;
+      committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
     } catch (error) {
       db.exec('ROLLBACK');
       projection.reset();
@@ -420,6 +445,7 @@ export function createIndexer(options: IndexerOptions) {
       logsOf.set(n, list);
     }
 
+    const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
     db.exec('BEGIN');
     try {
       for (const block of blocks) {
@@ -452,11 +478,14 @@ export function createIndexer(options: IndexerOptions) {
           );
         }
         if (blockLogs.length > 0 || blockFailed.length > 0) {
-          projection.applyBlock(block, blockLogs, blockFailed);
+          const changed: BlockChanges = projection.applyBlock(block, blockLogs, blockFailed);
+          for (const vault of changed.vaults) changes.vaults.add(vault);
+          changes.transactions.push(...changed.transactions);
         }
       }
       db.exec('COMMIT');
       version++;
+      committed(changes);
     } catch (error) {
       db.exec('ROLLBACK');
       // The cached vault states may hold what was rolled back.
@@ -517,6 +546,14 @@ export function createIndexer(options: IndexerOptions) {
               ] as number) * 100,
             ) / 100;
       return { writes: waitCount, p50Ms: at(50), p99Ms: at(99) };
+    },
+    /**
+     * Calls `listener` after each commit with what it changed; answers the unsubscribe. A
+     * listener runs synchronously inside the indexer's step: it must only schedule work.
+     */
+    onCommit(listener: (changes: IndexCommit) => void): () => void {
+      commitListeners.add(listener);
+      return () => commitListeners.delete(listener);
     },
     /** A value that changes whenever the index commits anything. */
     version: () => version,

@@ -44,6 +44,21 @@ export interface VaultState {
   lastAccrual: bigint;
 }
 
+/** A transaction's key in the index: its block, and its log (a failed call's is negative). */
+export interface TransactionKey {
+  blockNumber: number;
+  logIndex: number;
+}
+
+/** What one block changed: the vaults whose state moved, and the transactions recorded. */
+export interface BlockChanges {
+  vaults: Set<string>;
+  transactions: TransactionKey[];
+}
+
+/** A failed call is keyed below every log of its block (log indexes are never negative). */
+const failedCallKey = (call: FailedCall) => -1 - call.txIndex;
+
 const ZERO = '0x0000000000000000000000000000000000000000';
 
 /** The types a reverted call is recorded as, by the vault function it called. */
@@ -212,13 +227,17 @@ export function createProjection(
     return position;
   }
 
-  /** Applies one block's raw data; call inside the transaction that records the block. */
+  /**
+   * Applies one block's raw data; call inside the transaction that records the block. Answers
+   * what it changed: the vaults whose state it moved, and the transactions it recorded.
+   */
   function applyBlock(
     block: { number: number; timestamp: number },
     logs: RawLog[],
     failed: FailedCall[] = [],
-  ): void {
+  ): BlockChanges {
     const changed = new Set<string>();
+    const created: TransactionKey[] = [];
     const record = (
       log: RawLog,
       type: string,
@@ -228,7 +247,8 @@ export function createProjection(
       shares: bigint | null,
       status: string,
       requestId: bigint | null = null,
-    ) =>
+    ) => {
+      created.push({ blockNumber: block.number, logIndex: log.logIndex });
       sql.transaction.run(
         block.number,
         log.logIndex,
@@ -242,6 +262,7 @@ export function createProjection(
         block.timestamp,
         requestId === null ? null : requestId.toString(),
       );
+    };
 
     for (const log of logs) {
       const address = log.address.toLowerCase();
@@ -431,7 +452,11 @@ export function createProjection(
       }
     }
 
-    for (const call of failed) recordFailure(block, call);
+    for (const call of failed) {
+      if (recordFailure(block, call)) {
+        created.push({ blockNumber: block.number, logIndex: failedCallKey(call) });
+      }
+    }
 
     for (const vault of changed) {
       const state = stateOf(vault);
@@ -446,27 +471,27 @@ export function createProjection(
         Number(state.lastAccrual),
       );
     }
+    return { vaults: changed, transactions: created };
   }
 
   /** A reverted call to a vault: a `failed` transaction of the type its function names. */
-  function recordFailure(block: { number: number; timestamp: number }, call: FailedCall): void {
+  function recordFailure(block: { number: number; timestamp: number }, call: FailedCall): boolean {
     const vault = call.to.toLowerCase();
     let decoded: { functionName: string; args?: readonly unknown[] };
     try {
       decoded = decodeFunctionData({ abi: ConfigurableVault.abi, data: call.input });
     } catch {
-      return;
+      return false;
     }
     const type = FAILED_CALL_TYPES[decoded.functionName];
-    if (!type) return;
+    if (!type) return false;
     const first = decoded.args?.[0];
     const amount = typeof first === 'bigint' ? first : 0n;
     const isShares =
       decoded.functionName === 'mint' || decoded.functionName.toLowerCase().includes('redeem');
-    // Keyed below every log of its block (log indexes are never negative).
     sql.transaction.run(
       block.number,
-      -1 - call.txIndex,
+      failedCallKey(call),
       call.txHash,
       type,
       vault,
@@ -477,6 +502,7 @@ export function createProjection(
       block.timestamp,
       null,
     );
+    return true;
   }
 
   return {

@@ -51,22 +51,46 @@ export function userTransactions(
        ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?`,
     )
     .all(...params, page.limit, page.offset) as unknown as TransactionRow[];
+  return { total, transactions: rows.map(transactionItem) };
+}
+
+/** A transaction row as the data API answers it. */
+export function transactionItem(row: TransactionRow): z.input<typeof DataTransaction> {
   return {
-    total,
-    transactions: rows.map((row) => ({
-      hash: row.hash,
-      type: row.type,
-      vault: getAddress(row.vault),
-      user: getAddress(row.user_address),
-      amount: row.amount,
-      shares: row.shares,
-      status: row.status,
-      timestamp: isoTime(Number(row.timestamp)),
-      blockNumber: Number(row.block_number),
-      // A failed call is keyed below its block's logs (projection.ts): it logged nothing.
-      logIndex: Number(row.log_index) < 0 ? null : Number(row.log_index),
-    })),
+    hash: row.hash,
+    type: row.type,
+    vault: getAddress(row.vault),
+    user: getAddress(row.user_address),
+    amount: row.amount,
+    shares: row.shares,
+    status: row.status,
+    timestamp: isoTime(Number(row.timestamp)),
+    blockNumber: Number(row.block_number),
+    // A failed call is keyed below its block's logs (projection.ts): it logged nothing.
+    logIndex: Number(row.log_index) < 0 ? null : Number(row.log_index),
   };
+}
+
+/** The transactions with these keys (block and log index), in the order of the keys. */
+export function transactionsAt(
+  db: DatabaseSync,
+  keys: Array<{ blockNumber: number; logIndex: number }>,
+): Array<z.input<typeof DataTransaction>> {
+  const statement = db.prepare(
+    'SELECT * FROM transactions WHERE block_number = ? AND log_index = ?',
+  );
+  return keys.flatMap((key) => {
+    const row = statement.get(key.blockNumber, key.logIndex) as TransactionRow | undefined;
+    return row ? [transactionItem(row)] : [];
+  });
+}
+
+/** When a user first did anything in a vault (a request, before any deposit), or undefined. */
+export function firstActivityAt(db: DatabaseSync, user: string, vault: string): number | undefined {
+  const row = db
+    .prepare('SELECT MIN(timestamp) AS at FROM transactions WHERE user_address = ? AND vault = ?')
+    .get(user.toLowerCase(), vault.toLowerCase()) as { at: number | null } | undefined;
+  return row?.at === null || row?.at === undefined ? undefined : Number(row.at);
 }
 
 /**

@@ -87,14 +87,14 @@ export function vaultItem(
   };
 }
 
-/** GET /v1/vaults/:address: the list item's numbers, with APYs over windows and strategies. */
-export function vaultDetail(
+/** The sandbox's vaults charge no fees. */
+export const VAULT_FEES = { management: 0, performance: 0, hurdle: 0 } as const;
+
+/** A vault's rates: now, and the share price's annualised growth over 7 and 30 days and since creation. */
+export function vaultApys(
   index: Indexer,
   vault: VaultSummary,
-  asset: Address,
-  strategies: IndexedStrategy[],
-): z.input<typeof DataVaultDetail> {
-  const item = vaultItem(vault, strategies);
+): { current: number; '7d': number; '30d': number; inception: number } {
   const now = indexTime(index);
   const address = vault.address.toLowerCase();
   const current = vaultStateAt(index.db, address, now);
@@ -105,6 +105,22 @@ export function vaultDetail(
     return annualisedGrowth(priceAt(then, from), priceAt(current, now), now - from);
   };
   return {
+    current: vault.apy,
+    '7d': growthSince(7 * DAY),
+    '30d': growthSince(30 * DAY),
+    inception: growthSince(null),
+  };
+}
+
+/** GET /v1/vaults/:address: the list item's numbers, with APYs over windows and strategies. */
+export function vaultDetail(
+  index: Indexer,
+  vault: VaultSummary,
+  asset: Address,
+  strategies: IndexedStrategy[],
+): z.input<typeof DataVaultDetail> {
+  const item = vaultItem(vault, strategies);
+  return {
     address: item.address,
     name: item.name,
     symbol: item.symbol,
@@ -113,14 +129,8 @@ export function vaultDetail(
     tvlUsd: item.tvlUsd,
     totalShares: vault.totalShares.toString(),
     pricePerShare: vault.pricePerShare.toString(),
-    apy: {
-      current: vault.apy,
-      '7d': growthSince(7 * DAY),
-      '30d': growthSince(30 * DAY),
-      inception: growthSince(null),
-    },
-    // The sandbox's vaults charge no fees.
-    fees: { management: 0, performance: 0, hurdle: 0 },
+    apy: vaultApys(index, vault),
+    fees: { ...VAULT_FEES },
     riskLevel: item.riskLevel,
     strategies: strategies
       .filter((s) => s.vault === vault.address)

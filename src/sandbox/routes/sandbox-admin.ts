@@ -37,11 +37,17 @@ export interface AdminDeps {
   rateLimit: boolean;
 }
 
+/** What the admin API reports of the rest of the service. */
+export interface AdminReports {
+  graphql: () => { sockets: number; subscriptions: number; events_sent: number; dropped: number };
+}
+
 /** The sandbox admin API under /sandbox: not part of the live service. */
 export function registerSandboxAdminRoutes(
   app: App,
   { store, clock, chain }: RouteDeps,
   admin: AdminDeps,
+  reports: AdminReports,
 ): void {
   const onRequest = createAdminGuard(admin.adminTokenHash);
   const clockState = () => ({ now: clock.nowSeconds(), offset_seconds: clock.offsetSeconds() });
@@ -64,6 +70,7 @@ export function registerSandboxAdminRoutes(
         write_wait_ms_p99: waits.p99Ms,
       };
     })(),
+    graphql: reports.graphql(),
   }));
 
   app.post(

@@ -1,0 +1,155 @@
+import { type Client, createClient } from 'graphql-ws';
+import {
+  type GraphqlError,
+  TransactionCreatedEvent,
+  VaultUpdatedEvent,
+} from '../api/schemas/index.ts';
+import type { Context } from './context.ts';
+import { CliError, EXIT } from './exit-codes.ts';
+import { rawWithAmount } from './format.ts';
+import { graphqlFailure, graphqlSocketUrl, vaultAddressOver } from './graphql.ts';
+
+/** Reconnection waits: 0.5 s doubling to 30 s, with full jitter. */
+const FIRST_RETRY_MS = 500;
+const MAX_RETRY_MS = 30_000;
+/** The server's close codes that waiting will not change. */
+const FATAL_CLOSE_CODES = new Set([4400, 4403, 4429, 4500, 1002, 1003, 1008]);
+
+const VAULT_SUBSCRIPTION = `subscription ($address: String!) {
+  vaultUpdated(address: $address) { address name tvl tvlUsd totalShares pricePerShare apy { current } }
+}`;
+const TRANSACTION_SUBSCRIPTION = `subscription ($vault: String) {
+  transactionCreated(vaultAddress: $vault) {
+    hash type status amount shares user timestamp vault { address name }
+  }
+}`;
+
+export async function watchVault(context: Context, vault: string, count?: number) {
+  const address = await vaultAddressOver(context, vault);
+  const out = await context.output();
+  await follow(context, VAULT_SUBSCRIPTION, { address }, count, (data) => {
+    const event = VaultUpdatedEvent.parse(data.vaultUpdated);
+    if (out.json) return out.raw(JSON.stringify(data.vaultUpdated));
+    const price = Number(event.pricePerShare) / 1e6;
+    out.print(
+      `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}  ${event.name}  tvl ${rawWithAmount(event.tvl, 'USDC')}  price ${price.toFixed(6)}  apy ${Number(event.apy.current.toFixed(4))} %`,
+    );
+  });
+}
+
+export async function watchTransactions(context: Context, vault?: string, count?: number) {
+  const address = vault === undefined ? null : await vaultAddressOver(context, vault);
+  const out = await context.output();
+  await follow(context, TRANSACTION_SUBSCRIPTION, { vault: address }, count, (data) => {
+    const event = TransactionCreatedEvent.parse(data.transactionCreated);
+    if (out.json) return out.raw(JSON.stringify(data.transactionCreated));
+    const amount =
+      event.type === 'REDEEM_REQUEST'
+        ? `${event.shares} shares`
+        : rawWithAmount(event.amount, 'USDC');
+    out.print(
+      `${event.timestamp}  ${event.type.toLowerCase()}  ${event.status.toLowerCase()}  ${amount}  ${event.vault.name}  user ${event.user}  tx ${event.hash}`,
+    );
+  });
+}
+
+/**
+ * Subscribes and hands each event's data to `show` until `count` events (or forever), Ctrl-C
+ * (exit 130) or a failure that reconnecting will not mend.
+ */
+async function follow(
+  context: Context,
+  query: string,
+  variables: Record<string, unknown>,
+  count: number | undefined,
+  show: (data: Record<string, unknown>) => void,
+): Promise<void> {
+  const out = await context.output();
+  const url = graphqlSocketUrl(await context.dataUrl());
+  const apiKey = await context.apiKey();
+  let connectedOnce = false;
+  let lost = false;
+  const client: Client = createClient({
+    url,
+    lazy: true,
+    // An API key puts the socket in the key's rate tier; without one it is public.
+    connectionParams: apiKey ? { apiKey } : {},
+    retryAttempts: Number.POSITIVE_INFINITY,
+    // Never at start (a wrong URL fails at once); after that, unless the server said no.
+    shouldRetry: (event) => connectedOnce && !isFatal(event),
+    retryWait: async (retries) => {
+      const cap = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** retries);
+      const wait = Math.round(cap / 2 + Math.random() * (cap / 2));
+      out.notice(`connection to ${url} lost; reconnecting in ${(wait / 1000).toFixed(1)} s`);
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    },
+    on: {
+      connected: () => {
+        if (lost) out.notice(`reconnected to ${url}; events while it was down are not replayed`);
+        connectedOnce = true;
+        lost = false;
+      },
+      closed: () => {
+        if (connectedOnce) lost = true;
+      },
+    },
+  });
+
+  let seen = 0;
+  let stop: (() => void) | undefined;
+  let interrupted = () => {};
+  const done = new Promise<void>((resolve, reject) => {
+    interrupted = () => reject(new CliError('cancelled', EXIT.cancelled));
+    process.once('SIGINT', interrupted);
+    stop = client.subscribe(
+      { query, variables },
+      {
+        next: (value) => {
+          if (value.errors?.length) {
+            reject(graphqlFailure(value.errors as unknown as GraphqlError[]));
+            return;
+          }
+          show((value.data ?? {}) as Record<string, unknown>);
+          seen++;
+          if (count !== undefined && seen >= count) resolve();
+        },
+        error: (error) => reject(failureOf(error, url)),
+        complete: () => resolve(),
+      },
+    );
+  });
+  try {
+    await done;
+  } finally {
+    process.removeListener('SIGINT', interrupted);
+    stop?.();
+    await client.dispose();
+  }
+}
+
+function isFatal(event: unknown): boolean {
+  const code = (event as { code?: unknown } | undefined)?.code;
+  return typeof code === 'number' && FATAL_CLOSE_CODES.has(code);
+}
+
+/** What ended a subscription, as the CLI reports it. */
+function failureOf(error: unknown, url: string): CliError {
+  if (Array.isArray(error)) return graphqlFailure(error as GraphqlError[]);
+  const { code, reason } = (error ?? {}) as { code?: number; reason?: string };
+  if (code === 4403) {
+    return new CliError(
+      `${url} refused the API key: ${reason || 'forbidden'}; check --api-key or the profile's key, or send none`,
+      EXIT.auth,
+    );
+  }
+  if (typeof code === 'number') {
+    return new CliError(
+      `the connection to ${url} closed (${code}${reason ? `: ${reason}` : ''})`,
+      code === 4429 ? EXIT.rateLimited : EXIT.unreachable,
+    );
+  }
+  return new CliError(
+    `cannot reach ${url}: ${error instanceof Error ? error.message : 'the WebSocket failed'}`,
+    EXIT.unreachable,
+  );
+}

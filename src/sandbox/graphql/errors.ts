@@ -1,0 +1,173 @@
+import {
+  type ExecutionResult,
+  type FormattedExecutionResult,
+  GraphQLError,
+  type GraphQLFormattedError,
+  parse,
+  visit,
+} from 'graphql';
+import type { DataErrorCode, GRAPHQL_ERROR_CODES } from '../../api/schemas/index.ts';
+import { DataApiError } from '../errors.ts';
+import { TooManyPointsError } from '../indexer/vaults.ts';
+
+export type GraphqlErrorCode = (typeof GRAPHQL_ERROR_CODES)[number];
+
+/** An error a resolver throws: the client sees its message, with `code` in extensions. */
+export function graphqlError(
+  code: GraphqlErrorCode,
+  message: string,
+  details: Record<string, unknown> = {},
+): GraphQLError {
+  return new GraphQLError(message, { extensions: { code, ...details } });
+}
+
+/** The data API's REST codes, as GraphQL codes. */
+const FROM_DATA_CODES: Record<DataErrorCode, GraphqlErrorCode> = {
+  VAULT_NOT_FOUND: 'NOT_FOUND',
+  STRATEGY_NOT_FOUND: 'NOT_FOUND',
+  NOT_FOUND: 'NOT_FOUND',
+  INVALID_ADDRESS: 'BAD_USER_INPUT',
+  INVALID_PARAMETER: 'BAD_USER_INPUT',
+  INVALID_API_KEY: 'UNAUTHENTICATED',
+  RATE_LIMITED: 'RATE_LIMITED',
+  INTERNAL_ERROR: 'INTERNAL_SERVER_ERROR',
+};
+
+/** The HTTP status of a response that has no data, by its first error's code. */
+const STATUS_OF: Partial<Record<GraphqlErrorCode, number>> = {
+  BAD_USER_INPUT: 400,
+  GRAPHQL_PARSE_FAILED: 400,
+  GRAPHQL_VALIDATION_FAILED: 400,
+  QUERY_TOO_COMPLEX: 400,
+  UNAUTHENTICATED: 401,
+  RATE_LIMITED: 429,
+  INTERNAL_SERVER_ERROR: 500,
+};
+
+/** Validation messages (graphql-js's wording) that are about an argument's or variable's value. */
+const INPUT_PROBLEM =
+  /argument|Expected value of type|does not exist in "[^"]+" enum|cannot represent|Variable "\$/;
+
+/** A resolver's failure, in GraphQL's terms: the shared queries throw DataApiError. */
+export function fromQueryError(error: unknown): unknown {
+  if (error instanceof DataApiError) {
+    return graphqlError(FROM_DATA_CODES[error.code], error.message);
+  }
+  if (error instanceof TooManyPointsError) return graphqlError('BAD_USER_INPUT', error.message);
+  return error;
+}
+
+interface LoggedError extends Error {
+  originalError?:
+    | (Error & {
+        errors?: unknown[];
+        statusCode?: number;
+        code?: string;
+        extensions?: Record<string, unknown>;
+      })
+    | null;
+  extensions?: Record<string, unknown>;
+  locations?: ReadonlyArray<{ line: number; column: number }>;
+  path?: ReadonlyArray<string | number>;
+  source?: { body: string };
+  positions?: readonly number[];
+  statusCode?: number;
+}
+
+/**
+ * Every error as the spec's standard shape: message, locations, path (when the error belongs
+ * to a field, or an argument of one) and extensions.code. An error no code was given for is
+ * an internal one: logged, and answered as "internal server error".
+ */
+export function formatGraphqlErrors(
+  execution: ExecutionResult & { statusCode?: number },
+  log: { error(object: unknown, message: string): void },
+): { statusCode: number; response: FormattedExecutionResult } {
+  const flat: Array<{ error: LoggedError; invalid: boolean }> = [];
+  for (const error of (execution.errors ?? []) as readonly LoggedError[]) {
+    // mercurius wraps a failed validation as one error holding the list.
+    const inner = error.originalError?.errors;
+    if (Array.isArray(inner)) {
+      for (const one of inner as LoggedError[]) flat.push({ error: one, invalid: true });
+    } else flat.push({ error, invalid: false });
+  }
+  const errors = flat.map(({ error, invalid }) => formatOne(error, invalid, log));
+  const first = errors[0]?.extensions?.code as GraphqlErrorCode | undefined;
+  const statusCode = execution.data ? 200 : ((first && STATUS_OF[first]) ?? 200);
+  return { statusCode, response: { data: execution.data ?? null, errors } };
+}
+
+function formatOne(
+  error: LoggedError,
+  invalid: boolean,
+  log: { error(object: unknown, message: string): void },
+): GraphQLFormattedError {
+  const original = error.originalError ?? undefined;
+  const given = (error.extensions?.code ?? original?.extensions?.code) as string | undefined;
+  let code: string;
+  let message = error.message;
+  if (given && given !== 'INTERNAL_SERVER_ERROR') {
+    code = given;
+  } else if (original instanceof DataApiError || original instanceof TooManyPointsError) {
+    const mapped = fromQueryError(original) as GraphQLError;
+    code = mapped.extensions.code as string;
+  } else if (/^Syntax Error/.test(message)) {
+    code = 'GRAPHQL_PARSE_FAILED';
+  } else if (error instanceof GraphQLError && !original && !error.path) {
+    // A validation error (no field ran): about a value given, or about the document.
+    code = INPUT_PROBLEM.test(message) ? 'BAD_USER_INPUT' : 'GRAPHQL_VALIDATION_FAILED';
+  } else if (invalid) {
+    code = 'BAD_USER_INPUT';
+  } else {
+    const status = original?.statusCode ?? error.statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      code = 'BAD_USER_INPUT';
+    } else {
+      log.error({ err: original ?? error }, 'GraphQL request failed');
+      code = 'INTERNAL_SERVER_ERROR';
+      message = 'internal server error';
+    }
+  }
+  const locations = error.locations ? [...error.locations] : [];
+  const path = error.path ? [...error.path] : fieldPathAt(error);
+  const { code: _ignored, ...rest } = {
+    ...(original?.extensions ?? {}),
+    ...(error.extensions ?? {}),
+  } as Record<string, unknown>;
+  return {
+    message,
+    locations,
+    ...(path && { path }),
+    extensions: { ...rest, code },
+  };
+}
+
+/**
+ * The response path of the field an error points into (an argument's bad value, say), from
+ * the document it was found in; undefined when it points at no field.
+ */
+function fieldPathAt(error: LoggedError): Array<string | number> | undefined {
+  const offset = error.positions?.[0];
+  const body = error.source?.body;
+  if (offset === undefined || body === undefined) return undefined;
+  let document: ReturnType<typeof parse>;
+  try {
+    document = parse(body);
+  } catch {
+    return undefined;
+  }
+  let found: string[] | undefined;
+  const path: string[] = [];
+  visit(document, {
+    Field: {
+      enter(node) {
+        path.push(node.alias?.value ?? node.name.value);
+        if (node.loc && node.loc.start <= offset && offset < node.loc.end) found = [...path];
+      },
+      leave() {
+        path.pop();
+      },
+    },
+  });
+  return found;
+}

@@ -1,0 +1,218 @@
+import {
+  type ASTVisitor,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  GraphQLError,
+  Kind,
+  type SelectionSetNode,
+  type ValidationContext,
+  type ValueNode,
+} from 'graphql';
+import type { GraphqlLimits } from '../../api/schemas/index.ts';
+import {
+  DATA_PAGE_DEFAULT_LIMIT,
+  GRAPHQL_INTERVALS,
+  GRAPHQL_PERIODS,
+  HISTORY_INTERVALS,
+  HISTORY_PERIODS,
+} from '../../api/schemas/index.ts';
+
+/**
+ * Validation rules that bound what one document may ask for, run with graphql-js's own on
+ * every query and subscription:
+ *
+ * - depth: nested selections under an operation (fragments followed);
+ * - aliases: aliased fields in the whole document;
+ * - cost: the objects an answer can hold. A field that answers an object costs 1; one that
+ *   answers a list costs its longest length (userTransactions its `limit`, vaultHistory its
+ *   points, the others the size below); every field below a list costs that many times over.
+ *   Scalars are free. Introspection is counted for depth and aliases only.
+ */
+
+/** The longest a list field can be, where no argument says (the sandbox has 6 vaults). */
+const LIST_SIZES: Record<string, number> = {
+  vaults: 10,
+  strategies: 100,
+  userPositions: 10,
+  nodes: 100,
+};
+const DEFAULT_LIST_SIZE = 100;
+const DAY = 86_400;
+
+function tooComplex(message: string): GraphQLError {
+  return new GraphQLError(message, { extensions: { code: 'QUERY_TOO_COMPLEX' } });
+}
+
+/**
+ * An argument's literal value; undefined when it is a variable. The rule is static (mercurius
+ * caches a document's validation), so a variable counts as its worst case.
+ */
+function argument(field: FieldNode, name: string): unknown {
+  const node = field.arguments?.find((arg) => arg.name.value === name)?.value;
+  return node && literalOf(node);
+}
+
+function literalOf(node: ValueNode): unknown {
+  switch (node.kind) {
+    case Kind.INT:
+      return Number(node.value);
+    case Kind.STRING:
+    case Kind.ENUM:
+      return node.value;
+    default:
+      return undefined;
+  }
+}
+
+/** How many items a list field can answer. */
+function listSize(field: FieldNode, limits: GraphqlLimits): number {
+  const name = field.name.value;
+  if (name === 'userTransactions') {
+    const given = argument(field, 'limit');
+    if (given === undefined) {
+      // Absent: the default page; a variable: the largest.
+      const node = field.arguments?.find((arg) => arg.name.value === 'limit');
+      return node ? limits.maxLimit : DATA_PAGE_DEFAULT_LIMIT;
+    }
+    const limit = Number(given);
+    return Number.isFinite(limit) && limit > 0 ? Math.min(limit, limits.maxLimit) : 1;
+  }
+  if (name === 'vaultHistory') {
+    // A period or interval given as a variable counts as a year, hourly.
+    const period = GRAPHQL_PERIODS[String(argument(field, 'period'))];
+    const step = GRAPHQL_INTERVALS[String(argument(field, 'interval'))] ?? '1h';
+    const days = (period === undefined ? undefined : HISTORY_PERIODS[period]) ?? 365;
+    return Math.ceil((days * DAY) / HISTORY_INTERVALS[step]) + 1;
+  }
+  return LIST_SIZES[name] ?? DEFAULT_LIST_SIZE;
+}
+
+/** The three limits, as one validation rule (one walk of the document). */
+export function limitsRule(limits: GraphqlLimits) {
+  return (context: ValidationContext): ASTVisitor => {
+    const fragments = new Map<string, FragmentDefinitionNode>();
+    for (const definition of context.getDocument().definitions) {
+      if (definition.kind === Kind.FRAGMENT_DEFINITION) {
+        fragments.set(definition.name.value, definition);
+      }
+    }
+    const schema = context.getSchema();
+
+    /** Depth and cost of a selection set whose fields each repeat `times` times. */
+    function measure(
+      set: SelectionSetNode,
+      parentType: string,
+      times: number,
+      seen: Set<string>,
+    ): { depth: number; cost: number } {
+      let depth = 0;
+      let cost = 0;
+      for (const selection of set.selections) {
+        let inner: { depth: number; cost: number } | undefined;
+        if (selection.kind === Kind.FIELD && !selection.selectionSet) {
+          inner = { depth: 1, cost: 0 };
+        } else if (selection.kind === Kind.FIELD && selection.selectionSet) {
+          const name = selection.name.value;
+          const introspection = name.startsWith('__');
+          const fieldType = introspection
+            ? undefined
+            : (
+                schema.getType(parentType) as
+                  | { getFields?: () => Record<string, { type: { toString(): string } }> }
+                  | undefined
+              )?.getFields?.()[name]?.type;
+          const typeName = fieldType?.toString() ?? '';
+          const isList = typeName.startsWith('[');
+          const count = introspection ? 0 : isList ? listSize(selection, limits) : 1;
+          const below = measure(
+            selection.selectionSet,
+            typeName.replace(/[[\]!]/g, ''),
+            introspection ? 0 : times * Math.max(count, 1),
+            seen,
+          );
+          inner = { depth: below.depth + 1, cost: times * count + below.cost };
+        } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+          inner = measure(
+            selection.selectionSet,
+            selection.typeCondition?.name.value ?? parentType,
+            times,
+            seen,
+          );
+        } else {
+          const name = selection.name.value;
+          const fragment = fragments.get(name);
+          // A cycle is reported by graphql-js's NoFragmentCyclesRule.
+          if (!fragment || seen.has(name)) continue;
+          inner = measure(
+            fragment.selectionSet,
+            fragment.typeCondition.name.value,
+            times,
+            new Set([...seen, name]),
+          );
+        }
+        depth = Math.max(depth, inner.depth);
+        cost += inner.cost;
+      }
+      return { depth, cost };
+    }
+
+    return {
+      Document: {
+        leave(document) {
+          let aliases = 0;
+          const countAliases = (set: SelectionSetNode | undefined) => {
+            for (const selection of set?.selections ?? []) {
+              if (selection.kind === Kind.FIELD && selection.alias) aliases++;
+              if (selection.kind !== Kind.FRAGMENT_SPREAD) countAliases(selection.selectionSet);
+            }
+          };
+          for (const definition of document.definitions) {
+            if (
+              definition.kind === Kind.OPERATION_DEFINITION ||
+              definition.kind === Kind.FRAGMENT_DEFINITION
+            ) {
+              countAliases(definition.selectionSet);
+            }
+          }
+          if (aliases > limits.maxAliases) {
+            context.reportError(
+              tooComplex(
+                `the document has ${aliases} aliases; at most ${limits.maxAliases} are allowed`,
+              ),
+            );
+          }
+          for (const definition of document.definitions) {
+            if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+            const root =
+              definition.operation === 'query'
+                ? schema.getQueryType()
+                : definition.operation === 'subscription'
+                  ? schema.getSubscriptionType()
+                  : schema.getMutationType();
+            const { depth, cost } = measure(
+              definition.selectionSet,
+              root?.name ?? '',
+              1,
+              new Set(),
+            );
+            const name = definition.name ? ` ${definition.name.value}` : '';
+            if (depth > limits.maxDepth) {
+              context.reportError(
+                tooComplex(
+                  `operation${name} is ${depth} levels deep; at most ${limits.maxDepth} are allowed`,
+                ),
+              );
+            }
+            if (cost > limits.maxCost) {
+              context.reportError(
+                tooComplex(
+                  `operation${name} costs ${cost} (the objects its answer can hold); at most ${limits.maxCost} is allowed: ask for smaller pages or fewer nested lists`,
+                ),
+              );
+            }
+          }
+        },
+      },
+    };
+  };
+}

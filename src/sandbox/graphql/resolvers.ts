@@ -1,0 +1,333 @@
+import { Kind, type ValueNode } from 'graphql';
+import type { IResolvers, MercuriusLoaders } from 'mercurius';
+import type { z } from 'zod';
+import {
+  DataAddress,
+  type DataTransaction,
+  GRAPHQL_INTERVALS,
+  GRAPHQL_PERIODS,
+  StrategyParams,
+  TransactionsQuery,
+  upper,
+} from '../../api/schemas/index.ts';
+import { VAULT_CONFIG } from '../chain/deployment.ts';
+import type { DataQueries } from '../indexer/queries.ts';
+import { isoTime } from '../indexer/reads.ts';
+import { VAULT_FEES, type VaultSummary, vaultItem } from '../indexer/vaults.ts';
+import { fromQueryError, graphqlError } from './errors.ts';
+import type { Live, SocketState } from './live.ts';
+
+/**
+ * The GraphQL resolvers. Every answer comes from the same functions as /v1's
+ * (indexer/queries.ts), mapped onto the spec's types: enums in upper case, APY windows as
+ * day7/day30, a position's or transaction's vault as a whole Vault. Nested vaults and
+ * strategies are batched by loaders: a list of vaults with their strategies, or of
+ * transactions with their vaults, reads the index a fixed number of times.
+ */
+
+/** A Vault as resolvers hand it on: its fields, with the APY windows read on first use. */
+export interface VaultRoot {
+  address: string;
+  name: string;
+  symbol: string;
+  tvl: string;
+  tvlUsd: number;
+  totalShares: string;
+  pricePerShare: string;
+  apy: () => { current: number; day7: number; day30: number; inception: number };
+  fees: typeof VAULT_FEES;
+  riskLevel: string;
+  isERC7540: boolean;
+  fulfillmentDelay: number | null;
+  createdAt: string;
+}
+
+export function vaultRoot(summary: VaultSummary, queries: DataQueries): VaultRoot {
+  const item = vaultItem(summary, []);
+  let apy: ReturnType<VaultRoot['apy']> | undefined;
+  return {
+    address: item.address,
+    name: item.name,
+    symbol: item.symbol,
+    tvl: item.tvl,
+    tvlUsd: item.tvlUsd,
+    totalShares: summary.totalShares.toString(),
+    pricePerShare: summary.pricePerShare.toString(),
+    // Shared by every subscriber of one event: computed once.
+    apy: () => {
+      if (!apy) {
+        const rates = queries.apys(summary);
+        apy = {
+          current: rates.current,
+          day7: rates['7d'],
+          day30: rates['30d'],
+          inception: rates.inception,
+        };
+      }
+      return apy;
+    },
+    fees: VAULT_FEES,
+    riskLevel: upper(VAULT_CONFIG[summary.id as keyof typeof VAULT_CONFIG].riskLevel),
+    isERC7540: item.isERC7540,
+    fulfillmentDelay: item.fulfillmentDelay,
+    createdAt: item.createdAt,
+  };
+}
+
+/** A Transaction as resolvers hand it on; `vault` (an address) is resolved by a loader. */
+export function transactionRoot(item: z.input<typeof DataTransaction>) {
+  return {
+    hash: item.hash,
+    type: upper(item.type),
+    vault: item.vault,
+    user: item.user,
+    amount: item.amount,
+    shares: item.shares,
+    status: upper(item.status),
+    timestamp: item.timestamp,
+  };
+}
+
+/** Runs a resolver, with the shared queries' errors in GraphQL's terms. */
+async function answer<T>(work: () => T | Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw fromQueryError(error);
+  }
+}
+
+/** An address argument: 0x and 40 hex digits, any case. */
+function address(name: string, value: unknown): string {
+  const parsed = DataAddress.safeParse(value);
+  if (!parsed.success) {
+    throw graphqlError(
+      'BAD_USER_INPUT',
+      `${name}: ${JSON.stringify(value)} is not an address; it ${parsed.error.issues[0]?.message}`,
+      { argument: name },
+    );
+  }
+  return parsed.data;
+}
+
+const lower = (value: unknown) => (typeof value === 'string' ? value.toLowerCase() : undefined);
+
+/** BigInt: an integer of any size; out as a decimal string, in as a string or an integer. */
+const BIGINT_TEXT = /^-?\d{1,78}$/;
+function toBigIntText(value: unknown): string {
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  if (typeof value === 'string' && BIGINT_TEXT.test(value)) return BigInt(value).toString();
+  // A plain error: graphql-js adds where the value is, and it is answered as BAD_USER_INPUT.
+  throw new TypeError(
+    `BigInt must be an integer, as a decimal string or a safe integer; got ${JSON.stringify(value)}`,
+  );
+}
+
+/** DateTime: ISO 8601 in UTC. */
+function toDateTime(value: unknown): string {
+  if (typeof value === 'string') {
+    const at = Date.parse(value);
+    if (!Number.isNaN(at) && /^\d{4}-\d\d-\d\dT/.test(value)) return isoTime(at / 1000);
+  }
+  throw new TypeError(
+    `DateTime must be ISO 8601, such as 2026-11-22T10:00:00Z; got ${JSON.stringify(value)}`,
+  );
+}
+
+const literal = (node: ValueNode) =>
+  node.kind === Kind.INT ? Number(node.value) : node.kind === Kind.STRING ? node.value : node;
+
+export function createResolvers(queries: DataQueries, live: Live): IResolvers {
+  return {
+    BigInt: {
+      serialize: toBigIntText,
+      parseValue: toBigIntText,
+      parseLiteral: (node: ValueNode) =>
+        node.kind === Kind.INT ? toBigIntText(node.value) : toBigIntText(literal(node)),
+    } as never,
+    DateTime: {
+      serialize: (value: unknown) =>
+        typeof value === 'number' ? isoTime(value) : toDateTime(value),
+      parseValue: toDateTime,
+      parseLiteral: (node: ValueNode) => toDateTime(literal(node)),
+    } as never,
+
+    Query: {
+      vaults: (_root, args: { riskLevel?: string; minTvl?: string; orderBy?: string }) =>
+        answer(() => {
+          if (args.minTvl?.startsWith('-')) {
+            throw graphqlError('BAD_USER_INPUT', 'minTvl must not be negative');
+          }
+          const { summaries } = queries.vaults({
+            riskLevel: lower(args.riskLevel),
+            minTvl: args.minTvl ?? undefined,
+            orderBy: lower(args.orderBy),
+          });
+          return summaries.map((summary) => vaultRoot(summary, queries));
+        }),
+
+      vault: (_root, args: { address: string }) =>
+        answer(() => vaultRoot(queries.vaultAt(address('address', args.address)), queries)),
+
+      vaultHistory: (_root, args: { address: string; period: string; interval: string }) =>
+        answer(() => {
+          const period = GRAPHQL_PERIODS[args.period];
+          const interval = GRAPHQL_INTERVALS[args.interval];
+          if (!period || !interval)
+            throw graphqlError('BAD_USER_INPUT', 'unknown period or interval');
+          return queries.history(address('address', args.address), period, interval).points;
+        }),
+
+      strategies: (_root, args: { status?: string; minSharpe?: number }) =>
+        answer(() =>
+          queries
+            .strategyList({ status: lower(args.status), minSharpe: args.minSharpe ?? undefined })
+            .strategies.map((s) => ({ ...s, status: upper(s.status) })),
+        ),
+
+      strategy: (_root, args: { id: string }) =>
+        answer(() => {
+          if (!StrategyParams.safeParse({ id: args.id }).success) {
+            throw graphqlError(
+              'BAD_USER_INPUT',
+              `id: ${JSON.stringify(args.id)} is not a strategy id (0x followed by 64 hex digits)`,
+              { argument: 'id' },
+            );
+          }
+          const found = queries.strategy(args.id);
+          if (!found) throw graphqlError('NOT_FOUND', `no strategy ${args.id.toLowerCase()}`);
+          return { ...found, status: upper(found.status) };
+        }),
+
+      userPositions: (_root, args: { address: string }) =>
+        answer(() => {
+          const user = address('address', args.address);
+          return queries.positions(user).positions.map((position) => ({
+            vault: position.vault,
+            shares: position.shares,
+            value: position.value,
+            pnl: position.pnl,
+            pnlPercent: position.pnlPercent,
+            // Non-null in the spec: a position that is only a pending request dates from it.
+            depositedAt:
+              position.depositedAt ?? isoTime(queries.firstActivityAt(user, position.vault) ?? 0),
+          }));
+        }),
+
+      userTransactions: (
+        _root,
+        args: { address: string; type?: string; limit?: number; offset?: number },
+      ) =>
+        answer(() => {
+          const user = address('address', args.address);
+          const page = TransactionsQuery.safeParse({
+            type: lower(args.type),
+            limit: args.limit ?? undefined,
+            offset: args.offset ?? undefined,
+          });
+          if (!page.success) {
+            const issue = page.error.issues[0];
+            throw graphqlError('BAD_USER_INPUT', issue?.message ?? 'invalid arguments', {
+              argument: String(issue?.path[0] ?? ''),
+            });
+          }
+          return queries.transactions(user, page.data).transactions.map(transactionRoot);
+        }),
+
+      protocolStats: () => answer(() => queries.stats()),
+
+      nodeStats: () =>
+        answer(async () => {
+          const { nodes } = await queries.nodes();
+          const online = nodes.filter((node) => node.status === 'online').length;
+          const blocks = nodes.flatMap((node) =>
+            node.blockNumber === null ? [] : [node.blockNumber],
+          );
+          return {
+            total: nodes.length,
+            online,
+            offline: nodes.length - online,
+            latestBlock: blocks.length > 0 ? Math.max(...blocks) : null,
+            nodes: nodes.map((node) => ({ ...node, status: upper(node.status) })),
+          };
+        }),
+    },
+
+    Subscription: {
+      vaultUpdated: {
+        subscribe: (_root: unknown, args: { address: string }, context: { live?: SocketState }) =>
+          answer(() => {
+            const vault = queries.vaultAt(address('address', args.address));
+            return live.subscribe(liveState(context), `vault:${vault.address.toLowerCase()}`);
+          }),
+      },
+      transactionCreated: {
+        subscribe: (
+          _root: unknown,
+          args: { vaultAddress?: string | null },
+          context: { live?: SocketState },
+        ) =>
+          answer(() => {
+            if (args.vaultAddress === undefined || args.vaultAddress === null) {
+              return live.subscribe(liveState(context), 'transactions:*');
+            }
+            const vault = queries.vaultAt(address('vaultAddress', args.vaultAddress));
+            return live.subscribe(
+              liveState(context),
+              `transactions:${vault.address.toLowerCase()}`,
+            );
+          }),
+      },
+    },
+  } as IResolvers;
+}
+
+function liveState(context: { live?: SocketState }): SocketState {
+  if (!context.live) throw graphqlError('BAD_USER_INPUT', 'subscriptions need a WebSocket');
+  return context.live;
+}
+
+/** Nested resolvers that read the index once for a whole batch. */
+export function createLoaders(queries: DataQueries): MercuriusLoaders {
+  const vaultsByAddress = (addresses: string[]) => {
+    const wanted = new Set(addresses.map((a) => a.toLowerCase()));
+    const found = new Map<string, VaultRoot>();
+    for (const summary of queries.summaries()) {
+      const key = summary.address.toLowerCase();
+      if (wanted.has(key)) found.set(key, vaultRoot(summary, queries));
+    }
+    return addresses.map((a) => found.get(a.toLowerCase()) ?? null);
+  };
+  return {
+    Vault: {
+      strategies: {
+        loader: async (batch: Array<{ obj: VaultRoot }>) => {
+          const byVault = new Map<string, unknown[]>();
+          for (const s of queries.strategyList({}).strategies) {
+            if (!s.vault) continue;
+            const list = byVault.get(s.vault) ?? [];
+            list.push({ ...s, status: upper(s.status) });
+            byVault.set(s.vault, list);
+          }
+          return batch.map(({ obj }) => byVault.get(obj.address) ?? []);
+        },
+        opts: { cache: false },
+      },
+    },
+    Transaction: {
+      vault: {
+        loader: async (batch: Array<{ obj: { vault: string } }>) =>
+          vaultsByAddress(batch.map(({ obj }) => obj.vault)),
+        opts: { cache: false },
+      },
+    },
+    UserPosition: {
+      vault: {
+        loader: async (batch: Array<{ obj: { vault: string } }>) =>
+          vaultsByAddress(batch.map(({ obj }) => obj.vault)),
+        opts: { cache: false },
+      },
+    },
+  } as MercuriusLoaders;
+}

@@ -1,0 +1,215 @@
+import { getAddress } from 'viem';
+import type { z } from 'zod';
+import type {
+  DataNodeList,
+  DataStrategy,
+  DataStrategyList,
+  DataVaultDetail,
+  DataVaultList,
+  HISTORY_INTERVALS,
+  HISTORY_PERIODS,
+  ProtocolStats,
+  StrategyPerformance,
+  UserPositions,
+  UserTransactions,
+  VaultHistory,
+} from '../../api/schemas/index.ts';
+import type { SandboxChain } from '../chain/index.ts';
+import { DataApiError } from '../errors.ts';
+import type { Store } from '../store/index.ts';
+import { nodeList } from './nodes.ts';
+import {
+  firstActivityAt,
+  indexTime,
+  isoTime,
+  transactionsAt,
+  userPositions,
+  userTransactions,
+} from './reads.ts';
+import { protocolStats } from './stats.ts';
+import { type IndexedStrategy, indexedStrategies } from './strategies.ts';
+import {
+  usdOf,
+  type VaultSummary,
+  vaultApys,
+  vaultDetail,
+  vaultHistory,
+  vaultItem,
+  vaultSummaries,
+} from './vaults.ts';
+
+/**
+ * The data API's answers, one function per question, shared by REST (routes/data.ts) and
+ * GraphQL (graphql/resolvers.ts) so that the two never disagree: each answers the REST shape,
+ * which GraphQL maps onto its types. Arguments arrive validated; a vault or strategy that is
+ * not there is a DataApiError (VAULT_NOT_FOUND, STRATEGY_NOT_FOUND).
+ */
+export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
+  const { chain, store } = deps;
+  /** When each node key was last used, for the node list (kept in memory). */
+  const nodeSeen = new Map<string, number>();
+  const now = () => indexTime(chain.index);
+  const strategies = (): IndexedStrategy[] =>
+    indexedStrategies(chain.index.db, chain.deployment, now());
+
+  function vaultAt(address: string, vaults = vaultSummaries(chain.index)): VaultSummary {
+    const found = vaults.find((vault) => vault.address.toLowerCase() === address.toLowerCase());
+    if (!found) {
+      throw new DataApiError('VAULT_NOT_FOUND', `no vault at ${getAddress(address)}`, {
+        address: getAddress(address),
+      });
+    }
+    return found;
+  }
+
+  /** An agent's name by its wallet, each looked up once per answer. */
+  const agentNames = () => {
+    const names = new Map<string, string>();
+    return (owner: string) => {
+      if (!names.has(owner)) {
+        names.set(owner, store.agents.findByAgentAddress(owner)?.agent_name ?? '');
+      }
+      return names.get(owner) || null;
+    };
+  };
+
+  return {
+    /** Moves whenever any answer may change: the index committed, or an agent row changed. */
+    version: () => `${chain.index.version()}:${store.agents.version()}`,
+    /** A node key was used (its node is online for a while). */
+    nodeSeen: (nodeId: string) => nodeSeen.set(nodeId, Date.now()),
+    summaries: () => vaultSummaries(chain.index),
+    strategies,
+    vaultAt,
+
+    vaults(query: {
+      riskLevel?: string | undefined;
+      minTvl?: string | undefined;
+      orderBy?: string | undefined;
+    }): z.input<typeof DataVaultList> & { summaries: VaultSummary[] } {
+      const all = strategies();
+      const vaults = vaultSummaries(chain.index);
+      const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
+      const min = query.minTvl === undefined ? 0n : BigInt(query.minTvl);
+      let items = vaults
+        .filter((vault) => vault.tvl >= min)
+        .map((vault) => ({ vault, item: vaultItem(vault, all) }))
+        .filter(({ item }) => query.riskLevel === undefined || item.riskLevel === query.riskLevel);
+      if (query.orderBy) items = sortVaults(items, query.orderBy);
+      return {
+        vaults: items.map(({ item }) => item),
+        totalTvl: totalTvl.toString(),
+        totalTvlUsd: usdOf(totalTvl),
+        summaries: items.map(({ vault }) => vault),
+      };
+    },
+
+    /** One strategy as /v1/strategies lists it (deprecated ones too); undefined if none. */
+    strategy(strategyId: string): z.input<typeof DataStrategy> | undefined {
+      const found = strategies().find((s) => s.id === strategyId.toLowerCase());
+      return found && strategyItem(found, agentNames()(found.owner));
+    },
+
+    apys: (summary: VaultSummary) => vaultApys(chain.index, summary),
+    /** When a user first did anything in a vault (Unix seconds), or undefined. */
+    firstActivityAt: (user: string, vault: string) => firstActivityAt(chain.index.db, user, vault),
+    /** The transactions with these index keys (what a commit recorded). */
+    transactionsAt: (keys: Array<{ blockNumber: number; logIndex: number }>) =>
+      transactionsAt(chain.index.db, keys),
+
+    vault(address: string, all = strategies()): z.input<typeof DataVaultDetail> {
+      return vaultDetail(chain.index, vaultAt(address), chain.deployment.usdc, all);
+    },
+
+    /** A vault's detail from a summary already read (GraphQL's lists). */
+    history(
+      address: string,
+      period: keyof typeof HISTORY_PERIODS,
+      interval: keyof typeof HISTORY_INTERVALS,
+    ): z.input<typeof VaultHistory> {
+      return vaultHistory(chain.index, vaultAt(address), period, interval);
+    },
+
+    strategyList(query: {
+      status?: string | undefined;
+      minSharpe?: number | undefined;
+    }): z.input<typeof DataStrategyList> {
+      const agentName = agentNames();
+      return {
+        strategies: strategies()
+          .filter((s) => s.status !== 'deprecated')
+          .filter((s) => query.status === undefined || s.status === query.status)
+          .filter(
+            (s) => query.minSharpe === undefined || s.performance.sharpeRatio >= query.minSharpe,
+          )
+          .map((s) => strategyItem(s, agentName(s.owner))),
+      };
+    },
+
+    strategyPerformance(strategyId: string): z.input<typeof StrategyPerformance> {
+      const id = strategyId.toLowerCase();
+      const found = strategies().find((s) => s.id === id);
+      if (!found) throw new DataApiError('STRATEGY_NOT_FOUND', `no strategy ${id}`, { id });
+      return {
+        id: found.id,
+        name: found.name,
+        status: found.status,
+        apy: found.performance.apy,
+        sharpeRatio: found.performance.sharpeRatio,
+        maxDrawdown: found.performance.maxDrawdown,
+        returns: found.performance.returns.map((r) => ({
+          timestamp: isoTime(r.timestamp),
+          value: r.value,
+        })),
+      };
+    },
+
+    async nodes(): Promise<z.input<typeof DataNodeList>> {
+      return { nodes: await nodeList(chain, store, nodeSeen) };
+    },
+
+    stats(): z.input<typeof ProtocolStats> {
+      return protocolStats(chain, store, vaultSummaries(chain.index), strategies());
+    },
+
+    transactions(
+      address: string,
+      page: { type?: string | undefined; limit: number; offset: number },
+    ): z.input<typeof UserTransactions> {
+      const found = userTransactions(chain.index.db, address, page);
+      return { address: getAddress(address), ...found, limit: page.limit, offset: page.offset };
+    },
+
+    positions(address: string): z.input<typeof UserPositions> {
+      return { address: getAddress(address), positions: userPositions(chain.index, address) };
+    },
+  };
+}
+export type DataQueries = ReturnType<typeof createDataQueries>;
+
+/** A strategy as /v1/strategies lists it. */
+function strategyItem(s: IndexedStrategy, agentName: string | null): z.input<typeof DataStrategy> {
+  return {
+    id: s.id,
+    name: s.name,
+    agentName,
+    vault: s.vault,
+    status: s.status,
+    allocation: s.allocation,
+    apy: s.performance.apy,
+    riskScore: s.performance.riskScore,
+    sharpeRatio: s.performance.sharpeRatio,
+    maxDrawdown: s.performance.maxDrawdown,
+  };
+}
+
+function sortVaults<T extends { vault: VaultSummary }>(items: T[], orderBy: string): T[] {
+  const [field, direction] = orderBy.startsWith('created_at')
+    ? ['created_at', orderBy.slice('created_at_'.length)]
+    : (orderBy.split('_') as [string, string]);
+  const sign = direction === 'asc' ? 1 : -1;
+  const key = (vault: VaultSummary) =>
+    field === 'tvl' ? Number(vault.tvl) : field === 'apy' ? vault.apy : vault.createdAt;
+  // Stable: ties keep the deployment's order.
+  return [...items].sort((a, b) => sign * (key(a.vault) - key(b.vault)));
+}

@@ -1,0 +1,145 @@
+import websocket from '@fastify/websocket';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import {
+  type DocumentNode,
+  GraphQLError,
+  type GraphQLSchema,
+  specifiedRules,
+  validate,
+} from 'graphql';
+import mercurius from 'mercurius';
+import { GRAPHQL_LIMITS, type GraphqlLimits } from '../../api/schemas/index.ts';
+import { DataApiError } from '../errors.ts';
+import { formatGraphqlErrors, graphqlError } from '../graphql/errors.ts';
+import { GRAPHIQL_HTML } from '../graphql/graphiql.ts';
+import { limitsRule } from '../graphql/limits.ts';
+import { createLive, type Live, type SocketState } from '../graphql/live.ts';
+import { publishCommits } from '../graphql/publish.ts';
+import { createLoaders, createResolvers } from '../graphql/resolvers.ts';
+import { SCHEMA_SDL } from '../graphql/schema.ts';
+import { type DataAccess, rateLimitedError } from './data.ts';
+import type { App, RouteDeps } from './types.ts';
+
+export interface GraphqlOptions {
+  /** Serve GraphiQL to a browser at GET /graphql. */
+  graphiql: boolean;
+  /** Tests lower some limits (the init timeout, the subscription cap). */
+  limits?: Partial<GraphqlLimits>;
+}
+
+/**
+ * Part B's GraphQL half at /graphql (mercurius): queries over POST (and GET), subscriptions
+ * over WebSocket with graphql-transport-ws, GraphiQL for a browser. It reads the same index
+ * through the same functions as /v1, and counts against the same rate tiers: one HTTP
+ * request, one WebSocket upgrade or one subscribe is one request. Limits are
+ * GRAPHQL_LIMITS (src/api/schemas/graphql.ts), documented in docs/data-api.md.
+ */
+export async function registerGraphqlRoutes(
+  app: App,
+  deps: RouteDeps,
+  data: DataAccess,
+  options: GraphqlOptions,
+): Promise<Live> {
+  const limits: GraphqlLimits = { ...GRAPHQL_LIMITS, ...options.limits };
+  const live = createLive({ limits, callerOf: data.dataCaller, log: app.log });
+  const unpublish = publishCommits(deps.chain.index, data.queries, live);
+  app.addHook('onClose', async () => unpublish());
+  const rules = [...specifiedRules, limitsRule(limits)];
+
+  /** Rate tiers, the request's shape, and GraphiQL for a browser. */
+  async function guard(request: FastifyRequest, reply: FastifyReply) {
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    if (request.method === 'GET' && !request.ws && query.query === undefined) {
+      if (options.graphiql && /text\/html/.test(request.headers.accept ?? '')) {
+        return reply.type('text/html; charset=utf-8').send(GRAPHIQL_HTML);
+      }
+      throw new DataApiError(
+        'INVALID_PARAMETER',
+        'GET /graphql needs a query parameter (or use POST, or a WebSocket for subscriptions)',
+      );
+    }
+    const caller = data.dataCaller(request.headers['x-api-key'], request.ip);
+    const exceeded = await data.countRequest(request, caller);
+    if (exceeded) {
+      reply.header('retry-after', String(exceeded.retryAfter));
+      throw rateLimitedError(exceeded);
+    }
+    if (request.ws) return;
+    const body = request.method === 'POST' ? request.body : query;
+    if (Array.isArray(body)) {
+      throw new DataApiError('INVALID_PARAMETER', 'batched operations are not supported; send one');
+    }
+    const source = (body as Record<string, unknown> | null | undefined)?.query;
+    if (typeof source !== 'string' || source.trim() === '') {
+      throw new DataApiError(
+        'INVALID_PARAMETER',
+        'the request needs a GraphQL document in "query" (a JSON body {"query": "…", "variables": {…}})',
+      );
+    }
+    if (Buffer.byteLength(source) > limits.maxQueryBytes) {
+      throw new DataApiError(
+        'INVALID_PARAMETER',
+        `the query is ${Buffer.byteLength(source)} bytes; at most ${limits.maxQueryBytes} are allowed`,
+      );
+    }
+  }
+
+  await app.register(async (scope) => {
+    // mercurius declares JSON schemas for its routes, which the app's zod compilers do not
+    // take: guard() checks the request, and answers are GraphQL responses as they are.
+    scope.setValidatorCompiler(() => (value) => ({ value }));
+    scope.setSerializerCompiler(() => (value) => JSON.stringify(value));
+    // Registered here, not by mercurius, to reach its server and bound a message's size.
+    await scope.register(websocket, { options: { maxPayload: 4 * limits.maxQueryBytes } });
+    scope.websocketServer.on('connection', (socket, raw) =>
+      live.accept(socket, raw.socket.remoteAddress ?? ''),
+    );
+    await scope.register(mercurius, {
+      schema: SCHEMA_SDL,
+      resolvers: createResolvers(data.queries, live),
+      loaders: createLoaders(data.queries),
+      path: '/graphql',
+      graphiql: false,
+      allowBatchedQueries: false,
+      validationRules: [limitsRule(limits)],
+      graphql: { parseOptions: { maxTokens: 4000 } },
+      errorFormatter: (execution, context) =>
+        formatGraphqlErrors(execution, (context.reply?.log ?? app.log) as typeof app.log),
+      // Not in openapi.json: GraphQL describes itself (schema.graphql, introspection).
+      additionalRouteOptions: { preHandler: guard, schema: { hide: true } },
+      subscription: {
+        context: (socket) => ({ live: live.stateOf(socket as never) }),
+        keepAlive: 30_000,
+      },
+    });
+    // mercurius runs no validation on a subscription: the same rules run here, and the
+    // subscribe counts as a request of the socket's tier.
+    scope.graphql.addHook(
+      'preSubscriptionExecution',
+      async (schema: GraphQLSchema, document: DocumentNode, context) => {
+        const errors = validate(schema, document, rules);
+        if (errors.length > 0) {
+          const { response } = formatGraphqlErrors({ errors }, app.log);
+          const first = errors[0] as GraphQLError;
+          throw new GraphQLError(first.message, {
+            nodes: first.nodes ?? null,
+            source: first.source ?? null,
+            positions: first.positions ?? null,
+            extensions: response.errors?.[0]?.extensions ?? {},
+          });
+        }
+        const { request, live: state } = context as unknown as {
+          request: FastifyRequest;
+          live?: SocketState;
+        };
+        const exceeded = await data.countRequest(request, data.dataCaller(state?.key, request.ip));
+        if (exceeded) {
+          throw graphqlError('RATE_LIMITED', rateLimitedError(exceeded).message, {
+            retryAfter: exceeded.retryAfter,
+          });
+        }
+      },
+    );
+  });
+  return live;
+}

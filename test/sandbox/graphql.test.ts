@@ -1,0 +1,625 @@
+import { readFileSync } from 'node:fs';
+import { buildClientSchema, getIntrospectionQuery, printSchema } from 'graphql';
+import { type Client, createClient } from 'graphql-ws';
+import { type Address, parseAbi } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { type ChainReader, call, chainAgent, useChainSandbox } from '../helpers/chain.ts';
+import { admin, type TestSandbox } from '../helpers/sandbox.ts';
+
+let sandbox: TestSandbox;
+let reader: ChainReader;
+let wsUrl: string;
+useChainSandbox(
+  (started, chain) => {
+    sandbox = started;
+    reader = chain;
+  },
+  { graphiql: true, graphqlLimits: { connectionInitTimeoutMs: 300, maxSubscriptionsPerSocket: 3 } },
+);
+beforeAll(async () => {
+  const address = await sandbox.app.listen({ host: '127.0.0.1', port: 0 });
+  wsUrl = `${address.replace(/^http/, 'ws')}/graphql`;
+});
+
+const DAY = 86_400;
+const VAULT_ABI = parseAbi([
+  'function totalAssets() view returns (uint256)',
+  'function totalSupply() view returns (uint256)',
+  'function convertToAssets(uint256) view returns (uint256)',
+]);
+
+// biome-ignore lint/suspicious/noExplicitAny: GraphQL and REST bodies are compared field by field
+type Body = any;
+
+async function gql(query: string, variables?: Record<string, unknown>) {
+  const response = await sandbox.app.inject({
+    method: 'POST',
+    url: '/graphql',
+    payload: { query, ...(variables && { variables }) },
+  });
+  return { status: response.statusCode, body: response.json() as Body };
+}
+
+async function rest(url: string): Promise<Body> {
+  const response = await sandbox.app.inject({ url });
+  expect(response.statusCode).toBe(200);
+  return response.json();
+}
+
+const vaultOf = (id: 'conservative' | 'moderate' | 'aggressive' | 'configurable') =>
+  sandbox.chain.deployment.vaults[id];
+
+async function deposit(apiKey: string, vault_id: string, amount_usdc: number) {
+  const response = await call(sandbox, apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+    vault_id,
+    amount_usdc,
+  });
+  expect(response.statusCode).toBe(200);
+  return { tx: response.json().deposit_tx as string, answeredAt: performance.now() };
+}
+
+/** A subscription with a queue of its events, read with next(timeout). */
+function subscription(client: Client, query: string, variables: Record<string, unknown> = {}) {
+  const events: Body[] = [];
+  const waiters: Array<(event: Body) => void> = [];
+  let failure: unknown;
+  const stop = client.subscribe(
+    { query, variables },
+    {
+      next: (value) => {
+        const waiter = waiters.shift();
+        if (waiter) waiter(value);
+        else events.push(value);
+      },
+      error: (error) => {
+        failure = error;
+      },
+      complete: () => {},
+    },
+  );
+  return {
+    stop,
+    failure: () => failure,
+    pending: () => events.length,
+    next(timeoutMs = 1000): Promise<Body> {
+      const queued = events.shift();
+      if (queued) return Promise.resolve(queued);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`no event within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+        waiters.push((event) => {
+          clearTimeout(timer);
+          resolve(event);
+        });
+      });
+    },
+  };
+}
+
+const clients: Client[] = [];
+function connect(options: { apiKey?: string } = {}): Client {
+  const client = createClient({
+    url: wsUrl,
+    retryAttempts: 0,
+    lazy: false,
+    ...(options.apiKey && { connectionParams: { apiKey: options.apiKey } }),
+  });
+  clients.push(client);
+  return client;
+}
+afterAll(async () => {
+  await Promise.all(clients.map((client) => client.dispose()));
+});
+
+async function graphqlInfo() {
+  return (await admin(sandbox.app, 'GET', '/sandbox/info')).json().graphql as {
+    sockets: number;
+    subscriptions: number;
+  };
+}
+
+async function eventually<T>(read: () => Promise<T>, ok: (value: T) => boolean, ms = 2000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    const value = await read();
+    if (ok(value) || Date.now() > until) return value;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe('the schema', () => {
+  it('is the committed schema.graphql (run `npm run build:schema` after changing it)', async () => {
+    const { body } = await gql(getIntrospectionQuery());
+    expect(body.errors).toBeUndefined();
+    const served = `${printSchema(buildClientSchema(body.data))}\n`;
+    expect(served).toBe(readFileSync(new URL('../../schema.graphql', import.meta.url), 'utf8'));
+  });
+
+  it('has the spec’s types with exactly its fields and nullability', async () => {
+    const { body } = await gql(
+      `{ __type(name: "Vault") { fields { name type { kind name ofType { kind name } } } } }`,
+    );
+    const fields = Object.fromEntries(
+      body.data.__type.fields.map((f: Body) => [
+        f.name,
+        f.type.kind === 'NON_NULL' ? `${f.type.ofType.name ?? f.type.ofType.kind}!` : f.type.name,
+      ]),
+    );
+    expect(fields).toEqual({
+      address: 'String!',
+      name: 'String!',
+      symbol: 'String!',
+      tvl: 'BigInt!',
+      tvlUsd: 'Float!',
+      totalShares: 'BigInt!',
+      pricePerShare: 'BigInt!',
+      apy: 'APY!',
+      fees: 'Fees!',
+      riskLevel: 'RiskLevel!',
+      strategies: 'LIST!',
+      isERC7540: 'Boolean!',
+      fulfillmentDelay: 'Int',
+      createdAt: 'DateTime!',
+    });
+  });
+});
+
+describe('queries answer what /v1 answers for the same state', () => {
+  let user: Address;
+  let strategyId: string;
+  beforeAll(async () => {
+    const agent = await chainAgent(sandbox, 'established');
+    user = agent.agentAddress;
+    await deposit(agent.apiKey, 'moderate', 25);
+    await deposit(agent.apiKey, 'configurable', 10);
+    const submitted = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/strategy/submit', {
+      name: 'Graph Momentum',
+      description: 'a strategy for the GraphQL tests',
+    });
+    strategyId = submitted.json().strategy_id;
+    for (const status of ['guardian_review', 'paper_trading', 'pending_oracle_approval', 'live']) {
+      const moved = await admin(sandbox.app, 'POST', '/sandbox/strategies/status', {
+        strategy_id: strategyId,
+        status,
+      });
+      expect(moved.statusCode).toBe(200);
+    }
+    await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 3 * DAY });
+  });
+
+  it('vaults, with filters and order, and vault', async () => {
+    const { body } = await gql(`{
+      vaults(orderBy: TVL_DESC) {
+        address name symbol tvl tvlUsd totalShares pricePerShare
+        apy { current day7 day30 inception } fees { management performance hurdle }
+        riskLevel strategies { id name status allocation apy riskScore sharpeRatio maxDrawdown }
+        isERC7540 fulfillmentDelay createdAt
+      }
+      moderate: vaults(riskLevel: MODERATE, minTvl: "1") { address }
+    }`);
+    expect(body.errors).toBeUndefined();
+    const list = await rest('/v1/vaults?orderBy=tvl_desc');
+    expect(body.data.vaults.map((v: Body) => v.address)).toEqual(
+      list.vaults.map((v: Body) => v.address),
+    );
+    for (const vault of body.data.vaults) {
+      const detail = await rest(`/v1/vaults/${vault.address}`);
+      expect(vault).toEqual({
+        address: detail.address,
+        name: detail.name,
+        symbol: detail.symbol,
+        tvl: detail.tvl,
+        tvlUsd: detail.tvlUsd,
+        totalShares: detail.totalShares,
+        pricePerShare: detail.pricePerShare,
+        apy: {
+          current: detail.apy.current,
+          day7: detail.apy['7d'],
+          day30: detail.apy['30d'],
+          inception: detail.apy.inception,
+        },
+        fees: detail.fees,
+        riskLevel: detail.riskLevel.toUpperCase(),
+        strategies: detail.strategies.map((s: Body) => expect.objectContaining({ id: s.id })),
+        isERC7540: detail.isERC7540,
+        fulfillmentDelay: detail.fulfillmentDelay,
+        createdAt: detail.createdAt,
+      });
+    }
+    const live = body.data.vaults.flatMap((v: Body) => v.strategies);
+    expect(live.map((s: Body) => s.id)).toEqual([strategyId]);
+    const filtered = await rest('/v1/vaults?riskLevel=moderate&minTvl=1');
+    expect(body.data.moderate.map((v: Body) => v.address)).toEqual(
+      filtered.vaults.map((v: Body) => v.address),
+    );
+    expect(body.data.moderate.length).toBeGreaterThan(0);
+
+    const one = await gql(`query ($a: String!) { vault(address: $a) { address tvl } }`, {
+      a: vaultOf('moderate').toLowerCase(),
+    });
+    const detail = await rest(`/v1/vaults/${vaultOf('moderate')}`);
+    expect(one.body.data.vault).toEqual({ address: detail.address, tvl: detail.tvl });
+  });
+
+  it('vaultHistory', async () => {
+    const { body } = await gql(
+      `query ($a: String!) { vaultHistory(address: $a, period: WEEK, interval: DAY) { timestamp tvl apy pricePerShare } }`,
+      { a: vaultOf('moderate') },
+    );
+    const history = await rest(`/v1/vaults/${vaultOf('moderate')}/history?period=7d&interval=1d`);
+    expect(body.data.vaultHistory).toEqual(history.points);
+    expect(history.points.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('strategies and strategy', async () => {
+    const { body } = await gql(
+      `query ($id: ID!) {
+      strategies(status: LIVE, minSharpe: -100) { id name status allocation apy riskScore sharpeRatio maxDrawdown }
+      strategy(id: $id) { id name status allocation apy riskScore sharpeRatio maxDrawdown }
+    }`,
+      { id: strategyId },
+    );
+    expect(body.errors).toBeUndefined();
+    const listed = await rest('/v1/strategies?status=live&minSharpe=-100');
+    const shape = (s: Body) => ({
+      id: s.id,
+      name: s.name,
+      status: s.status.toUpperCase(),
+      allocation: s.allocation,
+      apy: s.apy,
+      riskScore: s.riskScore,
+      sharpeRatio: s.sharpeRatio,
+      maxDrawdown: s.maxDrawdown,
+    });
+    expect(body.data.strategies).toEqual(listed.strategies.map(shape));
+    expect(body.data.strategy).toEqual(
+      shape(listed.strategies.find((s: Body) => s.id === strategyId)),
+    );
+  });
+
+  it('userPositions and userTransactions (paged, filtered)', async () => {
+    const { body } = await gql(
+      `query ($u: String!) {
+      userPositions(address: $u) { vault { address name } shares value pnl pnlPercent depositedAt }
+      userTransactions(address: $u, limit: 1, offset: 1) { hash type vault { address } user amount shares status timestamp }
+      deposits: userTransactions(address: $u, type: DEPOSIT_REQUEST) { hash status }
+    }`,
+      { u: user },
+    );
+    expect(body.errors).toBeUndefined();
+    const positions = await rest(`/v1/users/${user}/positions`);
+    expect(body.data.userPositions).toEqual(
+      positions.positions.map((p: Body) => ({
+        vault: { address: p.vault, name: p.vaultName },
+        shares: p.shares,
+        value: p.value,
+        pnl: p.pnl,
+        pnlPercent: p.pnlPercent,
+        depositedAt: p.depositedAt ?? expect.any(String),
+      })),
+    );
+    const page = await rest(`/v1/users/${user}/transactions?limit=1&offset=1`);
+    expect(body.data.userTransactions).toEqual(
+      page.transactions.map((t: Body) => ({
+        hash: t.hash,
+        type: t.type.toUpperCase(),
+        vault: { address: t.vault },
+        user: t.user,
+        amount: t.amount,
+        shares: t.shares,
+        status: t.status.toUpperCase(),
+        timestamp: t.timestamp,
+      })),
+    );
+    const requests = await rest(`/v1/users/${user}/transactions?type=deposit_request`);
+    expect(body.data.deposits).toEqual(
+      requests.transactions.map((t: Body) => ({ hash: t.hash, status: t.status.toUpperCase() })),
+    );
+    expect(body.data.deposits).toHaveLength(1);
+  });
+
+  it('protocolStats and nodeStats', async () => {
+    const { body } = await gql(`{
+      protocolStats { totalTvl totalTvlUsd vaults strategies liveStrategies agents users transactions volume24h blockNumber updatedAt }
+      nodeStats { total online offline latestBlock nodes { id name operator status blockNumber lastSeen version } }
+    }`);
+    expect(body.errors).toBeUndefined();
+    expect(body.data.protocolStats).toEqual(await rest('/v1/protocol/stats'));
+    const nodes = (await rest('/v1/nodes')).nodes;
+    expect(body.data.nodeStats).toEqual({
+      total: nodes.length,
+      online: nodes.filter((n: Body) => n.status === 'online').length,
+      offline: nodes.filter((n: Body) => n.status === 'offline').length,
+      latestBlock: expect.any(Number),
+      nodes: nodes.map((n: Body) => ({
+        id: n.id,
+        name: n.name,
+        operator: n.operator,
+        status: n.status.toUpperCase(),
+        blockNumber: expect.any(Number),
+        lastSeen: expect.any(String),
+        version: n.version,
+      })),
+    });
+  });
+});
+
+describe('errors have the standard shape', () => {
+  const standard = (error: Body, code: string) => {
+    expect(error).toEqual(
+      expect.objectContaining({
+        message: expect.any(String),
+        locations: expect.any(Array),
+        extensions: expect.objectContaining({ code }),
+      }),
+    );
+  };
+
+  it('an unknown vault is null with NOT_FOUND', async () => {
+    const { status, body } = await gql(
+      '{ vault(address: "0x00000000000000000000000000000000000000aa") { name } }',
+    );
+    expect(status).toBe(200);
+    expect(body.data).toEqual({ vault: null });
+    standard(body.errors[0], 'NOT_FOUND');
+    expect(body.errors[0].path).toEqual(['vault']);
+    expect(body.errors[0].locations).toEqual([{ line: 1, column: 3 }]);
+  });
+
+  it('a bad address, enum, limit or variable is BAD_USER_INPUT', async () => {
+    const cases = [
+      '{ vault(address: "0x123") { name } }',
+      '{ vaults(riskLevel: EXTREME) { name } }',
+      '{ userTransactions(address: "0x00000000000000000000000000000000000000aa", limit: 500) { hash } }',
+      '{ vaultHistory(address: "0x00000000000000000000000000000000000000aa", period: DECADE, interval: DAY) { tvl } }',
+      '{ vaults(minTvl: "lots") { name } }',
+    ];
+    for (const query of cases) {
+      const { body } = await gql(query);
+      standard(body.errors[0], 'BAD_USER_INPUT');
+      expect(body.errors[0].path, query).toEqual([expect.any(String)]);
+    }
+    const missing = await gql('query ($a: String!) { vault(address: $a) { name } }', {});
+    standard(missing.body.errors[0], 'BAD_USER_INPUT');
+    expect(missing.status).toBe(400);
+  });
+
+  it('a syntax error, an unknown field, and no query at all', async () => {
+    standard((await gql('{ vaults { name ')).body.errors[0], 'GRAPHQL_PARSE_FAILED');
+    standard((await gql('{ vaults { colour } }')).body.errors[0], 'GRAPHQL_VALIDATION_FAILED');
+    const empty = await sandbox.app.inject({ method: 'POST', url: '/graphql', payload: {} });
+    expect(empty.statusCode).toBe(400);
+    standard(empty.json().errors[0], 'BAD_USER_INPUT');
+  });
+});
+
+describe('limits', () => {
+  it('refuses a document too deep, with too many aliases, or too costly', async () => {
+    let deep = 'name';
+    for (let i = 0; i < 16; i++) deep = `ofType { ${deep} }`;
+    const tooDeep = await gql(`{ __schema { types { fields { type { ${deep} } } } } }`);
+    expect(tooDeep.status).toBe(400);
+    expect(tooDeep.body.errors[0].extensions.code).toBe('QUERY_TOO_COMPLEX');
+    expect(tooDeep.body.errors[0].message).toMatch(/levels deep; at most 16/);
+    // GraphiQL's own introspection query passes.
+    expect((await gql(getIntrospectionQuery())).body.errors).toBeUndefined();
+
+    const aliases = Array.from({ length: 21 }, (_, i) => `a${i}: protocolStats { vaults }`);
+    const tooMany = await gql(`{ ${aliases.join(' ')} }`);
+    expect(tooMany.body.errors[0].extensions.code).toBe('QUERY_TOO_COMPLEX');
+    expect(tooMany.body.errors[0].message).toMatch(/21 aliases/);
+
+    const user = '"0x00000000000000000000000000000000000000aa"';
+    const page = `userTransactions(address: ${user}, limit: 100) { vault { strategies { id } } }`;
+    expect((await gql(`{ ${page} }`)).body.errors).toBeUndefined();
+    const costly = await gql(`{ a: ${page} b: ${page} }`);
+    expect(costly.body.errors[0].extensions.code).toBe('QUERY_TOO_COMPLEX');
+    expect(costly.body.errors[0].message).toMatch(/costs 20400/);
+  });
+});
+
+describe('GraphiQL', () => {
+  it('is served to a browser at GET /graphql; GET with a query still answers JSON', async () => {
+    const page = await sandbox.app.inject({ url: '/graphql', headers: { accept: 'text/html' } });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toMatch(/text\/html/);
+    expect(page.body).toContain('GraphiQL');
+    const query = await sandbox.app.inject({ url: '/graphql?query={protocolStats{vaults}}' });
+    expect(query.json()).toEqual({ data: { protocolStats: { vaults: 6 } } });
+  });
+});
+
+describe('subscriptions over graphql-transport-ws', () => {
+  const VAULT_FIELDS = 'address tvl pricePerShare totalShares apy { current }';
+
+  it('a Part A deposit yields transactionCreated and vaultUpdated within a second, with the chain’s values', async () => {
+    const agent = await chainAgent(sandbox);
+    const client = connect();
+    const vault = vaultOf('aggressive');
+    const updates = subscription(
+      client,
+      `subscription ($v: String!) { vaultUpdated(address: $v) { ${VAULT_FIELDS} } }`,
+      { v: vault },
+    );
+    const created = subscription(
+      client,
+      'subscription { transactionCreated { hash type amount user timestamp status vault { address } } }',
+    );
+    await eventually(graphqlInfo, (info) => info.subscriptions >= 2);
+    const { tx, answeredAt } = await deposit(agent.apiKey, 'aggressive', 7);
+    const update = await updates.next(1000);
+    // Other vaults' transactions (the fulfiller's, say) may come first: this one comes in 1 s.
+    let transaction = await created.next(1000);
+    while (transaction.data.transactionCreated.hash !== tx) {
+      transaction = await created.next(1000 - (performance.now() - answeredAt));
+    }
+    expect(performance.now() - answeredAt).toBeLessThan(1000);
+    const receipt = await reader.getTransactionReceipt({ hash: tx as `0x${string}` });
+    // The chain's values at the deposit's block.
+    const read = (functionName: string, args?: [bigint]) =>
+      reader.readContract({
+        address: vault,
+        abi: VAULT_ABI,
+        functionName,
+        args,
+        blockNumber: receipt.blockNumber,
+      } as never);
+    expect(update.data.vaultUpdated).toEqual({
+      address: vault,
+      tvl: String(await read('totalAssets')),
+      totalShares: String(await read('totalSupply')),
+      pricePerShare: String(await read('convertToAssets', [1_000_000n])),
+      apy: { current: expect.any(Number) },
+    });
+    const block = await reader.getBlock({ blockNumber: receipt.blockNumber });
+    expect(transaction.data.transactionCreated).toEqual({
+      hash: tx,
+      type: 'DEPOSIT',
+      amount: '7000000',
+      user: agent.agentAddress,
+      timestamp: new Date(Number(block.timestamp) * 1000).toISOString().replace('.000Z', 'Z'),
+      status: 'FULFILLED',
+      vault: { address: vault },
+    });
+    updates.stop();
+    created.stop();
+  });
+
+  it('a subscriber filtered to one vault hears nothing of another', async () => {
+    const agent = await chainAgent(sandbox);
+    const client = connect();
+    const moderate = subscription(
+      client,
+      'subscription ($v: String) { transactionCreated(vaultAddress: $v) { hash vault { address } } }',
+      { v: vaultOf('moderate') },
+    );
+    const conservative = subscription(
+      client,
+      `subscription ($v: String!) { vaultUpdated(address: $v) { address } }`,
+      { v: vaultOf('conservative') },
+    );
+    await eventually(graphqlInfo, (info) => info.subscriptions >= 2);
+    await deposit(agent.apiKey, 'conservative', 3);
+    expect((await conservative.next()).data.vaultUpdated.address).toBe(vaultOf('conservative'));
+    const { tx } = await deposit(agent.apiKey, 'moderate', 4);
+    const first = await moderate.next();
+    // The first event it gets is the moderate deposit: the conservative one never came.
+    expect(first.data.transactionCreated).toEqual({
+      hash: tx,
+      vault: { address: vaultOf('moderate') },
+    });
+    expect(conservative.pending()).toBe(0);
+    moderate.stop();
+    conservative.stop();
+  });
+
+  it('advancing the clock yields vaultUpdated (the vaults accrue their yield)', async () => {
+    const client = connect();
+    const vault = vaultOf('moderate');
+    const updates = subscription(
+      client,
+      `subscription ($v: String!) { vaultUpdated(address: $v) { tvl pricePerShare } }`,
+      { v: vault },
+    );
+    await eventually(graphqlInfo, (info) => info.subscriptions >= 1);
+    const before = await rest(`/v1/vaults/${vault}`);
+    await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 30 * DAY });
+    const update = (await updates.next()).data.vaultUpdated;
+    expect(BigInt(update.tvl)).toBeGreaterThan(BigInt(before.tvl));
+    expect(BigInt(update.pricePerShare)).toBeGreaterThan(BigInt(before.pricePerShare));
+    expect(update.tvl).toBe(
+      String(
+        await reader.readContract({ address: vault, abi: VAULT_ABI, functionName: 'totalAssets' }),
+      ),
+    );
+    updates.stop();
+  });
+
+  it('a stalled subscriber blocks no one, and closing a socket frees its subscriptions', async () => {
+    const agent = await chainAgent(sandbox);
+    const baseline = (await graphqlInfo()).subscriptions;
+    // A client that subscribes and then stops reading its socket.
+    const stalled = new WebSocket(wsUrl, 'graphql-transport-ws');
+    await new Promise((resolve) => stalled.once('open', resolve));
+    stalled.send(JSON.stringify({ type: 'connection_init' }));
+    await new Promise((resolve) => stalled.once('message', resolve));
+    for (const id of ['1', '2', '3']) {
+      stalled.send(
+        JSON.stringify({
+          id,
+          type: 'subscribe',
+          payload: {
+            query: `subscription { transactionCreated { hash vault { ${VAULT_FIELDS} strategies { id name } } } }`,
+          },
+        }),
+      );
+    }
+    await eventually(graphqlInfo, (info) => info.subscriptions >= baseline + 3);
+    (stalled as unknown as { _socket: { pause(): void } })._socket.pause();
+
+    const client = connect();
+    const live = subscription(client, 'subscription { transactionCreated { hash } }');
+    await eventually(graphqlInfo, (info) => info.subscriptions >= baseline + 4);
+    for (let i = 0; i < 5; i++) {
+      const { tx } = await deposit(agent.apiKey, 'conservative', 1);
+      expect((await live.next(1000)).data.transactionCreated.hash).toBe(tx);
+    }
+    stalled.terminate();
+    await client.dispose();
+    const after = await eventually(graphqlInfo, (info) => info.subscriptions === baseline);
+    expect(after.subscriptions).toBe(baseline);
+  });
+
+  it('caps subscriptions per socket, and answers a bad subscription with an error', async () => {
+    const client = connect();
+    const open = [1, 2, 3].map(() =>
+      subscription(client, 'subscription { transactionCreated { hash } }'),
+    );
+    await eventually(graphqlInfo, (info) => info.subscriptions >= 3);
+    const fourth = subscription(client, 'subscription { transactionCreated { hash } }');
+    await eventually(
+      async () => fourth.failure(),
+      (failure) => failure !== undefined,
+    );
+    expect(fourth.failure()).toEqual([
+      expect.objectContaining({
+        message: expect.stringMatching(/at most 3 subscriptions/),
+        extensions: { code: 'BAD_USER_INPUT' },
+      }),
+    ]);
+    const unknown = subscription(
+      client,
+      'subscription { vaultUpdated(address: "0x00000000000000000000000000000000000000aa") { tvl } }',
+    );
+    for (const s of open) s.stop();
+    await eventually(
+      async () => unknown.failure(),
+      (failure) => failure !== undefined,
+    );
+    expect(unknown.failure()).toEqual([
+      expect.objectContaining({ path: ['vaultUpdated'], extensions: { code: 'NOT_FOUND' } }),
+    ]);
+  });
+
+  it('closes a socket that sends no connection_init (4408), or a key that is none (4403)', async () => {
+    const silent = new WebSocket(wsUrl, 'graphql-transport-ws');
+    const code = await new Promise<number>((resolve) => silent.once('close', resolve));
+    expect(code).toBe(4408);
+
+    const forged = new WebSocket(wsUrl, 'graphql-transport-ws');
+    await new Promise((resolve) => forged.once('open', resolve));
+    forged.send(JSON.stringify({ type: 'connection_init', payload: { apiKey: 'agent_forged' } }));
+    const refused = await new Promise<number>((resolve) => forged.once('close', resolve));
+    expect(refused).toBe(4403);
+
+    const agent = await chainAgent(sandbox);
+    const keyed = connect({ apiKey: agent.apiKey });
+    const s = subscription(keyed, 'subscription { transactionCreated { hash } }');
+    const { tx } = await deposit(agent.apiKey, 'conservative', 1);
+    expect((await s.next()).data.transactionCreated.hash).toBe(tx);
+    s.stop();
+  });
+});
