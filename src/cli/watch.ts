@@ -9,9 +9,9 @@ import { CliError, EXIT } from './exit-codes.ts';
 import { rawWithAmount } from './format.ts';
 import { graphqlFailure, graphqlSocketUrl, vaultAddressOver } from './graphql.ts';
 
-/** Reconnection waits: 0.5 s doubling to 30 s, with full jitter. */
-const FIRST_RETRY_MS = 500;
-const MAX_RETRY_MS = 30_000;
+/** Reconnection waits: 0.25 s doubling to 10 s, each between half and all of that. */
+const FIRST_RETRY_MS = 250;
+const MAX_RETRY_MS = 10_000;
 /** The server's close codes that waiting will not change. */
 const FATAL_CLOSE_CODES = new Set([4400, 4403, 4429, 4500, 1002, 1003, 1008]);
 

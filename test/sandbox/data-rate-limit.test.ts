@@ -92,3 +92,44 @@ describe('the data API’s rate tiers', () => {
     expect((response.json() as { error: { code: string } }).error.code).toBe('INVALID_API_KEY');
   });
 });
+
+describe('GraphQL counts against the same tiers', () => {
+  const graphql = (remoteAddress: string, key?: string) =>
+    sandbox.app.inject({
+      method: 'POST',
+      url: '/graphql',
+      remoteAddress,
+      payload: { query: '{ a: protocolStats { vaults } b: vaults { name } }' },
+      ...(key && { headers: { 'x-api-key': key } }),
+    });
+
+  it('shares a caller’s window with /v1: one request (whatever it asks), one count', async () => {
+    for (let i = 0; i < 30; i++) expect((await request('10.9.0.1')).statusCode).toBe(200);
+    for (let i = 0; i < 30; i++) {
+      const response = await graphql('10.9.0.1');
+      expect(response.statusCode).toBe(200);
+      expect(response.json().errors).toBeUndefined();
+    }
+    const limited = await graphql('10.9.0.1');
+    expect(limited.statusCode).toBe(429);
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+    const body = limited.json();
+    expect(body.data).toBeNull();
+    expect(body.errors[0].extensions.code).toBe('RATE_LIMITED');
+    expect(body.errors[0].message).toMatch(/at most 60 requests a minute/);
+    expectLimited(await request('10.9.0.1'), 'minute');
+  });
+
+  it('takes a key for its tier, and refuses a key that is none', async () => {
+    const node = await admin(sandbox.app, 'POST', '/sandbox/nodes', {
+      name: 'graph node',
+      operator_address: '0x00000000000000000000000000000000000000cc',
+    });
+    const key = node.json().node_key as string;
+    for (let i = 0; i < 6; i++) expect((await graphql('10.9.0.2', key)).statusCode).toBe(200);
+    expect((await graphql('10.9.0.2', key)).json().errors[0].extensions.code).toBe('RATE_LIMITED');
+    const forged = await graphql('10.9.0.3', 'agent_forged');
+    expect(forged.statusCode).toBe(401);
+    expect(forged.json().errors[0].extensions.code).toBe('UNAUTHENTICATED');
+  });
+});

@@ -155,6 +155,9 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
   let handlers = 0;
   const drained: Array<() => void> = [];
   app.addHook('preHandler', (request, _reply, done) => {
+    // A WebSocket (GraphQL subscriptions) outlives its handler, which never sends: its
+    // socket is closed at shutdown by @fastify/websocket instead.
+    if (isUpgrade(request.raw)) return done();
     running.add(request);
     handlers++;
     done();
@@ -201,6 +204,7 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
         .send({ error: 'the sandbox is shutting down; retry once it has restarted' });
       return;
     }
+    if (isUpgrade(request.raw)) return done();
     inFlight++;
     reply.raw.once('close', () => {
       inFlight--;
@@ -224,4 +228,9 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
     clearTimeout(grace);
     done();
   });
+}
+
+/** A request to open a WebSocket. */
+function isUpgrade(request: IncomingMessage): boolean {
+  return request.headers.upgrade?.toLowerCase() === 'websocket';
 }

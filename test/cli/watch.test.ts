@@ -1,0 +1,217 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.ts';
+import { BIN, registerOver, requestOver, type ServeProcess, startServe } from '../helpers/serve.ts';
+
+const ADMIN = 'watch-admin';
+let sandbox: ServeProcess;
+let dir: string;
+let apiKey: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-watch-'));
+  sandbox = await startServe([
+    '--admin-token',
+    ADMIN,
+    '--log-level',
+    'warn',
+    '--rate-limit',
+    'off',
+    '--state',
+    join(dir, 'state'),
+  ]);
+  ({ apiKey } = await registerOver(sandbox.url, 'Watch Agent'));
+});
+afterAll(async () => {
+  sandbox.child.kill('SIGTERM');
+  await sandbox.exited;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const env = () => ({
+  AGENTCTL_CONFIG_DIR: dir,
+  AGENTCTL_BASE_URL: sandbox.url,
+  AGENTCTL_API_KEY: apiKey,
+});
+
+/** The built agentctl, running in the background: its output so far, and its exit. */
+function spawnCli(args: string[]) {
+  const child: ChildProcess = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, AGENTCTL_DATA_URL: undefined, ...env() },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => resolve(code)),
+  );
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+async function until(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Open subscriptions, as /sandbox/info counts them. */
+async function subscriptions(): Promise<number> {
+  const info = await requestOver(sandbox.url, ADMIN, 'GET', '/sandbox/info');
+  return info.body.graphql.subscriptions;
+}
+
+async function deposit(vault_id: string, amount_usdc: number): Promise<string> {
+  const response = await requestOver(
+    sandbox.url,
+    ADMIN,
+    'POST',
+    '/api/v1/agent/vault/deposit',
+    { vault_id, amount_usdc },
+    apiKey,
+  );
+  expect(response.status).toBe(200);
+  return response.body.deposit_tx;
+}
+
+describe('agentctl watch against serve', () => {
+  it('transactions --json streams one JSON object per line and stops after --count', async () => {
+    const before = await subscriptions();
+    const watch = spawnCli([
+      '--json',
+      'watch',
+      'transactions',
+      '--vault',
+      'moderate',
+      '--count',
+      '2',
+    ]);
+    await until(async () => (await subscriptions()) > before);
+    await deposit('conservative', 1); // another vault: not shown
+    const first = await deposit('moderate', 2);
+    // Flushed as it arrives: the first line is there before the second deposit.
+    await until(() => watch.stdout().includes(first));
+    const second = await deposit('moderate', 3);
+    expect(await watch.exited).toBe(0);
+    const lines = watch
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(lines.map((event) => event.hash)).toEqual([first, second]);
+    expect(lines[0]).toMatchObject({ type: 'DEPOSIT', status: 'FULFILLED', amount: '2000000' });
+    expect(lines[0].vault.name).toBe('Moderate USDC Vault');
+  });
+
+  it('vault prints a line per update; Ctrl-C ends it with exit 130', async () => {
+    const before = await subscriptions();
+    const watch = spawnCli(['watch', 'vault', 'aggressive']);
+    await until(async () => (await subscriptions()) > before);
+    await deposit('aggressive', 5);
+    await until(() => watch.stdout().includes('Aggressive USDC Vault'));
+    expect(watch.stdout()).toMatch(
+      /Aggressive USDC Vault {2}tvl 5(\.\d+)? USDC \(\d+ raw\) {2}price 1\.\d{6} {2}apy [\d.]+ %/,
+    );
+    watch.child.kill('SIGINT');
+    expect(await watch.exited).toBe(130);
+    await until(async () => (await subscriptions()) === before);
+  });
+
+  it('refuses an unknown vault id with exit 2, and an unreachable service with exit 6', async () => {
+    const unknown = await runCli(['watch', 'vault', 'nonesuch'], env());
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/must be one of conservative, moderate/);
+    const missing = await runCli(['watch', 'vault', `0x${'12'.repeat(20)}`, '--count', '1'], env());
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('NOT_FOUND');
+    const gone = await runCli(['watch', 'transactions', '--data-url', 'http://127.0.0.1:9'], env());
+    expect(gone.code).toBe(6);
+  });
+
+  it('reconnects with backoff when the service restarts, says so, and follows again', async () => {
+    const port = new URL(sandbox.url).port;
+    const before = await subscriptions();
+    const watch = spawnCli(['--json', 'watch', 'transactions', '--count', '1']);
+    await until(async () => (await subscriptions()) > before);
+    sandbox.child.kill('SIGTERM');
+    await sandbox.exited;
+    await until(() => /lost; reconnecting in/.test(watch.stderr()));
+    sandbox = await startServe([
+      '--admin-token',
+      ADMIN,
+      '--log-level',
+      'warn',
+      '--rate-limit',
+      'off',
+      '--state',
+      join(dir, 'state'),
+      '--port',
+      port,
+    ]);
+    await until(() => /reconnected/.test(watch.stderr()), 20_000);
+    const tx = await deposit('moderate', 1);
+    expect(await watch.exited).toBe(0);
+    expect(JSON.parse(watch.stdout().trim()).hash).toBe(tx);
+  });
+});
+
+describe('agentctl api graphql', () => {
+  it('prints the response; variables are JSON or strings; errors exit by their code', async () => {
+    const ok = await runCli(
+      [
+        'api',
+        'graphql',
+        '--query',
+        'query ($n: Int) { strategies { id } userTransactions(address: "0x00000000000000000000000000000000000000aa", limit: $n) { hash } }',
+        '--var',
+        'n=5',
+      ],
+      env(),
+    );
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toEqual({ data: { strategies: [], userTransactions: [] } });
+
+    const vaults = await runCli(
+      ['--json', 'api', 'graphql', '--query', '{ vaults { name } }'],
+      env(),
+    );
+    expect(vaults.code).toBe(0);
+    expect(JSON.parse(vaults.stdout).data.vaults).toHaveLength(6);
+
+    const notFound = await runCli(
+      [
+        'api',
+        'graphql',
+        '--query',
+        'query ($a: String!) { vault(address: $a) { name } }',
+        '--var',
+        `a=0x${'ab'.repeat(20)}`,
+      ],
+      env(),
+    );
+    expect(notFound.code).toBe(2);
+    expect(JSON.parse(notFound.stdout).errors[0].extensions.code).toBe('NOT_FOUND');
+    expect(notFound.stderr).toMatch(/^agentctl: NOT_FOUND: no vault at/m);
+
+    const syntax = await runCli(['api', 'graphql', '--query', '{ vaults {'], env());
+    expect(syntax.code).toBe(2);
+    expect(syntax.stderr).toContain('GRAPHQL_PARSE_FAILED');
+
+    const badVar = await runCli(
+      ['api', 'graphql', '--query', '{ vaults { name } }', '--var', '=1'],
+      env(),
+    );
+    expect(badVar.code).toBe(2);
+    expect(badVar.stderr).toContain('expected name=value');
+  });
+});
