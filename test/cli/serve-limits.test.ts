@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createClient } from 'graphql-ws';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { BIN, registerOver, type ServeProcess, startServe } from '../helpers/serve.ts';
 
@@ -255,6 +256,45 @@ describe('connections', () => {
     }
     // The server still serves.
     expect((await fetch(`${sandbox.url}/health`)).status).toBe(200);
+  });
+
+  it('keeps a GraphQL subscription open well past the request timeout', async () => {
+    const sandbox = await serve(['--request-timeout', '1']);
+    const post = async (query: string) =>
+      (
+        await fetch(`${sandbox.url}/graphql`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ query }),
+        })
+      ).json();
+    const vault = (await post('{ vaults { address } }')).data.vaults[0].address;
+    const client = createClient({
+      url: `${sandbox.url.replace(/^http/, 'ws')}/graphql`,
+      retryAttempts: 0,
+    });
+    let closed: number | undefined;
+    client.on('closed', (event) => {
+      closed = (event as { code: number }).code;
+    });
+    const event = new Promise<unknown>((resolve, reject) => {
+      client.subscribe(
+        { query: `subscription { vaultUpdated(address: "${vault}") { address } }` },
+        { next: resolve, error: reject, complete: () => reject(new Error('completed')) },
+      );
+    });
+    // Past the request timeout, the first-request timer and Node's check (1 + 2 + 1 s).
+    await new Promise((resolve) => setTimeout(resolve, 4500));
+    expect(closed).toBeUndefined();
+    const advanced = await fetch(`${sandbox.url}/sandbox/clock/advance`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-admin-token': TOKEN },
+      body: JSON.stringify({ seconds: 3600 }),
+    });
+    expect(advanced.status).toBe(200);
+    expect(await event).toEqual({ data: { vaultUpdated: { address: vault } } });
+    expect(closed).toBeUndefined();
+    await client.dispose();
   });
 
   it('refuses connections beyond --max-connections and serves the ones it holds', async () => {

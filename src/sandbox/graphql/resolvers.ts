@@ -11,7 +11,7 @@ import {
   upper,
 } from '../../api/schemas/index.ts';
 import { VAULT_CONFIG } from '../chain/deployment.ts';
-import type { DataQueries } from '../indexer/queries.ts';
+import { type DataQueries, strategyItem } from '../indexer/queries.ts';
 import { isoTime } from '../indexer/reads.ts';
 import { VAULT_FEES, type VaultSummary, vaultItem } from '../indexer/vaults.ts';
 import { fromQueryError, graphqlError } from './errors.ts';
@@ -304,10 +304,11 @@ export function createLoaders(queries: DataQueries): MercuriusLoaders {
       strategies: {
         loader: async (batch: Array<{ obj: VaultRoot }>) => {
           const byVault = new Map<string, unknown[]>();
-          for (const s of queries.strategyList({}).strategies) {
+          // The vault detail's strategies: the live ones in the vault (no agent names needed).
+          for (const s of queries.strategies()) {
             if (!s.vault) continue;
             const list = byVault.get(s.vault) ?? [];
-            list.push({ ...s, status: upper(s.status) });
+            list.push({ ...strategyItem(s, null), status: upper(s.status) });
             byVault.set(s.vault, list);
           }
           return batch.map(({ obj }) => byVault.get(obj.address) ?? []);

@@ -188,7 +188,10 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
 export type DataQueries = ReturnType<typeof createDataQueries>;
 
 /** A strategy as /v1/strategies lists it. */
-function strategyItem(s: IndexedStrategy, agentName: string | null): z.input<typeof DataStrategy> {
+export function strategyItem(
+  s: IndexedStrategy,
+  agentName: string | null,
+): z.input<typeof DataStrategy> {
   return {
     id: s.id,
     name: s.name,

@@ -132,9 +132,13 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
     socket[firstRequestTimer] = timer;
     socket.once('close', () => clearTimeout(timer));
   });
-  server.on('request', (request: { socket: TimedSocket }) => {
+  const requestArrived = (request: { socket: TimedSocket }) => {
     clearTimeout(request.socket[firstRequestTimer]);
-  });
+  };
+  server.on('request', requestArrived);
+  // A WebSocket's opening request arrives as an upgrade, not a request: its socket then lives
+  // as long as the WebSocket does.
+  server.on('upgrade', requestArrived);
 
   // Node answers an Expect other than 100-continue itself, with an empty 417.
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
