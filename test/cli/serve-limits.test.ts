@@ -260,15 +260,13 @@ describe('connections', () => {
 
   it('keeps a GraphQL subscription open well past the request timeout', async () => {
     const sandbox = await serve(['--request-timeout', '1']);
-    const post = async (query: string) =>
-      (
-        await fetch(`${sandbox.url}/graphql`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ query }),
-        })
-      ).json();
-    const vault = (await post('{ vaults { address } }')).data.vaults[0].address;
+    const answer = await fetch(`${sandbox.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: '{ vaults { address } }' }),
+    });
+    const body = (await answer.json()) as { data: { vaults: Array<{ address: string }> } };
+    const vault = body.data.vaults[0]?.address;
     const client = createClient({
       url: `${sandbox.url.replace(/^http/, 'ws')}/graphql`,
       retryAttempts: 0,
