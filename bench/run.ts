@@ -7,11 +7,12 @@
  *   npm run bench -- --quick    a smaller run, under a minute
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { type Client, createClient } from 'graphql-ws';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 
 const QUICK = process.argv.includes('--quick');
@@ -29,6 +30,17 @@ const CLI_RUNS = QUICK ? 5 : 15;
 /** Vault transactions in the sandbox whose index is rebuilt. */
 const REBUILD_TRANSACTIONS = QUICK ? 2000 : 10_000;
 const ADMIN_TOKEN = 'bench-admin-token';
+/** GraphQL subscribers connected while deposits are timed, one socket each. */
+const SUBSCRIBERS = 100;
+const SUBSCRIBED_DEPOSITS = QUICK ? 20 : 100;
+/** Idle subscriptions whose memory is measured: SOCKETS sockets at the server's cap of 20 each. */
+const IDLE_SOCKETS = QUICK ? 10 : 50;
+const SUBSCRIPTIONS_PER_SOCKET = 20;
+/** The GraphQL twin of GET /v1/vaults: every vault with its strategies. */
+const VAULTS_QUERY = JSON.stringify({
+  query:
+    '{ vaults { address name symbol tvl tvlUsd totalShares pricePerShare apy { current day7 day30 inception } fees { management performance hurdle } riskLevel isERC7540 strategies { id name status allocation apy riskScore sharpeRatio maxDrawdown } } }',
+});
 
 const BARE_SERVER = `
 const body = JSON.stringify({status:'ok',version:'0.0.0',chain_id:84532,chain_name:'Base Sepolia',rpc_connected:false});
@@ -64,10 +76,11 @@ function stop(child: ChildProcess): Promise<void> {
   });
 }
 
-async function load(url: string) {
+async function load(url: string, request: Partial<autocannon.Options> = {}) {
+  const options = { url, connections: CONNECTIONS, ...request };
   // One untimed second first, so every target is measured with a warm JIT.
-  await autocannon({ url, connections: CONNECTIONS, duration: 1 });
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_SECONDS });
+  await autocannon({ ...options, duration: 1 });
+  const result = await autocannon({ ...options, duration: DURATION_SECONDS });
   return {
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
@@ -140,6 +153,160 @@ async function getJson(url: string, headers: Record<string, string> = {}) {
 async function indexWait(sandbox: Sandbox) {
   const info = await getJson(`${sandbox.url}/sandbox/info`, { 'x-admin-token': ADMIN_TOKEN });
   return info.index as { write_wait_ms_p50: number; write_wait_ms_p99: number };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A graphql-ws client on a socket of its own, once the server has acknowledged connection_init. */
+function connectClient(base: string): Promise<Client> {
+  return new Promise((resolve, reject) => {
+    const client = createClient({
+      url: `${base.replace(/^http/, 'ws')}/graphql`,
+      lazy: false,
+      retryAttempts: 0,
+      on: { connected: () => resolve(client) },
+      onNonLazyError: reject,
+    });
+  });
+}
+
+/** Waits until the server counts exactly `count` subscriptions (subscribing is not acknowledged). */
+async function subscriptionsReach(sandbox: Sandbox, count: number) {
+  for (let tries = 0; tries < 500; tries++) {
+    const info = await getJson(`${sandbox.url}/sandbox/info`, { 'x-admin-token': ADMIN_TOKEN });
+    if (info.graphql.subscriptions === count) return;
+    await sleep(20);
+  }
+  throw new Error(`the server never counted ${count} subscriptions`);
+}
+
+/**
+ * From a deposit's acknowledgement to each of SUBSCRIBERS graphql-ws clients receiving its
+ * transactionCreated, over SUBSCRIBED_DEPOSITS deposits one after another; negative when the
+ * event came first (it is published when the index commits, which the answer waits for).
+ * Also from the deposit's request, which bounds it from above. An event that has not come
+ * 5 s after the acknowledgement is missed.
+ */
+async function eventLatency(sandbox: Sandbox, apiKey: string) {
+  const arrivals = new Map<string, number[]>();
+  let arrived = () => {};
+  const clients = await Promise.all(
+    Array.from({ length: SUBSCRIBERS }, () => connectClient(sandbox.url)),
+  );
+  for (const client of clients) {
+    client.subscribe<{ transactionCreated: { hash: string } }>(
+      { query: 'subscription { transactionCreated { hash type amount user timestamp } }' },
+      {
+        next: ({ data }) => {
+          const hash = data?.transactionCreated.hash.toLowerCase() ?? '';
+          const times = arrivals.get(hash) ?? [];
+          times.push(performance.now());
+          arrivals.set(hash, times);
+          arrived();
+        },
+        error: (error) => console.error('subscriber error:', error),
+        complete: () => {},
+      },
+    );
+  }
+  await subscriptionsReach(sandbox, SUBSCRIBERS);
+  const fromAck: number[] = [];
+  const fromRequest: number[] = [];
+  let missed = 0;
+  try {
+    for (let i = 0; i < SUBSCRIBED_DEPOSITS; i++) {
+      const requested = performance.now();
+      const response = await fetch(`${sandbox.url}/api/v1/agent/vault/deposit`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+        body: JSON.stringify({ vault_id: 'moderate', amount_usdc: 1 }),
+      });
+      const body = (await response.json()) as { deposit_tx?: string };
+      const acknowledged = performance.now();
+      if (response.status !== 200 || !body.deposit_tx) {
+        throw new Error(`deposit answered ${response.status}: ${JSON.stringify(body)}`);
+      }
+      const hash = body.deposit_tx.toLowerCase();
+      const all = () => (arrivals.get(hash)?.length ?? 0) >= SUBSCRIBERS;
+      if (!all()) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 5000);
+          arrived = () => {
+            if (all()) {
+              clearTimeout(timer);
+              resolve();
+            }
+          };
+        });
+        arrived = () => {};
+      }
+      const times = arrivals.get(hash) ?? [];
+      missed += SUBSCRIBERS - times.length;
+      for (const time of times) {
+        fromAck.push(time - acknowledged);
+        fromRequest.push(time - requested);
+      }
+      arrivals.delete(hash);
+    }
+  } finally {
+    await Promise.all(clients.map((client) => client.dispose()));
+  }
+  fromAck.sort((a, b) => a - b);
+  fromRequest.sort((a, b) => a - b);
+  return {
+    fromAck: { p50: percentile(fromAck, 50), p99: percentile(fromAck, 99) },
+    fromRequest: { p50: percentile(fromRequest, 50), p99: percentile(fromRequest, 99) },
+    events: fromAck.length,
+    early: fromAck.filter((ms) => ms < 0).length,
+    missed,
+  };
+}
+
+/** The serve process's resident memory, from the kernel (the server runs in the process `serve` starts). */
+function rssBytes(child: ChildProcess): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]) * 1024;
+}
+
+/**
+ * Memory of idle GraphQL sockets and subscriptions: the serve process's RSS before and after
+ * IDLE_SOCKETS sockets connect, then after each holds SUBSCRIPTIONS_PER_SOCKET subscriptions
+ * spread over every vault's topics (vaultUpdated and transactionCreated, alternately).
+ */
+async function idleMemory(sandbox: Sandbox) {
+  const vaults = (
+    (await getJson(`${sandbox.url}/v1/vaults`)).vaults as Array<{ address: string }>
+  ).map((vault) => vault.address);
+  await subscriptionsReach(sandbox, 0);
+  await sleep(2000);
+  const before = rssBytes(sandbox.child);
+  const clients = await Promise.all(
+    Array.from({ length: IDLE_SOCKETS }, () => connectClient(sandbox.url)),
+  );
+  await sleep(1000);
+  const connected = rssBytes(sandbox.child);
+  const sink = { next: () => {}, error: () => {}, complete: () => {} };
+  clients.forEach((client, c) => {
+    for (let i = 0; i < SUBSCRIPTIONS_PER_SOCKET; i++) {
+      const address = vaults[(c + i) % vaults.length];
+      client.subscribe(
+        i % 2 === 0
+          ? { query: `subscription { vaultUpdated(address: "${address}") { tvl } }` }
+          : { query: `subscription { transactionCreated(vaultAddress: "${address}") { hash } }` },
+        sink,
+      );
+    }
+  });
+  const subscriptions = IDLE_SOCKETS * SUBSCRIPTIONS_PER_SOCKET;
+  await subscriptionsReach(sandbox, subscriptions);
+  await sleep(1000);
+  const subscribed = rssBytes(sandbox.child);
+  await Promise.all(clients.map((client) => client.dispose()));
+  return {
+    perSocket: (connected - before) / IDLE_SOCKETS,
+    perSubscription: (subscribed - connected) / subscriptions,
+    subscriptions,
+  };
 }
 
 /**
@@ -335,6 +502,14 @@ try {
     ],
     ['serve GET /v1/vaults', await load(`${durable.url}/v1/vaults`)],
     [
+      'serve POST /graphql { vaults { … strategies { … } } }',
+      await load(`${durable.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: VAULTS_QUERY,
+      }),
+    ],
+    [
       `serve GET /v1/users/:address/transactions (${busyAgentTxs} txs, limit 50)`,
       await load(`${durable.url}/v1/users/${busyAgent}/transactions`),
     ],
@@ -369,6 +544,9 @@ try {
   const rebuilt = await restart();
   const afterRebuild = await restart();
   Object.assign(durable, await startChild([...SERVE_ARGS, ...durableArgs]));
+
+  const events = await eventLatency(temporary, temporary.keys[0] as string);
+  const memory = await idleMemory(temporary);
 
   row(
     `registrations end to end, --state (nonce, sign, register; ${REGISTRATION_CONCURRENCY} concurrent)`,
@@ -452,6 +630,34 @@ try {
     '  transactions indexed: before / rebuilt / next start',
     `${withIndex.indexed} / ${rebuilt.indexed} / ${afterRebuild.indexed}`.padStart(22),
   );
+  console.log();
+
+  row(
+    `GraphQL subscriptions (${SUBSCRIBERS} transactionCreated subscribers, one socket each)`,
+    'p50'.padStart(10),
+    'p99'.padStart(10),
+    'target'.padStart(10),
+  );
+  row(
+    `  deposit acknowledged to event received, ms (${SUBSCRIBED_DEPOSITS} deposits; < 0: event first)`,
+    fmt(events.fromAck.p50, 2),
+    fmt(events.fromAck.p99, 2),
+    '≤ 1000'.padStart(10),
+  );
+  row(
+    '  deposit requested to event received, ms',
+    fmt(events.fromRequest.p50),
+    fmt(events.fromRequest.p99),
+  );
+  row(
+    `  events received ${events.events} (${events.early} before the acknowledgement), missed ${events.missed}`,
+  );
+  row(
+    `idle GraphQL memory, serve RSS (${IDLE_SOCKETS} sockets × ${SUBSCRIPTIONS_PER_SOCKET} subscriptions)`,
+    'KiB'.padStart(10),
+  );
+  row('  per socket (connection_init acknowledged)', fmt(memory.perSocket / 1024));
+  row(`  per subscription (${memory.subscriptions} in all)`, fmt(memory.perSubscription / 1024, 2));
 } finally {
   await Promise.all([stop(temporary.child), stop(durable.child), stop(bare.child)]);
   rmSync(stateRoot, { recursive: true, force: true });

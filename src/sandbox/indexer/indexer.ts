@@ -49,6 +49,9 @@ export interface IndexCommit {
 
 type StepOutcome = 'done' | 'more' | 'reread';
 
+/** The last indexed block: what a new block's parentHash must match, and the index's time. */
+export type Checkpoint = Readonly<{ number: number; hash: Hash; timestamp: number }>;
+
 /** topic0 of every event the derived tables are built from. */
 const TOPICS: Hex[] = [
   ...new Set(
@@ -158,11 +161,22 @@ export function createIndexer(options: IndexerOptions) {
     ),
   };
 
-  function checkpoint(): { number: number; hash: Hash; timestamp: number } | undefined {
+  /** The last indexed block as of `version` (every read asks for it: the index's time). */
+  let lastCheckpoint: { version: number; block: Checkpoint | undefined } | undefined;
+  function checkpoint(): Checkpoint | undefined {
+    if (lastCheckpoint?.version === version) return lastCheckpoint.block;
     const row = statements.checkpoint.get() as
       | { number: number; hash: Hash; timestamp: number }
       | undefined;
-    return row && { number: Number(row.number), hash: row.hash, timestamp: Number(row.timestamp) };
+    const block =
+      row &&
+      Object.freeze({
+        number: Number(row.number),
+        hash: row.hash,
+        timestamp: Number(row.timestamp),
+      });
+    lastCheckpoint = { version, block };
+    return block;
   }
 
   /** Serialises every step: one writer, in order. */
@@ -315,6 +329,7 @@ export function createIndexer(options: IndexerOptions) {
     } catch (error) {
       db.exec('ROLLBACK');
       projection.reset();
+      lastCheckpoint = undefined;
       throw error;
     }
   }
@@ -488,8 +503,9 @@ export function createIndexer(options: IndexerOptions) {
       committed(changes);
     } catch (error) {
       db.exec('ROLLBACK');
-      // The cached vault states may hold what was rolled back.
+      // The cached vault states (and the last block) may hold what was rolled back.
       projection.reset();
+      lastCheckpoint = undefined;
       throw error;
     }
     return to < target ? 'more' : 'done';

@@ -49,10 +49,37 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
   /** When each node key was last used, for the node list (kept in memory). */
   const nodeSeen = new Map<string, number>();
   const now = () => indexTime(chain.index);
-  const strategies = (): IndexedStrategy[] =>
-    indexedStrategies(chain.index.db, chain.deployment, now());
 
-  function vaultAt(address: string, vaults = vaultSummaries(chain.index)): VaultSummary {
+  /**
+   * Answers that only the index changes, computed once per commit: a read that many clients
+   * repeat (every vault with its APYs, say) costs its queries once between two blocks. Kept
+   * frozen, since each is handed to every caller until the next commit.
+   */
+  let memoVersion = -1;
+  let memo = new Map<string, unknown>();
+  function perCommit<T extends object>(key: string, compute: () => T): T {
+    if (chain.index.version() !== memoVersion) {
+      memo = new Map();
+      memoVersion = chain.index.version();
+    }
+    let value = memo.get(key) as T | undefined;
+    if (value === undefined) {
+      value = Object.freeze(compute());
+      memo.set(key, value);
+    }
+    return value;
+  }
+  const summaries = (): VaultSummary[] =>
+    perCommit('summaries', () => vaultSummaries(chain.index).map((vault) => Object.freeze(vault)));
+  const strategies = (): IndexedStrategy[] =>
+    perCommit('strategies', () =>
+      indexedStrategies(chain.index.db, chain.deployment, now()).map((s) => Object.freeze(s)),
+    );
+
+  const apys = (vault: VaultSummary) =>
+    perCommit(`apys:${vault.address}`, () => vaultApys(chain.index, vault));
+
+  function vaultAt(address: string, vaults = summaries()): VaultSummary {
     const found = vaults.find((vault) => vault.address.toLowerCase() === address.toLowerCase());
     if (!found) {
       throw new DataApiError('VAULT_NOT_FOUND', `no vault at ${getAddress(address)}`, {
@@ -78,7 +105,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
     version: () => `${chain.index.version()}:${store.agents.version()}`,
     /** A node key was used (its node is online for a while). */
     nodeSeen: (nodeId: string) => nodeSeen.set(nodeId, Date.now()),
-    summaries: () => vaultSummaries(chain.index),
+    summaries,
     strategies,
     vaultAt,
 
@@ -88,7 +115,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
       orderBy?: string | undefined;
     }): z.input<typeof DataVaultList> & { summaries: VaultSummary[] } {
       const all = strategies();
-      const vaults = vaultSummaries(chain.index);
+      const vaults = summaries();
       const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
       const min = query.minTvl === undefined ? 0n : BigInt(query.minTvl);
       let items = vaults
@@ -110,7 +137,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
       return found && strategyItem(found, agentNames()(found.owner));
     },
 
-    apys: (summary: VaultSummary) => vaultApys(chain.index, summary),
+    apys,
     /** When a user first did anything in a vault (Unix seconds), or undefined. */
     firstActivityAt: (user: string, vault: string) => firstActivityAt(chain.index.db, user, vault),
     /** The transactions with these index keys (what a commit recorded). */
@@ -118,7 +145,8 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
       transactionsAt(chain.index.db, keys),
 
     vault(address: string, all = strategies()): z.input<typeof DataVaultDetail> {
-      return vaultDetail(chain.index, vaultAt(address), chain.deployment.usdc, all);
+      const vault = vaultAt(address);
+      return vaultDetail(vault, chain.deployment.usdc, all, apys(vault));
     },
 
     /** A vault's detail from a summary already read (GraphQL's lists). */
@@ -169,7 +197,10 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
     },
 
     stats(): z.input<typeof ProtocolStats> {
-      return protocolStats(chain, store, vaultSummaries(chain.index), strategies());
+      // The agent count is the store's: it moves without a commit.
+      return perCommit(`stats:${store.agents.version()}`, () =>
+        protocolStats(chain, store, summaries(), strategies()),
+      );
     },
 
     transactions(

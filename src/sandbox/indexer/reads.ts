@@ -9,6 +9,7 @@ import type {
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import type { Indexer } from './indexer.ts';
 import type { VaultState } from './projection.ts';
+import { statement } from './statements.ts';
 import { convertToAssets, totalAssetsAt } from './vault-math.ts';
 
 /** Unix seconds as ISO 8601 UTC, without milliseconds. */
@@ -40,17 +41,16 @@ export function userTransactions(
   const params = page.type ? [user, page.type] : [user];
   const total = Number(
     (
-      db.prepare(`SELECT COUNT(*) AS n FROM transactions WHERE ${where}`).get(...params) as {
+      statement(db, `SELECT COUNT(*) AS n FROM transactions WHERE ${where}`).get(...params) as {
         n: number;
       }
     ).n,
   );
-  const rows = db
-    .prepare(
-      `SELECT * FROM transactions WHERE ${where}
+  const rows = statement(
+    db,
+    `SELECT * FROM transactions WHERE ${where}
        ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?`,
-    )
-    .all(...params, page.limit, page.offset) as unknown as TransactionRow[];
+  ).all(...params, page.limit, page.offset) as unknown as TransactionRow[];
   return { total, transactions: rows.map(transactionItem) };
 }
 
@@ -76,20 +76,22 @@ export function transactionsAt(
   db: DatabaseSync,
   keys: Array<{ blockNumber: number; logIndex: number }>,
 ): Array<z.input<typeof DataTransaction>> {
-  const statement = db.prepare(
+  const byKey = statement(
+    db,
     'SELECT * FROM transactions WHERE block_number = ? AND log_index = ?',
   );
   return keys.flatMap((key) => {
-    const row = statement.get(key.blockNumber, key.logIndex) as TransactionRow | undefined;
+    const row = byKey.get(key.blockNumber, key.logIndex) as TransactionRow | undefined;
     return row ? [transactionItem(row)] : [];
   });
 }
 
 /** When a user first did anything in a vault (a request, before any deposit), or undefined. */
 export function firstActivityAt(db: DatabaseSync, user: string, vault: string): number | undefined {
-  const row = db
-    .prepare('SELECT MIN(timestamp) AS at FROM transactions WHERE user_address = ? AND vault = ?')
-    .get(user.toLowerCase(), vault.toLowerCase()) as { at: number | null } | undefined;
+  const row = statement(
+    db,
+    'SELECT MIN(timestamp) AS at FROM transactions WHERE user_address = ? AND vault = ?',
+  ).get(user.toLowerCase(), vault.toLowerCase()) as { at: number | null } | undefined;
   return row?.at === null || row?.at === undefined ? undefined : Number(row.at);
 }
 
@@ -105,13 +107,12 @@ export function userPositions(
   address: string,
 ): Array<z.input<typeof DataPosition>> {
   const now = indexTime(index);
-  const rows = index.db
-    .prepare(
-      `SELECT vault, shares, net_deposited, deposited_at, pending_deposit, claimable_deposit,
+  const rows = statement(
+    index.db,
+    `SELECT vault, shares, net_deposited, deposited_at, pending_deposit, claimable_deposit,
          pending_redeem, claimable_redeem
        FROM positions WHERE user_address = ? ORDER BY vault`,
-    )
-    .all(address.toLowerCase()) as Array<{
+  ).all(address.toLowerCase()) as Array<{
     vault: string;
     shares: string;
     net_deposited: string;
@@ -160,14 +161,18 @@ export function indexTime(index: Indexer): number {
   return index.checkpoint()?.timestamp ?? 0;
 }
 
+/**
+ * A vault's state as of the last block at or before `at`. Block timestamps never decrease, so
+ * the last (timestamp, block) pair is the last block, and the order is the index's
+ * (vault_states_by_vault_time): one probe however long the vault's history.
+ */
+export const VAULT_STATE_AT_SQL = `SELECT balance, reserved, total_supply, apy_bps, last_accrual
+  FROM vault_states WHERE vault = ? AND timestamp <= ?
+  ORDER BY timestamp DESC, block_number DESC LIMIT 1`;
+
 /** A vault's state as of the last block at or before `at`; undefined before its creation. */
 export function vaultStateAt(db: DatabaseSync, vault: string, at: number): VaultState | undefined {
-  const row = db
-    .prepare(
-      `SELECT balance, reserved, total_supply, apy_bps, last_accrual FROM vault_states
-       WHERE vault = ? AND timestamp <= ? ORDER BY block_number DESC LIMIT 1`,
-    )
-    .get(vault, at) as StateRow | undefined;
+  const row = statement(db, VAULT_STATE_AT_SQL).get(vault, at) as StateRow | undefined;
   return row && toState(row);
 }
 

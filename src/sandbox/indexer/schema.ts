@@ -68,7 +68,11 @@ CREATE TABLE IF NOT EXISTS vault_states (
   last_accrual BIGINT NOT NULL,
   PRIMARY KEY (vault, block_number)
 );
-CREATE INDEX IF NOT EXISTS vault_states_by_time ON vault_states (vault, timestamp);
+-- A vault's state at a time is one index probe (reads.ts vaultStateAt); the index this
+-- replaces ended at timestamp, so that read sorted every earlier state of the vault.
+DROP INDEX IF EXISTS vault_states_by_time;
+CREATE INDEX IF NOT EXISTS vault_states_by_vault_time
+  ON vault_states (vault, timestamp, block_number);
 CREATE TABLE IF NOT EXISTS transactions (
   block_number BIGINT NOT NULL,
   log_index INTEGER NOT NULL,

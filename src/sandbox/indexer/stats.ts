@@ -3,6 +3,7 @@ import type { ProtocolStats } from '../../api/schemas/index.ts';
 import type { SandboxChain } from '../chain/index.ts';
 import type { Store } from '../store/index.ts';
 import { indexTime, isoTime } from './reads.ts';
+import { statement } from './statements.ts';
 import type { IndexedStrategy } from './strategies.ts';
 import { usdOf, type VaultSummary } from './vaults.ts';
 
@@ -21,13 +22,12 @@ export function protocolStats(
   const now = indexTime(chain.index);
   const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
   const count = (sql: string, ...params: Array<number | string>) =>
-    Number((db.prepare(sql).get(...params) as { n: number }).n);
-  const recent = db
-    .prepare(
-      `SELECT amount FROM transactions
+    Number((statement(db, sql).get(...params) as { n: number }).n);
+  const recent = statement(
+    db,
+    `SELECT amount FROM transactions
        WHERE timestamp > ? AND type IN ('deposit', 'withdraw', 'claim') AND status <> 'failed'`,
-    )
-    .all(now - 24 * 3600) as Array<{ amount: string }>;
+  ).all(now - 24 * 3600) as Array<{ amount: string }>;
   return {
     totalTvl: totalTvl.toString(),
     totalTvlUsd: usdOf(totalTvl),

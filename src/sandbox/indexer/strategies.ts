@@ -3,6 +3,7 @@ import { type Address, getAddress } from 'viem';
 import type { DATA_STRATEGY_STATUSES } from '../../api/schemas/index.ts';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import type { Deployment } from '../chain/deployment.ts';
+import { statement } from './statements.ts';
 import { type Performance, simulatePerformance } from './strategy-sim.ts';
 
 export type DataStrategyStatus = (typeof DATA_STRATEGY_STATUSES)[number];
@@ -46,11 +47,10 @@ export function indexedStrategies(
   deployment: Deployment,
   now: number,
 ): IndexedStrategy[] {
-  const rows = db
-    .prepare(
-      'SELECT id, owner, name, status, paper_trading_at FROM strategies ORDER BY created_at, id',
-    )
-    .all() as Array<{
+  const rows = statement(
+    db,
+    'SELECT id, owner, name, status, paper_trading_at FROM strategies ORDER BY created_at, id',
+  ).all() as Array<{
     id: string;
     owner: string;
     name: string;

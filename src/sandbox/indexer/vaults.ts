@@ -11,6 +11,7 @@ import {
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import type { Indexer } from './indexer.ts';
 import { indexTime, isoTime, type StateRow, toState, vaultStateAt } from './reads.ts';
+import { statement } from './statements.ts';
 import type { IndexedStrategy } from './strategies.ts';
 import {
   annualisedGrowth,
@@ -42,9 +43,10 @@ export interface VaultSummary {
 /** Every indexed vault at the last indexed block, in the deployment's order. */
 export function vaultSummaries(index: Indexer): VaultSummary[] {
   const now = indexTime(index);
-  const rows = index.db
-    .prepare('SELECT address, created_at, fulfillment_delay FROM vaults')
-    .all() as Array<{ address: string; created_at: number; fulfillment_delay: number | null }>;
+  const rows = statement(
+    index.db,
+    'SELECT address, created_at, fulfillment_delay FROM vaults',
+  ).all() as Array<{ address: string; created_at: number; fulfillment_delay: number | null }>;
   const known = new Map(rows.map((row) => [row.address, row]));
   const summaries: VaultSummary[] = [];
   for (const [address, id] of index.vaults) {
@@ -114,10 +116,10 @@ export function vaultApys(
 
 /** GET /v1/vaults/:address: the list item's numbers, with APYs over windows and strategies. */
 export function vaultDetail(
-  index: Indexer,
   vault: VaultSummary,
   asset: Address,
   strategies: IndexedStrategy[],
+  apys: ReturnType<typeof vaultApys>,
 ): z.input<typeof DataVaultDetail> {
   const item = vaultItem(vault, strategies);
   return {
@@ -129,7 +131,7 @@ export function vaultDetail(
     tvlUsd: item.tvlUsd,
     totalShares: vault.totalShares.toString(),
     pricePerShare: vault.pricePerShare.toString(),
-    apy: vaultApys(index, vault),
+    apy: apys,
     fees: { ...VAULT_FEES },
     riskLevel: item.riskLevel,
     strategies: strategies
@@ -169,13 +171,12 @@ export function vaultHistory(
     );
   }
   const address = vault.address.toLowerCase();
-  const rows = index.db
-    .prepare(
-      `SELECT block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual
+  const rows = statement(
+    index.db,
+    `SELECT block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual
        FROM vault_states WHERE vault = ? AND timestamp > ? AND timestamp <= ?
-       ORDER BY block_number`,
-    )
-    .all(address, start, now) as unknown as StateRow[];
+       ORDER BY timestamp, block_number`,
+  ).all(address, start, now) as unknown as StateRow[];
   let state = vaultStateAt(index.db, address, start);
   let previous = { at: start, price: state ? priceAt(state, start) : undefined };
   let next = 0;

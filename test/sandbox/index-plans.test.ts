@@ -1,0 +1,97 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { DatabaseSync } from 'node:sqlite';
+import { afterEach, describe, expect, it } from 'vitest';
+import { VAULT_STATE_AT_SQL, vaultStateAt } from '../../src/sandbox/indexer/reads.ts';
+import { INDEX_FORMAT, openIndexDatabase } from '../../src/sandbox/indexer/schema.ts';
+
+const VAULT = '0x0763726b9227d70d227b16e79d47542c2194279c';
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function indexPath(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentctl-index-'));
+  dirs.push(dir);
+  return join(dir, 'index.db');
+}
+
+/** Stores a state per block: `balance` is the block number, so a read shows which block it saw. */
+function addStates(db: DatabaseSync, blocks: Array<[number, number]>) {
+  const insert = db.prepare(
+    `INSERT INTO vault_states (vault, block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual)
+     VALUES (?, ?, ?, ?, '0', '1000000', 800, ?)`,
+  );
+  db.exec('BEGIN');
+  for (const [block, timestamp] of blocks)
+    insert.run(VAULT, block, timestamp, String(block), timestamp);
+  db.exec('COMMIT');
+}
+
+const indexesOf = (db: DatabaseSync, table: string) =>
+  (
+    db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?")
+      .all(table) as Array<{
+      name: string;
+    }>
+  ).map((row) => row.name);
+
+describe('reading a vault’s state at a time', () => {
+  it('finds the last block at or before the time, the later of two blocks with one timestamp', () => {
+    const db = openIndexDatabase(indexPath(), 'chain');
+    addStates(db, [
+      [10, 1000],
+      [11, 1000],
+      [12, 1012],
+      [20, 1100],
+    ]);
+    expect(vaultStateAt(db, VAULT, 999)).toBeUndefined();
+    expect(vaultStateAt(db, VAULT, 1000)?.balance).toBe(11n);
+    expect(vaultStateAt(db, VAULT, 1099)?.balance).toBe(12n);
+    expect(vaultStateAt(db, VAULT, 5000)?.balance).toBe(20n);
+    db.close();
+  });
+
+  it('is one index probe, with no sort of the vault’s history', () => {
+    const db = openIndexDatabase(indexPath(), 'chain');
+    addStates(
+      db,
+      Array.from({ length: 2000 }, (_, i): [number, number] => [i + 1, 1000 + Math.floor(i / 2)]),
+    );
+    db.exec('ANALYZE');
+    const plan = (
+      db.prepare(`EXPLAIN QUERY PLAN ${VAULT_STATE_AT_SQL}`).all(VAULT, 1500) as Array<{
+        detail: string;
+      }>
+    ).map((row) => row.detail);
+    expect(plan.join('\n')).toMatch(/USING (COVERING )?INDEX vault_states_by_vault_time/);
+    expect(plan.join('\n')).not.toMatch(/TEMP B-TREE/);
+    // Timestamp 1500 is blocks 1001 and 1002.
+    expect(vaultStateAt(db, VAULT, 1500)?.balance).toBe(1002n);
+    db.close();
+  });
+
+  it('replaces the older, slower index in an index.db kept from before, without a rebuild', () => {
+    const path = indexPath();
+    const old = openIndexDatabase(path, 'chain');
+    addStates(old, [[10, 1000]]);
+    old.exec(
+      'DROP INDEX vault_states_by_vault_time; CREATE INDEX vault_states_by_time ON vault_states (vault, timestamp)',
+    );
+    old.close();
+
+    const db = openIndexDatabase(path, 'chain');
+    expect(indexesOf(db, 'vault_states')).toContain('vault_states_by_vault_time');
+    expect(indexesOf(db, 'vault_states')).not.toContain('vault_states_by_time');
+    // Same format, same chain: the rows are kept.
+    expect(
+      (db.prepare("SELECT value FROM index_meta WHERE key = 'format'").get() as { value: string })
+        .value,
+    ).toBe(INDEX_FORMAT);
+    expect(vaultStateAt(db, VAULT, 1000)?.balance).toBe(10n);
+    db.close();
+  });
+});
