@@ -7,7 +7,7 @@
  *   npm run bench -- --quick    a smaller run, under a minute
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -51,18 +51,31 @@ const server = require('node:http').createServer((req, res) => {
 server.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + server.address().port));
 `;
 
-/** Starts a child that prints "listening on URL" and resolves with that URL. */
-function startChild(args: string[]): Promise<{ url: string; child: ChildProcess }> {
+/**
+ * Starts a child that prints "listening on URL" and resolves with that URL (and, started with
+ * --inspect, its DevTools WebSocket, whose notices are kept off the bench's output).
+ */
+function startChild(
+  args: string[],
+): Promise<{ url: string; child: ChildProcess; inspector?: string }> {
   const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, AGENTCTL_ADMIN_TOKEN: ADMIN_TOKEN },
+  });
+  let inspector: string | undefined;
+  child.stderr?.on('data', (chunk: Buffer) => {
+    for (const line of String(chunk).split('\n')) {
+      const devtools = /^Debugger listening on (ws:\/\/\S+)/.exec(line);
+      if (devtools) inspector = devtools[1];
+      else if (line && !/^(Debugger|For help, see)/.test(line)) process.stderr.write(`${line}\n`);
+    }
   });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout?.on('data', (chunk) => {
       out += chunk;
       const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match?.[1]) resolve({ url: match[1], child });
+      if (match?.[1]) resolve({ url: match[1], child, inspector });
     });
     child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
   });
@@ -262,51 +275,98 @@ async function eventLatency(sandbox: Sandbox, apiKey: string) {
   };
 }
 
-/** The serve process's resident memory, from the kernel (the server runs in the process `serve` starts). */
-function rssBytes(child: ChildProcess): number {
-  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
-  return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]) * 1024;
+/** The Chrome DevTools protocol of a process started with --inspect, over its WebSocket. */
+async function inspect(url: string) {
+  const socket = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  let lastId = 0;
+  const pending = new Map<
+    number,
+    (message: { result?: unknown; error?: { message: string } }) => void
+  >();
+  socket.onmessage = (event) => {
+    const message = JSON.parse(String(event.data));
+    pending.get(message.id)?.(message);
+    pending.delete(message.id);
+  };
+  const call = (method: string, params: object = {}) =>
+    new Promise<unknown>((resolve, reject) => {
+      const id = ++lastId;
+      pending.set(id, (message) =>
+        message.error ? reject(new Error(message.error.message)) : resolve(message.result),
+      );
+      socket.send(JSON.stringify({ id, method, params }));
+    });
+  return {
+    /** The JavaScript heap in use plus memory outside it (buffers), after a full collection. */
+    async liveBytes(): Promise<number> {
+      await call('HeapProfiler.collectGarbage');
+      await call('HeapProfiler.collectGarbage');
+      const answer = (await call('Runtime.evaluate', {
+        expression: 'JSON.stringify(process.memoryUsage())',
+        returnByValue: true,
+      })) as { result: { value: string } };
+      const usage = JSON.parse(answer.result.value) as { heapUsed: number; external: number };
+      return usage.heapUsed + usage.external;
+    },
+    close: () => socket.close(),
+  };
 }
 
 /**
- * Memory of idle GraphQL sockets and subscriptions: the serve process's RSS before and after
- * IDLE_SOCKETS sockets connect, then after each holds SUBSCRIPTIONS_PER_SOCKET subscriptions
- * spread over every vault's topics (vaultUpdated and transactionCreated, alternately).
+ * Memory of idle GraphQL sockets and subscriptions, in a serve of their own started with
+ * --inspect: what the process holds after a full collection, before and after IDLE_SOCKETS
+ * sockets connect, then after each holds SUBSCRIPTIONS_PER_SOCKET subscriptions spread over
+ * every vault's topics (vaultUpdated and transactionCreated, alternately). A first round,
+ * not measured, opens and closes the same set, so that code compiled once is not counted.
  */
-async function idleMemory(sandbox: Sandbox) {
-  const vaults = (
-    (await getJson(`${sandbox.url}/v1/vaults`)).vaults as Array<{ address: string }>
-  ).map((vault) => vault.address);
-  await subscriptionsReach(sandbox, 0);
-  await sleep(2000);
-  const before = rssBytes(sandbox.child);
-  const clients = await Promise.all(
-    Array.from({ length: IDLE_SOCKETS }, () => connectClient(sandbox.url)),
-  );
-  await sleep(1000);
-  const connected = rssBytes(sandbox.child);
-  const sink = { next: () => {}, error: () => {}, complete: () => {} };
-  clients.forEach((client, c) => {
-    for (let i = 0; i < SUBSCRIPTIONS_PER_SOCKET; i++) {
-      const address = vaults[(c + i) % vaults.length];
-      client.subscribe(
-        i % 2 === 0
-          ? { query: `subscription { vaultUpdated(address: "${address}") { tvl } }` }
-          : { query: `subscription { transactionCreated(vaultAddress: "${address}") { hash } }` },
-        sink,
-      );
-    }
-  });
+async function idleMemory() {
+  const { url, child, inspector } = await startChild(['--inspect=127.0.0.1:0', ...SERVE_ARGS]);
+  const sandbox: Sandbox = { url, child, keys: [], agents: 0 };
+  const devtools = await inspect(inspector as string);
   const subscriptions = IDLE_SOCKETS * SUBSCRIPTIONS_PER_SOCKET;
-  await subscriptionsReach(sandbox, subscriptions);
-  await sleep(1000);
-  const subscribed = rssBytes(sandbox.child);
-  await Promise.all(clients.map((client) => client.dispose()));
-  return {
-    perSocket: (connected - before) / IDLE_SOCKETS,
-    perSubscription: (subscribed - connected) / subscriptions,
-    subscriptions,
-  };
+  const sink = { next: () => {}, error: () => {}, complete: () => {} };
+  try {
+    const vaults = ((await getJson(`${url}/v1/vaults`)).vaults as Array<{ address: string }>).map(
+      (vault) => vault.address,
+    );
+    const round = async () => {
+      await subscriptionsReach(sandbox, 0);
+      const before = await devtools.liveBytes();
+      const clients = await Promise.all(
+        Array.from({ length: IDLE_SOCKETS }, () => connectClient(url)),
+      );
+      const connected = await devtools.liveBytes();
+      clients.forEach((client, c) => {
+        for (let i = 0; i < SUBSCRIPTIONS_PER_SOCKET; i++) {
+          const address = vaults[(c + i) % vaults.length];
+          client.subscribe(
+            i % 2 === 0
+              ? { query: `subscription { vaultUpdated(address: "${address}") { tvl } }` }
+              : {
+                  query: `subscription { transactionCreated(vaultAddress: "${address}") { hash } }`,
+                },
+            sink,
+          );
+        }
+      });
+      await subscriptionsReach(sandbox, subscriptions);
+      const subscribed = await devtools.liveBytes();
+      await Promise.all(clients.map((client) => client.dispose()));
+      return {
+        perSocket: (connected - before) / IDLE_SOCKETS,
+        perSubscription: (subscribed - connected) / subscriptions,
+      };
+    };
+    await round();
+    return { ...(await round()), subscriptions };
+  } finally {
+    devtools.close();
+    await stop(child);
+  }
 }
 
 /**
@@ -546,7 +606,7 @@ try {
   Object.assign(durable, await startChild([...SERVE_ARGS, ...durableArgs]));
 
   const events = await eventLatency(temporary, temporary.keys[0] as string);
-  const memory = await idleMemory(temporary);
+  const memory = await idleMemory();
 
   row(
     `registrations end to end, --state (nonce, sign, register; ${REGISTRATION_CONCURRENCY} concurrent)`,
@@ -653,10 +713,10 @@ try {
     `  events received ${events.events} (${events.early} before the acknowledgement), missed ${events.missed}`,
   );
   row(
-    `idle GraphQL memory, serve RSS (${IDLE_SOCKETS} sockets × ${SUBSCRIPTIONS_PER_SOCKET} subscriptions)`,
+    `idle GraphQL memory (${IDLE_SOCKETS} sockets × ${SUBSCRIPTIONS_PER_SOCKET} subscriptions; heap + external after GC)`,
     'KiB'.padStart(10),
   );
-  row('  per socket (connection_init acknowledged)', fmt(memory.perSocket / 1024));
+  row('  per socket (connection_init acknowledged)', fmt(memory.perSocket / 1024, 2));
   row(`  per subscription (${memory.subscriptions} in all)`, fmt(memory.perSubscription / 1024, 2));
 } finally {
   await Promise.all([stop(temporary.child), stop(durable.child), stop(bare.child)]);
