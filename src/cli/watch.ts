@@ -12,6 +12,9 @@ import { graphqlFailure, graphqlSocketUrl, vaultAddressOver } from './graphql.ts
 /** Reconnection waits: 0.25 s doubling to 10 s, each between half and all of that. */
 const FIRST_RETRY_MS = 250;
 const MAX_RETRY_MS = 10_000;
+/** A ping every KEEP_ALIVE_MS; no pong within PONG_TIMEOUT_MS means the connection is dead. */
+const KEEP_ALIVE_MS = 15_000;
+const PONG_TIMEOUT_MS = 10_000;
 /** The server's close codes that waiting will not change. */
 const FATAL_CLOSE_CODES = new Set([4400, 4403, 4429, 4500, 1002, 1003, 1008]);
 
@@ -69,27 +72,48 @@ async function follow(
   const apiKey = await context.apiKey();
   let connectedOnce = false;
   let lost = false;
+  /** The wait before the next reconnection: cleared at the end, so it holds no exit up. */
+  let retryTimer: NodeJS.Timeout | undefined;
+  /** A half-open connection answers no ping: closing it lets the client reconnect. */
+  let pongTimer: NodeJS.Timeout | undefined;
+  let socket: { readyState: number; close(code: number, reason: string): void } | undefined;
   const client: Client = createClient({
     url,
     lazy: true,
     // An API key puts the socket in the key's rate tier; without one it is public.
     connectionParams: apiKey ? { apiKey } : {},
     retryAttempts: Number.POSITIVE_INFINITY,
+    keepAlive: KEEP_ALIVE_MS,
     // Never at start (a wrong URL fails at once); after that, unless the server said no.
     shouldRetry: (event) => connectedOnce && !isFatal(event),
     retryWait: async (retries) => {
       const cap = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** retries);
       const wait = Math.round(cap / 2 + Math.random() * (cap / 2));
       out.notice(`connection to ${url} lost; reconnecting in ${(wait / 1000).toFixed(1)} s`);
-      await new Promise((resolve) => setTimeout(resolve, wait));
+      await new Promise<void>((resolve) => {
+        retryTimer = setTimeout(resolve, wait);
+      });
     },
     on: {
-      connected: () => {
+      connected: (connected) => {
+        socket = connected as typeof socket;
         if (lost) out.notice(`reconnected to ${url}; events while it was down are not replayed`);
         connectedOnce = true;
         lost = false;
       },
+      ping: (received) => {
+        if (received) return;
+        clearTimeout(pongTimer);
+        pongTimer = setTimeout(() => {
+          // 1 is OPEN; 4408 is not fatal, so the client reconnects.
+          if (socket?.readyState === 1) socket.close(4408, 'no pong from the server');
+        }, PONG_TIMEOUT_MS);
+      },
+      pong: (received) => {
+        if (received) clearTimeout(pongTimer);
+      },
       closed: () => {
+        clearTimeout(pongTimer);
         if (connectedOnce) lost = true;
       },
     },
@@ -109,7 +133,13 @@ async function follow(
             reject(graphqlFailure(value.errors as unknown as GraphqlError[]));
             return;
           }
-          show((value.data ?? {}) as Record<string, unknown>);
+          try {
+            show((value.data ?? {}) as Record<string, unknown>);
+          } catch (error) {
+            // An event this version cannot read (or a closed stdout): say so, not "closed".
+            reject(error);
+            return;
+          }
           seen++;
           if (count !== undefined && seen >= count) resolve();
         },
@@ -122,6 +152,8 @@ async function follow(
     await done;
   } finally {
     process.removeListener('SIGINT', interrupted);
+    clearTimeout(retryTimer);
+    clearTimeout(pongTimer);
     stop?.();
     await client.dispose();
   }

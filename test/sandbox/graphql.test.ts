@@ -419,6 +419,35 @@ describe('limits', () => {
     expect(costly.body.errors[0].extensions.code).toBe('QUERY_TOO_COMPLEX');
     expect(costly.body.errors[0].message).toMatch(/costs 20400/);
   });
+
+  it('measures a fragment spread many times once (40 fragments, each spreading the next twice)', async () => {
+    const fragments = Array.from(
+      { length: 40 },
+      (_, i) => `fragment F${i} on Query { ...F${i + 1} ...F${i + 1} }`,
+    ).join(' ');
+    // Walked spread by spread, each is 2^40 visits: the server would never answer.
+    const free = await gql(`{ ...F0 } ${fragments} fragment F40 on Query { __typename }`);
+    expect(free.status).toBe(200);
+    expect(free.body).toEqual({ data: { __typename: 'Query' } });
+    // A field at the bottom counts every time it is spread: 2^40 times.
+    const costly = await gql(
+      `{ ...F0 } ${fragments} fragment F40 on Query { protocolStats { vaults } }`,
+    );
+    expect(costly.body.errors[0].extensions.code).toBe('QUERY_TOO_COMPLEX');
+    expect(costly.body.errors[0].message).toMatch(/costs 1099511627776/);
+  });
+
+  it('answers a subscription sent over HTTP with BAD_USER_INPUT, not a server error', async () => {
+    const { status, body } = await gql('subscription { transactionCreated { hash } }');
+    expect(status).toBe(400);
+    expect(body.errors[0]).toEqual(
+      expect.objectContaining({
+        message: expect.stringMatching(/WebSocket/),
+        locations: expect.any(Array),
+        extensions: expect.objectContaining({ code: 'BAD_USER_INPUT' }),
+      }),
+    );
+  });
 });
 
 describe('GraphiQL', () => {
@@ -602,6 +631,54 @@ describe('subscriptions over graphql-transport-ws', () => {
     expect(unknown.failure()).toEqual([
       expect.objectContaining({ path: ['vaultUpdated'], extensions: { code: 'NOT_FOUND' } }),
     ]);
+  });
+
+  it('answers every bad subscribe on a socket with errors in the standard shape, each with a code', async () => {
+    const socket = new WebSocket(wsUrl, 'graphql-transport-ws');
+    const frames: Body[] = [];
+    socket.on('message', (data) => frames.push(JSON.parse(String(data))));
+    await new Promise((resolve) => socket.once('open', resolve));
+    socket.send(JSON.stringify({ type: 'connection_init', payload: {} }));
+    await eventually(
+      async () => frames.length,
+      (n) => n > 0,
+    );
+    expect(frames[0]?.type).toBe('connection_ack');
+    const subscribe = (id: string, payload: unknown) =>
+      socket.send(JSON.stringify({ id, type: 'subscribe', payload }));
+    subscribe('syntax', { query: 'subscription { transactionCreated { hash ' });
+    subscribe('unknown-field', { query: 'subscription { transactionCreated { colour } }' });
+    subscribe('bad-variable', {
+      query: 'subscription ($v: String!) { vaultUpdated(address: $v) { tvl } }',
+      variables: { v: 7 },
+    });
+    const errorOf = (id: string) =>
+      frames.find((frame) => frame.id === id && frame.type === 'error');
+    await eventually(
+      async () => ['syntax', 'unknown-field', 'bad-variable'].every((id) => errorOf(id)),
+      (all) => all,
+    );
+    const codes = Object.fromEntries(
+      ['syntax', 'unknown-field', 'bad-variable'].map((id) => {
+        const [error] = (errorOf(id)?.payload ?? []) as Body[];
+        expect(error).toEqual(
+          expect.objectContaining({
+            message: expect.any(String),
+            locations: expect.any(Array),
+            path: expect.any(Array),
+          }),
+        );
+        return [id, error?.extensions?.code];
+      }),
+    );
+    expect(codes).toEqual({
+      syntax: 'GRAPHQL_PARSE_FAILED',
+      'unknown-field': 'GRAPHQL_VALIDATION_FAILED',
+      'bad-variable': 'BAD_USER_INPUT',
+    });
+    // Nothing was kept for them.
+    expect((await graphqlInfo()).subscriptions).toBe(0);
+    socket.close();
   });
 
   it('closes a socket that sends no connection_init (4408), or a key that is none (4403)', async () => {

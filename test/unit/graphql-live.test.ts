@@ -10,7 +10,11 @@ import { CLOSE, createLive } from '../../src/sandbox/graphql/live.ts';
  */
 class FakeSocket extends EventEmitter {
   bufferedAmount = 0;
+  sent: unknown[] = [];
   closedWith: number | undefined;
+  send(data: unknown) {
+    this.sent.push(data);
+  }
   terminated = false;
   close(code: number) {
     this.closedWith = code;
@@ -106,6 +110,36 @@ describe('the subscription hub', () => {
     socket.close(1000);
     expect(await waiting).toEqual({ value: undefined, done: true });
     expect(hub.stats()).toMatchObject({ sockets: 0, subscriptions: 0 });
+  });
+
+  it('sends every error frame in the standard shape, and any other frame as it was', () => {
+    const hub = live();
+    const socket = new FakeSocket();
+    hub.accept(socket as never);
+    const next = '{"type":"next","id":"1","payload":{"data":{"x":1}}}';
+    (socket as unknown as { send(data: string): void }).send(next);
+    (socket as unknown as { send(data: string): void }).send(
+      '{"type":"error","id":"2","payload":[{"message":"Syntax Error: Expected Name, found <EOF>.","locations":[{"line":1,"column":9}]},{"message":"Cannot read properties of null"}]}',
+    );
+    expect(socket.sent[0]).toBe(next);
+    expect(JSON.parse(socket.sent[1] as string)).toEqual({
+      type: 'error',
+      id: '2',
+      payload: [
+        {
+          message: 'Syntax Error: Expected Name, found <EOF>.',
+          locations: [{ line: 1, column: 9 }],
+          path: [],
+          extensions: { code: 'GRAPHQL_PARSE_FAILED' },
+        },
+        {
+          message: 'Cannot read properties of null',
+          locations: [],
+          path: [],
+          extensions: { code: 'BAD_USER_INPUT' },
+        },
+      ],
+    });
   });
 
   it('closes a socket that sends connection_init twice (4429) or a bad key (4403)', () => {

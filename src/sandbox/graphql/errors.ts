@@ -75,8 +75,8 @@ interface LoggedError extends Error {
 }
 
 /**
- * Every error as the spec's standard shape: message, locations, path (when the error belongs
- * to a field, or an argument of one) and extensions.code. An error no code was given for is
+ * Every error as the spec's standard shape: message, locations, path (the field's, when the
+ * error belongs to a field or an argument of one; empty otherwise) and extensions.code. An error no code was given for is
  * an internal one: logged, and answered as "internal server error".
  */
 export function formatGraphqlErrors(
@@ -129,7 +129,7 @@ function formatOne(
     }
   }
   const locations = error.locations ? [...error.locations] : [];
-  const path = error.path ? [...error.path] : fieldPathAt(error);
+  const path = error.path ? [...error.path] : (fieldPathAt(error) ?? []);
   const { code: _ignored, ...rest } = {
     ...(original?.extensions ?? {}),
     ...(error.extensions ?? {}),
@@ -137,7 +137,7 @@ function formatOne(
   return {
     message,
     locations,
-    ...(path && { path }),
+    path,
     extensions: { ...rest, code },
   };
 }
@@ -170,4 +170,38 @@ function fieldPathAt(error: LoggedError): Array<string | number> | undefined {
     },
   });
   return found;
+}
+
+/**
+ * A WebSocket frame as it leaves: an `error` frame's errors in the standard shape, with a code
+ * (by their message when mercurius gave none: it sends a parse failure or a malformed
+ * message's error bare). Any other frame is passed through untouched.
+ */
+export function normaliseErrorFrame(data: unknown): unknown {
+  if (typeof data !== 'string' || !data.startsWith('{"type":"error"')) return data;
+  let frame: { type: string; id?: unknown; payload?: unknown };
+  try {
+    frame = JSON.parse(data);
+  } catch {
+    return data;
+  }
+  if (!Array.isArray(frame.payload)) return data;
+  const payload = frame.payload.map((error: Partial<GraphQLFormattedError> | null) => {
+    const message = String(error?.message ?? 'bad request');
+    const extensions = error?.extensions ?? {};
+    const code =
+      extensions.code ??
+      (/^Syntax Error/.test(message)
+        ? 'GRAPHQL_PARSE_FAILED'
+        : error?.locations && !INPUT_PROBLEM.test(message)
+          ? 'GRAPHQL_VALIDATION_FAILED'
+          : 'BAD_USER_INPUT');
+    return {
+      message,
+      locations: error?.locations ?? [],
+      path: error?.path ?? [],
+      extensions: { ...extensions, code },
+    };
+  });
+  return JSON.stringify({ ...frame, payload });
 }

@@ -97,13 +97,20 @@ export function limitsRule(limits: GraphqlLimits) {
       }
     }
     const schema = context.getSchema();
+    /**
+     * Each fragment's depth and cost at `times` 1, measured once: cost is linear in `times`,
+     * and a fragment spread twice in each of 40 nested fragments would otherwise be walked
+     * 2^40 times (a 2 KB document that held the event loop).
+     */
+    const fragmentMeasures = new Map<string, { depth: number; cost: number }>();
+    /** Fragments being measured: a cycle is reported by graphql-js's NoFragmentCyclesRule. */
+    const measuring = new Set<string>();
 
     /** Depth and cost of a selection set whose fields each repeat `times` times. */
     function measure(
       set: SelectionSetNode,
       parentType: string,
       times: number,
-      seen: Set<string>,
     ): { depth: number; cost: number } {
       let depth = 0;
       let cost = 0;
@@ -128,7 +135,6 @@ export function limitsRule(limits: GraphqlLimits) {
             selection.selectionSet,
             typeName.replace(/[[\]!]/g, ''),
             introspection ? 0 : times * Math.max(count, 1),
-            seen,
           );
           inner = { depth: below.depth + 1, cost: times * count + below.cost };
         } else if (selection.kind === Kind.INLINE_FRAGMENT) {
@@ -136,19 +142,19 @@ export function limitsRule(limits: GraphqlLimits) {
             selection.selectionSet,
             selection.typeCondition?.name.value ?? parentType,
             times,
-            seen,
           );
         } else {
           const name = selection.name.value;
           const fragment = fragments.get(name);
-          // A cycle is reported by graphql-js's NoFragmentCyclesRule.
-          if (!fragment || seen.has(name)) continue;
-          inner = measure(
-            fragment.selectionSet,
-            fragment.typeCondition.name.value,
-            times,
-            new Set([...seen, name]),
-          );
+          if (!fragment || measuring.has(name)) continue;
+          let unit = fragmentMeasures.get(name);
+          if (!unit) {
+            measuring.add(name);
+            unit = measure(fragment.selectionSet, fragment.typeCondition.name.value, 1);
+            measuring.delete(name);
+            fragmentMeasures.set(name, unit);
+          }
+          inner = { depth: unit.depth, cost: times * unit.cost };
         }
         depth = Math.max(depth, inner.depth);
         cost += inner.cost;
@@ -189,12 +195,7 @@ export function limitsRule(limits: GraphqlLimits) {
                 : definition.operation === 'subscription'
                   ? schema.getSubscriptionType()
                   : schema.getMutationType();
-            const { depth, cost } = measure(
-              definition.selectionSet,
-              root?.name ?? '',
-              1,
-              new Set(),
-            );
+            const { depth, cost } = measure(definition.selectionSet, root?.name ?? '', 1);
             const name = definition.name ? ` ${definition.name.value}` : '';
             if (depth > limits.maxDepth) {
               context.reportError(
@@ -214,5 +215,24 @@ export function limitsRule(limits: GraphqlLimits) {
         },
       },
     };
+  };
+}
+
+/**
+ * A subscription sent over HTTP (mercurius would run it as a query, and its fields resolve
+ * only on a socket): refused with BAD_USER_INPUT. A rule of HTTP requests only; subscribes on
+ * a WebSocket are checked without it (routes/graphql.ts).
+ */
+export function httpOperationsRule(context: ValidationContext): ASTVisitor {
+  return {
+    OperationDefinition(node) {
+      if (node.operation !== 'subscription') return;
+      context.reportError(
+        new GraphQLError(
+          'subscriptions are served over a WebSocket at /graphql (the graphql-transport-ws protocol, as the graphql-ws client speaks it), not over HTTP',
+          { nodes: node, extensions: { code: 'BAD_USER_INPUT' } },
+        ),
+      );
+    },
   };
 }

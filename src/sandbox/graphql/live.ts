@@ -1,7 +1,7 @@
 import type { WebSocket } from 'ws';
 import type { GraphqlLimits } from '../../api/schemas/index.ts';
 import type { DataCaller } from '../plugins/rate-limit.ts';
-import { graphqlError } from './errors.ts';
+import { graphqlError, normaliseErrorFrame } from './errors.ts';
 
 /**
  * Subscriptions' plumbing: the WebSockets, their subscriptions, and topics to publish on.
@@ -67,6 +67,11 @@ export function createLive(options: LiveOptions) {
   function accept(socket: WebSocket, ip = ''): void {
     const state: SocketState = { socket, key: undefined, ends: new Set() };
     sockets.set(socket, state);
+    // mercurius sends some errors (a document that does not parse, a malformed message)
+    // without a code: every error frame leaves in the standard shape.
+    const send = socket.send.bind(socket) as (data: unknown, ...rest: unknown[]) => void;
+    socket.send = ((data: unknown, ...rest: unknown[]) =>
+      send(normaliseErrorFrame(data), ...rest)) as typeof socket.send;
     let initialised = false;
     const timer = setTimeout(() => {
       if (!initialised) socket.close(CLOSE.initTimeout, 'Connection initialisation timeout');
@@ -103,17 +108,20 @@ export function createLive(options: LiveOptions) {
     });
   }
 
+  /** Whether `state`'s socket may hold one more subscription. */
+  const hasRoom = (state: SocketState) => state.ends.size < limits.maxSubscriptionsPerSocket;
+  const fullError = () =>
+    graphqlError(
+      'BAD_USER_INPUT',
+      `at most ${limits.maxSubscriptionsPerSocket} subscriptions at once on one connection; complete one first, or open another connection`,
+    );
+
   /**
    * A subscription of `state`'s socket to `topic`: an async iterator of what is published
    * there, until the client completes it or the socket closes.
    */
   function subscribe(state: SocketState, topic: string): AsyncIterableIterator<unknown> {
-    if (state.ends.size >= limits.maxSubscriptionsPerSocket) {
-      throw graphqlError(
-        'BAD_USER_INPUT',
-        `at most ${limits.maxSubscriptionsPerSocket} subscriptions at once on one connection; complete one first, or open another connection`,
-      );
-    }
+    if (!hasRoom(state)) throw fullError();
     const subscriber: Subscriber = { state, queue: [], wake: undefined, done: false };
     let set = topics.get(topic);
     if (!set) {
@@ -183,6 +191,8 @@ export function createLive(options: LiveOptions) {
   return {
     accept,
     subscribe,
+    hasRoom,
+    fullError,
     publish,
     listened,
     listenedUnder,

@@ -76,8 +76,19 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
       indexedStrategies(chain.index.db, chain.deployment, now()).map((s) => Object.freeze(s)),
     );
 
-  const apys = (vault: VaultSummary) =>
-    perCommit(`apys:${vault.address}`, () => vaultApys(chain.index, vault));
+  /**
+   * A vault's APYs, once per summary: a summary belongs to one commit, and a lazy reader (a
+   * subscription's event built after the next block) must not store its answer under another.
+   */
+  const apysOf = new WeakMap<VaultSummary, ReturnType<typeof vaultApys>>();
+  const apys = (vault: VaultSummary) => {
+    let found = apysOf.get(vault);
+    if (!found) {
+      found = Object.freeze(vaultApys(chain.index, vault));
+      apysOf.set(vault, found);
+    }
+    return found;
+  };
 
   function vaultAt(address: string, vaults = summaries()): VaultSummary {
     const found = vaults.find((vault) => vault.address.toLowerCase() === address.toLowerCase());

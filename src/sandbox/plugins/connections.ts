@@ -234,7 +234,11 @@ export function registerConnectionHandling(app: FastifyInstance, limits: Connect
   });
 }
 
-/** A request to open a WebSocket. */
+/**
+ * A request to open a WebSocket: an HTTP upgrade (the parser saw `Connection: upgrade`), not
+ * any request that merely carries an Upgrade header, which is an ordinary request in flight.
+ */
 function isUpgrade(request: IncomingMessage): boolean {
-  return request.headers.upgrade?.toLowerCase() === 'websocket';
+  const upgrade = (request as IncomingMessage & { upgrade?: boolean }).upgrade;
+  return upgrade === true && request.headers.upgrade?.toLowerCase() === 'websocket';
 }

@@ -1,24 +1,21 @@
 import websocket from '@fastify/websocket';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import {
-  type DocumentNode,
-  GraphQLError,
-  type GraphQLSchema,
-  specifiedRules,
-  validate,
-} from 'graphql';
+import { GraphQLError, type GraphQLSchema, parse, specifiedRules, validate } from 'graphql';
 import mercurius from 'mercurius';
 import { GRAPHQL_LIMITS, type GraphqlLimits } from '../../api/schemas/index.ts';
 import { DataApiError } from '../errors.ts';
 import { formatGraphqlErrors, graphqlError } from '../graphql/errors.ts';
 import { GRAPHIQL_HTML } from '../graphql/graphiql.ts';
-import { limitsRule } from '../graphql/limits.ts';
+import { httpOperationsRule, limitsRule } from '../graphql/limits.ts';
 import { createLive, type Live, type SocketState } from '../graphql/live.ts';
 import { publishCommits } from '../graphql/publish.ts';
 import { createLoaders, createResolvers } from '../graphql/resolvers.ts';
 import { SCHEMA_SDL } from '../graphql/schema.ts';
 import { type DataAccess, rateLimitedError } from './data.ts';
 import type { App, RouteDeps } from './types.ts';
+
+/** At most this many tokens in a document: parsing stops there. */
+const MAX_TOKENS = 4000;
 
 export interface GraphqlOptions {
   /** Serve GraphiQL to a browser at GET /graphql. */
@@ -101,8 +98,8 @@ export async function registerGraphqlRoutes(
       path: '/graphql',
       graphiql: false,
       allowBatchedQueries: false,
-      validationRules: [limitsRule(limits)],
-      graphql: { parseOptions: { maxTokens: 4000 } },
+      validationRules: [limitsRule(limits), httpOperationsRule],
+      graphql: { parseOptions: { maxTokens: MAX_TOKENS } },
       errorFormatter: (execution, context) =>
         formatGraphqlErrors(execution, (context.reply?.log ?? app.log) as typeof app.log),
       // Not in openapi.json: GraphQL describes itself (schema.graphql, introspection).
@@ -112,22 +109,12 @@ export async function registerGraphqlRoutes(
         keepAlive: 30_000,
       },
     });
-    // mercurius runs no validation on a subscription: the same rules run here, and the
-    // subscribe counts as a request of the socket's tier.
+    // mercurius runs no validation on a subscription: the same rules run here, before it keeps
+    // anything for the subscription, and every subscribe (a bad one too) counts as a request
+    // of the socket's tier, as on /v1.
     scope.graphql.addHook(
-      'preSubscriptionExecution',
-      async (schema: GraphQLSchema, document: DocumentNode, context) => {
-        const errors = validate(schema, document, rules);
-        if (errors.length > 0) {
-          const { response } = formatGraphqlErrors({ errors }, app.log);
-          const first = errors[0] as GraphQLError;
-          throw new GraphQLError(first.message, {
-            nodes: first.nodes ?? null,
-            source: first.source ?? null,
-            positions: first.positions ?? null,
-            extensions: response.errors?.[0]?.extensions ?? {},
-          });
-        }
+      'preSubscriptionParsing',
+      async (schema: GraphQLSchema, source: string, context) => {
         const { request, live: state } = context as unknown as {
           request: FastifyRequest;
           live?: SocketState;
@@ -136,6 +123,24 @@ export async function registerGraphqlRoutes(
         if (exceeded) {
           throw graphqlError('RATE_LIMITED', rateLimitedError(exceeded).message, {
             retryAfter: exceeded.retryAfter,
+          });
+        }
+        if (Buffer.byteLength(source) > limits.maxQueryBytes) {
+          throw graphqlError(
+            'BAD_USER_INPUT',
+            `the query is ${Buffer.byteLength(source)} bytes; at most ${limits.maxQueryBytes} are allowed`,
+          );
+        }
+        if (state && !live.hasRoom(state)) throw live.fullError();
+        const errors = validate(schema, parse(source, { maxTokens: MAX_TOKENS }), rules);
+        if (errors.length > 0) {
+          const { response } = formatGraphqlErrors({ errors }, app.log);
+          const first = errors[0] as GraphQLError;
+          throw new GraphQLError(first.message, {
+            nodes: first.nodes ?? null,
+            source: first.source ?? null,
+            positions: first.positions ?? null,
+            extensions: response.errors?.[0]?.extensions ?? {},
           });
         }
       },
