@@ -154,6 +154,30 @@ describe('the data API reads its own writes', () => {
       value: state.value.toString(),
       pnl: (state.value - 25_000_000n).toString(),
     });
+
+    // Shares received by a transfer make a position dated by that transfer.
+    const receiver = privateKeyToAccount(generatePrivateKey()).address;
+    const transfer = await send(
+      wallet.writeContract({
+        address: vault,
+        abi: SandboxVault.abi,
+        functionName: 'transfer',
+        args: [receiver, 5_000_000n],
+        gas,
+      }),
+    );
+    const { timestamp } = await reader.getBlock({ blockNumber: transfer.blockNumber });
+    let received: Array<{ shares: string; depositedAt: string | null }> = [];
+    for (const started = Date.now(); received.length === 0 && Date.now() - started < 1000; ) {
+      received = (await get(`/v1/users/${receiver}/positions`)).body.positions;
+      if (received.length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(received).toEqual([
+      expect.objectContaining({
+        shares: '5000000',
+        depositedAt: new Date(Number(timestamp) * 1000).toISOString().replace('.000Z', 'Z'),
+      }),
+    ]);
   });
 });
 

@@ -339,6 +339,8 @@ export function createProjection(
           else if (to !== vault)
             changePosition(to, vault, (p) => {
               p.shares += args.value;
+              // Shares received (a transfer, not a deposit) date the position too.
+              p.depositedAt ??= block.timestamp;
             });
           break;
         }

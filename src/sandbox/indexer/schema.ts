@@ -15,7 +15,7 @@ import { DatabaseSync } from 'node:sqlite';
  * from the user's tables; `blocks` holds each indexed block's hash, and its last row is the
  * checkpoint a new block's parentHash is compared with.
  */
-export const INDEX_FORMAT = '3';
+export const INDEX_FORMAT = '4';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS index_meta (
