@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { buildClientSchema, getIntrospectionQuery, printSchema } from 'graphql';
+import { buildClientSchema, getIntrospectionQuery, parse, printSchema } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
 import { type Address, parseAbi } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -448,6 +448,15 @@ describe('limits', () => {
       }),
     );
   });
+
+  it('refuses a query that is JSON (mercurius would take it for an AST), not a server error', async () => {
+    const ast = JSON.stringify(parse('{ protocolStats { vaults } }'));
+    for (const query of ['" "', '[]', '{}', '7', ast]) {
+      const { status, body } = await gql(query);
+      expect(status, query).toBe(400);
+      expect(body.errors[0].extensions.code, query).toBe('BAD_USER_INPUT');
+    }
+  });
 });
 
 describe('GraphiQL', () => {
@@ -678,7 +687,11 @@ describe('subscriptions over graphql-transport-ws', () => {
     });
     // Nothing was kept for them.
     expect((await graphqlInfo()).subscriptions).toBe(0);
-    socket.close();
+    // A query sent as an object (an AST) would skip the checks: the socket is closed.
+    const closed = new Promise<number>((resolve) => socket.once('close', resolve));
+    subscribe('ast', { query: parse('subscription { transactionCreated { hash } }') });
+    expect(await closed).toBe(4400);
+    expect((await graphqlInfo()).subscriptions).toBe(0);
   });
 
   it('closes a socket that sends no connection_init (4408), or a key that is none (4403)', async () => {

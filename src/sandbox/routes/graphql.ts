@@ -79,6 +79,15 @@ export async function registerGraphqlRoutes(
         `the query is ${Buffer.byteLength(source)} bytes; at most ${limits.maxQueryBytes} are allowed`,
       );
     }
+    // mercurius takes a query that does not parse as GraphQL for a JSON-encoded AST, which
+    // then skips parsing's limits (and a JSON string crashed validation). No GraphQL document
+    // is valid JSON, so a query that is JSON is refused.
+    if (isJson(source)) {
+      throw new DataApiError(
+        'INVALID_PARAMETER',
+        'the query must be a GraphQL document; a JSON value (an AST, say) is not taken',
+      );
+    }
   }
 
   await app.register(async (scope) => {
@@ -112,9 +121,11 @@ export async function registerGraphqlRoutes(
     // mercurius runs no validation on a subscription: the same rules run here, before it keeps
     // anything for the subscription, and every subscribe (a bad one too) counts as a request
     // of the socket's tier, as on /v1.
+    const checked = new WeakSet<object>();
     scope.graphql.addHook(
       'preSubscriptionParsing',
       async (schema: GraphQLSchema, source: string, context) => {
+        checked.add(context);
         const { request, live: state } = context as unknown as {
           request: FastifyRequest;
           live?: SocketState;
@@ -145,6 +156,24 @@ export async function registerGraphqlRoutes(
         }
       },
     );
+    // mercurius runs the hook above only for a query sent as a string; one sent as an object
+    // (an AST) would skip the checks, so its socket is closed as a protocol error.
+    scope.graphql.addHook('preSubscriptionExecution', async (_schema, _document, context) => {
+      if (checked.has(context)) return;
+      const state = (context as unknown as { live?: SocketState }).live;
+      state?.socket.close(4400, 'the query must be a string');
+      throw graphqlError('BAD_USER_INPUT', 'the query must be a GraphQL document as a string');
+    });
   });
   return live;
+}
+
+/** Whether `source` is a JSON value: no GraphQL document is one. */
+function isJson(source: string): boolean {
+  try {
+    JSON.parse(source);
+    return true;
+  } catch {
+    return false;
+  }
 }
