@@ -347,6 +347,40 @@ describe('queries answer what /v1 answers for the same state', () => {
   });
 });
 
+describe('answers kept between index commits', () => {
+  it('a repeated query answers the same until a write moves the index, then the new state', async () => {
+    const query = `query ($a: String!) { vault(address: $a) { tvl totalShares } }`;
+    const variables = { a: vaultOf('conservative') };
+    const first = await gql(query, variables);
+    expect((await gql(query, variables)).body).toEqual(first.body);
+    const agent = await chainAgent(sandbox);
+    await deposit(agent.apiKey, 'conservative', 7);
+    const after = await gql(query, variables);
+    const detail = await rest(`/v1/vaults/${vaultOf('conservative')}`);
+    expect(after.body.data.vault).toEqual({ tvl: detail.tvl, totalShares: detail.totalShares });
+    expect(BigInt(after.body.data.vault.tvl) - BigInt(first.body.data.vault.tvl)).toBe(7_000_000n);
+  });
+
+  it('never keeps nodeStats, which reports live nodes', async () => {
+    const added = await admin(sandbox.app, 'POST', '/sandbox/nodes', {
+      name: 'GraphQL node',
+      operator_address: `0x${'cd'.repeat(20)}`,
+    });
+    const { node_id, node_key } = added.json();
+    const query = '{ nodeStats { online nodes { id status } } }';
+    const statusOf = (body: Body) =>
+      body.data.nodeStats.nodes.find((node: Body) => node.id === node_id).status;
+    expect(statusOf((await gql(query)).body)).toBe('OFFLINE');
+    // Using the key marks the node as seen: nothing the index holds changes.
+    const seen = await sandbox.app.inject({
+      url: '/v1/vaults',
+      headers: { 'x-api-key': node_key },
+    });
+    expect(seen.statusCode).toBe(200);
+    expect(statusOf((await gql(query)).body)).toBe('ONLINE');
+  });
+});
+
 describe('errors have the standard shape', () => {
   const standard = (error: Body, code: string) => {
     expect(error).toEqual(

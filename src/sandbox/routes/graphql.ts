@@ -12,6 +12,7 @@ import { publishCommits } from '../graphql/publish.ts';
 import { createLoaders, createResolvers } from '../graphql/resolvers.ts';
 import { SCHEMA_SDL } from '../graphql/schema.ts';
 import { type DataAccess, rateLimitedError } from './data.ts';
+import { createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 /** At most this many tokens in a document: parsing stops there. */
@@ -42,6 +43,12 @@ export async function registerGraphqlRoutes(
   const unpublish = publishCommits(deps.chain.index, data.queries, live);
   app.addHook('onClose', async () => unpublish());
   const rules = [...specifiedRules, limitsRule(limits)];
+
+  // A query's answer depends on the index alone, as /v1's do: it is served pre-serialised, per
+  // request document, until the index commits or an agent row changes. nodeStats reports live
+  // nodes (GET /v1/nodes is not cached either), so a document that names it is never kept.
+  const answers = createResponseCache<string>({ maxEntries: 2000, maxBytes: 32 * 1024 * 1024 });
+  const pending = new WeakMap<FastifyRequest, { key: string; version: unknown }>();
 
   /** Rate tiers, the request's shape, and GraphiQL for a browser. */
   async function guard(request: FastifyRequest, reply: FastifyReply) {
@@ -88,6 +95,23 @@ export async function registerGraphqlRoutes(
         'the query must be a GraphQL document; a JSON value (an AST, say) is not taken',
       );
     }
+    if (/\bnodeStats\b/.test(source)) return;
+    const key = `${request.method} ${request.method === 'POST' ? JSON.stringify(body) : request.url}`;
+    const version = data.queries.version();
+    const kept = answers.lookup(key, version);
+    if (kept) return reply.type('application/json; charset=utf-8').send(kept);
+    pending.set(request, { key, version });
+  }
+
+  /** Keeps a successful answer that guard() marked as one to keep. */
+  async function keepAnswer(request: FastifyRequest, reply: FastifyReply, payload: unknown) {
+    const marked = pending.get(request);
+    if (!marked || reply.statusCode !== 200 || typeof payload !== 'string') return payload;
+    // An answer with errors is sent as it is and never kept (some are logged as they occur).
+    if (!payload.includes('"errors":')) {
+      answers.keep(marked.key, marked.version, data.queries.version(), Buffer.from(payload));
+    }
+    return payload;
   }
 
   await app.register(async (scope) => {
@@ -95,6 +119,7 @@ export async function registerGraphqlRoutes(
     // take: guard() checks the request, and answers are GraphQL responses as they are.
     scope.setValidatorCompiler(() => (value) => ({ value }));
     scope.setSerializerCompiler(() => (value) => JSON.stringify(value));
+    scope.addHook('onSend', keepAnswer);
     // Registered here, not by mercurius, to reach its server and bound a message's size.
     await scope.register(websocket, { options: { maxPayload: 4 * limits.maxQueryBytes } });
     scope.websocketServer.on('connection', (socket, raw) =>
@@ -170,6 +195,12 @@ export async function registerGraphqlRoutes(
 
 /** Whether `source` is a JSON value: no GraphQL document is one. */
 function isJson(source: string): boolean {
+  // A failed JSON.parse costs an exception: what starts as a document does (a name, a comment,
+  // or a selection set opening on a field) is let through without one.
+  const text = source.trim();
+  if (/^(?:[A-Za-z_#]|\{\s*[^\s"}])/.test(text) && !/^(?:true|false|null)$/.test(text)) {
+    return false;
+  }
   try {
     JSON.parse(source);
     return true;

@@ -5,12 +5,44 @@ import type { FastifyReply } from 'fastify';
  * Each entry is kept until `version` changes: callers pass a value that every write which
  * changes the answer moves (a store's change counter, the chain's head).
  */
-export function createResponseCache<Key>(options: { maxEntries?: number } = {}) {
+export function createResponseCache<Key>(options: { maxEntries?: number; maxBytes?: number } = {}) {
   // Many keys (one per URL, say) between two writes must not grow memory without bound.
   const maxEntries = options.maxEntries ?? Number.POSITIVE_INFINITY;
+  const maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
   let cachedVersion: unknown;
+  let bytes = 0;
   const entries = new Map<Key, Buffer>();
+
+  function clear(): void {
+    entries.clear();
+    bytes = 0;
+  }
+
+  /** The answer kept for `key` at `version` (the version now), if any. */
+  function lookup(key: Key, version: unknown): Buffer | undefined {
+    if (version !== cachedVersion) {
+      clear();
+      cachedVersion = version;
+    }
+    return entries.get(key);
+  }
+
+  /**
+   * Keeps `body` for `key` if it was built at the version it is still at: `before` is the
+   * version when the build started, `now` the version as it is done.
+   */
+  function keep(key: Key, before: unknown, now: unknown, body: Buffer): void {
+    // A write that landed while the answer was built makes it stale already.
+    if (now !== before || cachedVersion !== before || entries.has(key)) return;
+    if (body.length > maxBytes) return;
+    if (entries.size >= maxEntries || bytes + body.length > maxBytes) clear();
+    entries.set(key, body);
+    bytes += body.length;
+  }
+
   return {
+    lookup,
+    keep,
     async send(
       reply: FastifyReply,
       key: Key,
@@ -18,18 +50,10 @@ export function createResponseCache<Key>(options: { maxEntries?: number } = {}) 
       build: () => unknown | Promise<unknown>,
     ): Promise<FastifyReply> {
       const before = version();
-      if (before !== cachedVersion) {
-        entries.clear();
-        cachedVersion = before;
-      }
-      let body = entries.get(key);
+      let body = lookup(key, before);
       if (!body) {
         body = Buffer.from(JSON.stringify(await build()));
-        // A write that landed while the answer was built makes it stale already.
-        if (version() === before && cachedVersion === before) {
-          if (entries.size >= maxEntries) entries.clear();
-          entries.set(key, body);
-        }
+        keep(key, before, version(), body);
       }
       return reply.type('application/json; charset=utf-8').send(body);
     },
