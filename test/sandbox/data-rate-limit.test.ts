@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { DATA_TIERS } from '../../src/sandbox/plugins/rate-limit.ts';
 import { admin, createTestSandbox, registeredAgent, type TestSandbox } from '../helpers/sandbox.ts';
 
@@ -131,5 +132,47 @@ describe('GraphQL counts against the same tiers', () => {
     const forged = await graphql('10.9.0.3', 'agent_forged');
     expect(forged.statusCode).toBe(401);
     expect(forged.json().errors[0].extensions.code).toBe('UNAUTHENTICATED');
+  });
+});
+
+describe('a GraphQL WebSocket counts in the tier of the key its connection_init carries', () => {
+  /** Opens a socket, sends connection_init, and answers what came of it. */
+  async function connectWith(url: string, payload: Record<string, unknown>) {
+    const socket = new WebSocket(url, 'graphql-transport-ws');
+    await new Promise((resolve) => socket.once('open', resolve));
+    const outcome = new Promise<{ acknowledged: boolean; code?: number; reason?: string }>(
+      (resolve) => {
+        socket.once('message', (data) =>
+          resolve({ acknowledged: JSON.parse(String(data)).type === 'connection_ack' }),
+        );
+        socket.once('close', (code, reason) =>
+          resolve({ acknowledged: false, code, reason: String(reason) }),
+        );
+      },
+    );
+    socket.send(JSON.stringify({ type: 'connection_init', payload }));
+    const result = await outcome;
+    socket.terminate();
+    return result;
+  }
+
+  it('a key is not held to its IP’s public limit, and a socket without one is (4290)', async () => {
+    const address = await sandbox.app.listen({ host: '127.0.0.1', port: 0 });
+    const url = `${address.replace(/^http/, 'ws')}/graphql`;
+    const node = await admin(sandbox.app, 'POST', '/sandbox/nodes', {
+      name: 'socket node',
+      operator_address: '0x00000000000000000000000000000000000000dd',
+    });
+    const key = node.json().node_key as string;
+    // Each connection_init counts one, in the public tier of 127.0.0.1 when it carries no key.
+    for (let i = 0; i < 3; i++) expect((await connectWith(url, {})).acknowledged).toBe(true);
+    for (let i = 0; i < DATA_TIERS.public.perMinute - 3; i++) {
+      expect((await request('127.0.0.1')).statusCode).toBe(200);
+    }
+    expectLimited(await request('127.0.0.1'), 'minute');
+    const publicSocket = await connectWith(url, {});
+    expect(publicSocket.code).toBe(4290);
+    expect(publicSocket.reason).toMatch(/^Rate limited: retry in \d+ s$/);
+    expect(await connectWith(url, { apiKey: key })).toEqual({ acknowledged: true });
   });
 });

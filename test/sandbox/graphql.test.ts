@@ -483,6 +483,35 @@ describe('limits', () => {
     );
   });
 
+  it('refuses variables that are not an object, or an operationName that is not a string', async () => {
+    const query = '{ protocolStats { vaults } }';
+    for (const payload of [
+      { query, variables: 'x' },
+      { query, variables: 5 },
+      { query, variables: [1] },
+      { query, operationName: 5 },
+    ]) {
+      const response = await sandbox.app.inject({ method: 'POST', url: '/graphql', payload });
+      expect(response.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(response.json().errors[0].extensions.code).toBe('BAD_USER_INPUT');
+    }
+    for (const variables of ['5', 'not json']) {
+      const response = await sandbox.app.inject({
+        url: `/graphql?query=${encodeURIComponent(query)}&variables=${encodeURIComponent(variables)}`,
+      });
+      expect(response.statusCode, variables).toBe(400);
+      expect(response.json().errors[0].extensions.code).toBe('BAD_USER_INPUT');
+    }
+  });
+
+  it('says what a scalar literal of the wrong kind was, in GraphQL’s words', async () => {
+    const { status, body } = await gql('{ vaults(minTvl: 1.5) { name } }');
+    expect(status).toBe(400);
+    expect(body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
+    expect(body.errors[0].message).toMatch(/got 1\.5$/);
+    expect(body.errors[0].message).not.toMatch(/kind|FloatValue/);
+  });
+
   it('refuses a query that is JSON (mercurius would take it for an AST), not a server error', async () => {
     const ast = JSON.stringify(parse('{ protocolStats { vaults } }'));
     for (const query of ['" "', '[]', '{}', '7', ast]) {
@@ -726,6 +755,62 @@ describe('subscriptions over graphql-transport-ws', () => {
     subscribe('ast', { query: parse('subscription { transactionCreated { hash } }') });
     expect(await closed).toBe(4400);
     expect((await graphqlInfo()).subscriptions).toBe(0);
+  });
+
+  it('closes a socket whose message the protocol does not allow with 4400, and says why', async () => {
+    const malformed: Array<[string, unknown]> = [
+      ['not JSON', 'not json'],
+      [
+        'unknown message type',
+        { type: 'start', id: '1', payload: { query: '{ vaults { name } }' } },
+      ],
+      ['subscribe needs an id', { type: 'subscribe', payload: { query: 'subscription { x }' } }],
+      ['subscribe needs a payload', { type: 'subscribe', id: '1' }],
+      ['as a string', { type: 'subscribe', id: '1', payload: { query: 5 } }],
+      [
+        'as a string',
+        { type: 'subscribe', id: '1', payload: { query: { kind: 'Document', definitions: [] } } },
+      ],
+      [
+        'variables must be an object',
+        { type: 'subscribe', id: '1', payload: { query: 'subscription { a }', variables: [1] } },
+      ],
+    ];
+    for (const [why, message] of malformed) {
+      const socket = new WebSocket(wsUrl, 'graphql-transport-ws');
+      const frames: string[] = [];
+      socket.on('message', (data) => frames.push(String(data)));
+      await new Promise((resolve) => socket.once('open', resolve));
+      socket.send(JSON.stringify({ type: 'connection_init', payload: {} }));
+      socket.send(typeof message === 'string' ? message : JSON.stringify(message));
+      const [code, reason] = await new Promise<[number, string]>((resolve) =>
+        socket.once('close', (closeCode, closeReason) => resolve([closeCode, String(closeReason)])),
+      );
+      expect(code, why).toBe(4400);
+      expect(reason, why).toContain(why);
+      expect(
+        frames.filter((frame) => !/"type":"(connection_ack|ping)"/.test(frame)),
+        why,
+      ).toEqual([]);
+    }
+    expect((await graphqlInfo()).subscriptions).toBe(0);
+  });
+
+  it('a missing argument on a socket has the field’s path, as over HTTP', async () => {
+    const client = connect();
+    const missing = subscription(client, 'subscription { vaultUpdated { tvl } }');
+    await eventually(
+      async () => missing.failure(),
+      (failure) => failure !== undefined,
+    );
+    const http = await gql('{ vault { name } }');
+    expect(http.body.errors[0].path).toEqual(['vault']);
+    expect(missing.failure()).toEqual([
+      expect.objectContaining({
+        path: ['vaultUpdated'],
+        extensions: expect.objectContaining({ code: 'BAD_USER_INPUT' }),
+      }),
+    ]);
   });
 
   it('closes a socket that sends no connection_init (4408), or a key that is none (4403)', async () => {

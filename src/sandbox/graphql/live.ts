@@ -34,11 +34,42 @@ interface Subscriber {
 
 /** The WebSocket close codes of graphql-transport-ws, and ours for a slow subscriber. */
 export const CLOSE = {
+  badRequest: 4400,
   unauthorised: 4403,
   initTimeout: 4408,
   tooManyInits: 4429,
+  /** Ours: connection_init was over the rate tier's limit (HTTP's 429, times ten). */
+  rateLimited: 4290,
   tooSlow: 4499,
 } as const;
+
+/** The messages a graphql-transport-ws client may send. */
+const CLIENT_MESSAGES = new Set(['connection_init', 'ping', 'pong', 'subscribe', 'complete']);
+
+/** Why a client's graphql-transport-ws message is malformed, or undefined when it is not. */
+function malformed(message: unknown): string | undefined {
+  if (!isObject(message)) return 'a message must be a JSON object';
+  const { type, id, payload } = message;
+  if (typeof type !== 'string' || !CLIENT_MESSAGES.has(type)) return 'unknown message type';
+  if (type === 'subscribe' || type === 'complete') {
+    if (typeof id !== 'string' || id === '') return `${type} needs an id`;
+  }
+  if (type === 'subscribe') {
+    if (!isObject(payload)) return 'subscribe needs a payload';
+    if (typeof payload.query !== 'string')
+      return 'the query must be a GraphQL document as a string';
+    if (!isOptional(payload.variables, isObject)) return 'variables must be an object';
+    if (!isOptional(payload.operationName, (v) => typeof v === 'string')) {
+      return 'operationName must be a string';
+    }
+    if (!isOptional(payload.extensions, isObject)) return 'extensions must be an object';
+  }
+  return undefined;
+}
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isOptional = (value: unknown, ok: (value: unknown) => boolean) =>
+  value === undefined || value === null || ok(value);
 
 export interface LiveOptions {
   limits: GraphqlLimits;
@@ -77,12 +108,21 @@ export function createLive(options: LiveOptions) {
       if (!initialised) socket.close(CLOSE.initTimeout, 'Connection initialisation timeout');
     }, limits.connectionInitTimeoutMs);
     timer.unref();
+    // The protocol closes the socket with 4400 on a message it cannot take; mercurius would
+    // answer some with an error frame holding its internals, and act on others.
+    const strict = socket.protocol === 'graphql-transport-ws';
     socket.on('message', (data: Buffer, isBinary: boolean) => {
       let message: { type?: unknown; payload?: unknown };
       try {
         message = JSON.parse(isBinary ? data.toString() : String(data));
       } catch {
-        return; // mercurius answers it.
+        if (strict) socket.close(CLOSE.badRequest, 'Invalid message: not JSON');
+        return;
+      }
+      const problem = strict ? malformed(message) : undefined;
+      if (problem) {
+        socket.close(CLOSE.badRequest, `Invalid message: ${problem}`);
+        return;
       }
       if (message?.type !== 'connection_init') return;
       if (initialised) {
@@ -106,6 +146,11 @@ export function createLive(options: LiveOptions) {
       sockets.delete(socket);
       for (const end of [...state.ends]) end();
     });
+  }
+
+  /** Closes a socket whose connection_init was over its tier's limit. */
+  function refuseRateLimited(state: SocketState, retryAfter: number): void {
+    state.socket.close(CLOSE.rateLimited, `Rate limited: retry in ${retryAfter} s`);
   }
 
   /** Whether `state`'s socket may hold one more subscription. */
@@ -190,6 +235,7 @@ export function createLive(options: LiveOptions) {
 
   return {
     accept,
+    refuseRateLimited,
     subscribe,
     hasRoom,
     fullError,

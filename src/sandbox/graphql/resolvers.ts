@@ -1,4 +1,4 @@
-import { Kind, type ValueNode } from 'graphql';
+import { Kind, print, type ValueNode } from 'graphql';
 import type { IResolvers, MercuriusLoaders } from 'mercurius';
 import type { z } from 'zod';
 import {
@@ -135,22 +135,30 @@ function toDateTime(value: unknown): string {
   );
 }
 
-const literal = (node: ValueNode) =>
-  node.kind === Kind.INT ? Number(node.value) : node.kind === Kind.STRING ? node.value : node;
+/** A literal of a scalar that is written as a string (or, for BigInt, an integer) alone. */
+function notLiteral(type: 'BigInt' | 'DateTime', node: ValueNode): TypeError {
+  const as = type === 'BigInt' ? 'an integer or a decimal string' : 'a string';
+  return new TypeError(`${type} must be written as ${as}; got ${print(node)}`);
+}
 
 export function createResolvers(queries: DataQueries, live: Live): IResolvers {
   return {
     BigInt: {
       serialize: toBigIntText,
       parseValue: toBigIntText,
-      parseLiteral: (node: ValueNode) =>
-        node.kind === Kind.INT ? toBigIntText(node.value) : toBigIntText(literal(node)),
+      parseLiteral: (node: ValueNode) => {
+        if (node.kind === Kind.INT || node.kind === Kind.STRING) return toBigIntText(node.value);
+        throw notLiteral('BigInt', node);
+      },
     } as never,
     DateTime: {
       serialize: (value: unknown) =>
         typeof value === 'number' ? isoTime(value) : toDateTime(value),
       parseValue: toDateTime,
-      parseLiteral: (node: ValueNode) => toDateTime(literal(node)),
+      parseLiteral: (node: ValueNode) => {
+        if (node.kind === Kind.STRING) return toDateTime(node.value);
+        throw notLiteral('DateTime', node);
+      },
     } as never,
 
     Query: {

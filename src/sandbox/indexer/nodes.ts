@@ -17,6 +17,7 @@ let clientVersion: string | undefined;
 export async function nodeList(
   chain: SandboxChain,
   store: Store,
+  /** When each node last used its key, in sandbox milliseconds. */
   lastSeen: Map<string, number>,
 ): Promise<Array<z.input<typeof DataNode>>> {
   const started = performance.now();
@@ -38,6 +39,7 @@ export async function nodeList(
     latencyMs: blockNumber === null ? null : latencyMs,
     version: clientVersion ?? null,
   };
+  const now = chain.nowSeconds() * 1000;
   const registered = store.nodes.list().map((node) => {
     const seen = lastSeen.get(node.node_id);
     return {
@@ -45,7 +47,7 @@ export async function nodeList(
       name: node.name,
       operator: node.operator_address,
       status:
-        seen !== undefined && Date.now() - seen < ONLINE_FOR_MS
+        seen !== undefined && now - seen < ONLINE_FOR_MS
           ? ('online' as const)
           : ('offline' as const),
       blockNumber: null,

@@ -115,7 +115,8 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
     /** Moves whenever any answer may change: the index committed, or an agent row changed. */
     version: () => `${chain.index.version()}:${store.agents.version()}`,
     /** A node key was used (its node is online for a while). */
-    nodeSeen: (nodeId: string) => nodeSeen.set(nodeId, Date.now()),
+    // In sandbox time, as every other time the data API answers.
+    nodeSeen: (nodeId: string) => nodeSeen.set(nodeId, chain.nowSeconds() * 1000),
     summaries,
     strategies,
     vaultAt,

@@ -62,13 +62,15 @@ export async function registerGraphqlRoutes(
         'GET /graphql needs a query parameter (or use POST, or a WebSocket for subscriptions)',
       );
     }
+    // A key that is none is refused here (401), a WebSocket's too.
     const caller = data.dataCaller(request.headers['x-api-key'], request.ip);
+    // A WebSocket counts at its connection_init, in the tier of the key sent there.
+    if (request.ws) return;
     const exceeded = await data.countRequest(request, caller);
     if (exceeded) {
       reply.header('retry-after', String(exceeded.retryAfter));
       throw rateLimitedError(exceeded);
     }
-    if (request.ws) return;
     const body = request.method === 'POST' ? request.body : query;
     if (Array.isArray(body)) {
       throw new DataApiError('INVALID_PARAMETER', 'batched operations are not supported; send one');
@@ -94,6 +96,15 @@ export async function registerGraphqlRoutes(
         'INVALID_PARAMETER',
         'the query must be a GraphQL document; a JSON value (an AST, say) is not taken',
       );
+    }
+    checkVariables((body as Record<string, unknown>).variables, request.method === 'GET');
+    const operationName = (body as Record<string, unknown>).operationName;
+    if (
+      operationName !== undefined &&
+      operationName !== null &&
+      typeof operationName !== 'string'
+    ) {
+      throw new DataApiError('INVALID_PARAMETER', '"operationName" must be a string');
     }
     if (/\bnodeStats\b/.test(source)) return;
     const key = `${request.method} ${request.method === 'POST' ? JSON.stringify(body) : request.url}`;
@@ -125,6 +136,17 @@ export async function registerGraphqlRoutes(
     scope.websocketServer.on('connection', (socket, raw) =>
       live.accept(socket, raw.socket.remoteAddress ?? ''),
     );
+    // mercurius logs as an error every subscribe its resolver refused; a client's mistake (a
+    // code given, or no field reached) is no fault of the server's, and is logged at info.
+    const log = scope.log;
+    scope.log = Object.assign(Object.create(log), {
+      error(object: unknown, ...rest: unknown[]) {
+        if (clientMistakes(object)) {
+          return log.info({ errors: object.map(String) }, 'a GraphQL subscribe was refused');
+        }
+        return (log.error as (...args: unknown[]) => void)(object, ...rest);
+      },
+    });
     await scope.register(mercurius, {
       schema: SCHEMA_SDL,
       resolvers: createResolvers(data.queries, live),
@@ -139,7 +161,21 @@ export async function registerGraphqlRoutes(
       // Not in openapi.json: GraphQL describes itself (schema.graphql, introspection).
       additionalRouteOptions: { preHandler: guard, schema: { hide: true } },
       subscription: {
-        context: (socket) => ({ live: live.stateOf(socket as never) }),
+        // Run at connection_init, before it is acknowledged: the socket counts one request
+        // in the tier of the key sent there (live.accept checked it), else of the upgrade's
+        // X-API-Key, else of its IP; over the limit it is closed with 4290.
+        context: async (socket, request) => {
+          const state = live.stateOf(socket as never);
+          if (state && state.socket.readyState === state.socket.OPEN) {
+            state.key ??= request.headers['x-api-key'];
+            const exceeded = await data.countRequest(
+              request,
+              data.dataCaller(state.key, request.ip),
+            );
+            if (exceeded) live.refuseRateLimited(state, exceeded.retryAfter);
+          }
+          return { live: state };
+        },
         keepAlive: 30_000,
       },
     });
@@ -172,11 +208,13 @@ export async function registerGraphqlRoutes(
         if (errors.length > 0) {
           const { response } = formatGraphqlErrors({ errors }, app.log);
           const first = errors[0] as GraphQLError;
+          const formatted = response.errors?.[0];
           throw new GraphQLError(first.message, {
             nodes: first.nodes ?? null,
             source: first.source ?? null,
             positions: first.positions ?? null,
-            extensions: response.errors?.[0]?.extensions ?? {},
+            path: formatted?.path ?? null,
+            extensions: formatted?.extensions ?? {},
           });
         }
       },
@@ -191,6 +229,41 @@ export async function registerGraphqlRoutes(
     });
   });
   return live;
+}
+
+/** Whether `value` is a list of GraphQL errors that are all the client's doing. */
+function clientMistakes(value: unknown): value is GraphQLError[] {
+  const mistake = (error: unknown) => {
+    if (!(error instanceof GraphQLError)) return false;
+    const code = error.extensions?.code;
+    return error.path === undefined || (code !== undefined && code !== 'INTERNAL_SERVER_ERROR');
+  };
+  return Array.isArray(value) && value.length > 0 && value.every(mistake);
+}
+
+/**
+ * `variables` must be an object (or absent, or null); over GET it is that object as JSON text.
+ * graphql-js would take anything else for a server fault.
+ */
+function checkVariables(variables: unknown, asText: boolean): void {
+  let value = variables;
+  if (asText && typeof variables === 'string') {
+    try {
+      value = JSON.parse(variables);
+    } catch {
+      throw new DataApiError('INVALID_PARAMETER', '"variables" must be a JSON object');
+    }
+  }
+  if (
+    value !== undefined &&
+    value !== null &&
+    (typeof value !== 'object' || Array.isArray(value))
+  ) {
+    throw new DataApiError(
+      'INVALID_PARAMETER',
+      '"variables" must be an object of the variables\' values',
+    );
+  }
 }
 
 /** Whether `source` is a JSON value: no GraphQL document is one. */
