@@ -107,7 +107,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from watch' -l data-url -r -d 'd
 complete -c agentctl -n '__fish_seen_subcommand_from vault' -l count -r -d 'stop after this many events'
 complete -c agentctl -n '__fish_seen_subcommand_from transactions' -l vault -r -d 'only this vault: an address or a vault id'
 complete -c agentctl -n '__fish_seen_subcommand_from transactions' -l count -r -d 'stop after this many events'
-complete -c agentctl -n '__fish_seen_subcommand_from api' -a graphql -d 'Run a GraphQL query against the data API\'s /graphql (at --data-url, AGENTCTL_DATA_URL or the profile\'s data_url, else the base URL) and print the JSON response. A response with errors exits 1, or as for REST by its code: BAD_USER_INPUT and NOT_FOUND 2, UNAUTHENTICATED 4, RATE_LIMITED 5.'
+complete -c agentctl -n '__fish_seen_subcommand_from api' -a graphql -d 'a GraphQL query against the data API, its JSON response printed'
 complete -c agentctl -n '__fish_seen_subcommand_from api' -l data -r -d 'JSON request body'
 complete -c agentctl -n '__fish_seen_subcommand_from graphql' -l query -r -d 'the GraphQL document'
 complete -c agentctl -n '__fish_seen_subcommand_from graphql' -l var -r -d 'a variable (repeat for more); a value that parses as JSON is that JSON, else a string'

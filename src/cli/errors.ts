@@ -33,6 +33,18 @@ export function describeFailure(error: unknown): Failure {
       json: { error: error.message, status: error.status, code: 'unexpected_response' },
     };
   }
+  // By name, so this module does not load the GraphQL code.
+  if (error instanceof CliError && error.name === 'GraphqlFailure') {
+    const { status, graphqlCode } = error as CliError & {
+      status: number | null;
+      graphqlCode: string | null;
+    };
+    return {
+      exitCode: error.exitCode,
+      message: error.message,
+      json: { error: error.message, status, code: error.code, graphql_code: graphqlCode },
+    };
+  }
   if (error instanceof CliError) return local(error.message, error.exitCode, error.code);
   // By name, so this module does not load the keystore code.
   if (error instanceof Error && error.name === 'KeystoreError') {

@@ -29,16 +29,48 @@ export function exitCodeOf(code: string | undefined): ExitCode {
   }
 }
 
-/** The first of a response's errors, as a CliError: `CODE: message`, with its exit code. */
-export function graphqlFailure(errors: readonly GraphqlError[]): CliError {
-  const first = errors[0];
-  const code = first?.extensions?.code;
-  const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
-  return new CliError(
-    `${code ? `${code}: ` : ''}${first?.message ?? 'GraphQL error'}${more}`,
-    exitCodeOf(code),
-    code?.toLowerCase(),
-  );
+/** The --json error `code` of a GraphQL error code: REST's names, as `describeFailure` gives. */
+const JSON_CODES: Record<string, string> = {
+  BAD_USER_INPUT: 'bad_request',
+  GRAPHQL_PARSE_FAILED: 'bad_request',
+  GRAPHQL_VALIDATION_FAILED: 'bad_request',
+  QUERY_TOO_COMPLEX: 'bad_request',
+  NOT_FOUND: 'not_found',
+  UNAUTHENTICATED: 'unauthorized',
+  FORBIDDEN: 'forbidden',
+  RATE_LIMITED: 'rate_limited',
+  INTERNAL_SERVER_ERROR: 'server_error',
+};
+
+/**
+ * A GraphQL response's errors as the CLI reports them: `CODE: message` of the first, the
+ * HTTP status it came with (none over a WebSocket), and the GraphQL code kept apart.
+ */
+export class GraphqlFailure extends CliError {
+  readonly status: number | null;
+  readonly graphqlCode: string | null;
+
+  constructor(errors: readonly GraphqlError[], status: number | null = null) {
+    const first = errors[0];
+    const code = first?.extensions?.code;
+    const more = errors.length > 1 ? ` (and ${errors.length - 1} more)` : '';
+    super(
+      `${code ? `${code}: ` : ''}${first?.message ?? 'GraphQL error'}${more}`,
+      exitCodeOf(code),
+      (code && JSON_CODES[code]) ?? 'failure',
+    );
+    this.name = 'GraphqlFailure';
+    this.status = status;
+    this.graphqlCode = code ?? null;
+  }
+}
+
+/** The first of a response's errors, as a CliError with its exit code. */
+export function graphqlFailure(
+  errors: readonly GraphqlError[],
+  status: number | null = null,
+): GraphqlFailure {
+  return new GraphqlFailure(errors, status);
 }
 
 /** The WebSocket URL of the data API's GraphQL endpoint (ws:// or wss://). */
@@ -78,7 +110,9 @@ export async function vaultAddressOver(context: Context, value: string): Promise
   const id = vaultId(value);
   const client = await context.dataClient();
   const response = await client.graphql('{ vaults { address name } }');
-  if (response.data.errors?.length) throw graphqlFailure(response.data.errors);
+  if (response.data.errors?.length) {
+    throw graphqlFailure(response.data.errors, response.status);
+  }
   const vaults = (response.data.data?.vaults ?? []) as Array<{ address: string; name: string }>;
   const found = vaults.find((vault) => vault.name.toLowerCase().includes(id));
   if (!found) {

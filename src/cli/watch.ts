@@ -15,6 +15,8 @@ const MAX_RETRY_MS = 10_000;
 /** A ping every KEEP_ALIVE_MS; no pong within PONG_TIMEOUT_MS means the connection is dead. */
 const KEEP_ALIVE_MS = 15_000;
 const PONG_TIMEOUT_MS = 10_000;
+/** The sandbox's close code for a connection_init over the rate tier's limit. */
+const RATE_LIMITED_CLOSE = 4290;
 /** The server's close codes that waiting will not change. */
 const FATAL_CLOSE_CODES = new Set([4400, 4403, 4429, 4500, 1002, 1003, 1008]);
 
@@ -174,10 +176,16 @@ function failureOf(error: unknown, url: string): CliError {
       EXIT.auth,
     );
   }
+  if (code === RATE_LIMITED_CLOSE) {
+    return new CliError(
+      `${url} refused the connection: ${reason || 'rate limited'}; wait, or use an API key for a higher tier`,
+      EXIT.rateLimited,
+    );
+  }
   if (typeof code === 'number') {
     return new CliError(
       `the connection to ${url} closed (${code}${reason ? `: ${reason}` : ''})`,
-      code === 4429 ? EXIT.rateLimited : EXIT.unreachable,
+      EXIT.unreachable,
     );
   }
   return new CliError(

@@ -165,6 +165,26 @@ describe('agentctl watch against serve', () => {
   });
 });
 
+describe('agentctl watch and the rate tiers', () => {
+  it('exits 5, saying so, when its tier is spent at connect', async () => {
+    const limited = await startServe(['--admin-token', ADMIN, '--log-level', 'warn']);
+    try {
+      for (let i = 0; i < 60; i++) {
+        expect((await fetch(`${limited.url}/v1/protocol/stats`)).status).toBe(200);
+      }
+      const watch = await runCli(['watch', 'transactions', '--count', '1'], {
+        AGENTCTL_CONFIG_DIR: dir,
+        AGENTCTL_BASE_URL: limited.url,
+      });
+      expect(watch.code).toBe(5);
+      expect(watch.stderr).toMatch(/refused the connection: Rate limited: retry in \d+ s/);
+    } finally {
+      limited.child.kill('SIGTERM');
+      await limited.exited;
+    }
+  });
+});
+
 describe('agentctl api graphql', () => {
   it('prints the response; variables are JSON or strings; errors exit by their code', async () => {
     const ok = await runCli(
@@ -206,6 +226,15 @@ describe('agentctl api graphql', () => {
     const syntax = await runCli(['api', 'graphql', '--query', '{ vaults {'], env());
     expect(syntax.code).toBe(2);
     expect(syntax.stderr).toContain('GRAPHQL_PARSE_FAILED');
+    // Under --json the error names REST's code, the GraphQL code and the HTTP status.
+    const jsonSyntax = await runCli(['--json', 'api', 'graphql', '--query', '{ vaults {'], env());
+    expect(jsonSyntax.code).toBe(2);
+    expect(JSON.parse(jsonSyntax.stderr)).toEqual({
+      error: expect.stringMatching(/^GRAPHQL_PARSE_FAILED: Syntax Error/),
+      status: 400,
+      code: 'bad_request',
+      graphql_code: 'GRAPHQL_PARSE_FAILED',
+    });
 
     const badVar = await runCli(
       ['api', 'graphql', '--query', '{ vaults { name } }', '--var', '=1'],

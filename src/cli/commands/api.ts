@@ -46,8 +46,9 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 /** `agentctl api graphql`: one GraphQL operation against the data API. */
 function graphqlCommand(): Command {
   return new Command('graphql')
+    .summary('a GraphQL query against the data API, its JSON response printed')
     .description(
-      "Run a GraphQL query against the data API's /graphql (at --data-url, AGENTCTL_DATA_URL or the profile's data_url, else the base URL) and print the JSON response. A response with errors exits 1, or as for REST by its code: BAD_USER_INPUT and NOT_FOUND 2, UNAUTHENTICATED 4, RATE_LIMITED 5.",
+      "Run a GraphQL query against the data API's /graphql (at --data-url, AGENTCTL_DATA_URL or the profile's data_url, else the base URL) and print the JSON response. A response with errors exits 1, or as for REST by its code: BAD_USER_INPUT, NOT_FOUND, GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED and QUERY_TOO_COMPLEX 2, UNAUTHENTICATED 4, RATE_LIMITED 5.",
     )
     .requiredOption('--query <query>', 'the GraphQL document')
     .option(
@@ -74,7 +75,9 @@ function graphqlCommand(): Command {
         const out = await context.output();
         if (out.json) out.raw(response.text);
         else out.print(JSON.stringify(JSON.parse(response.text), null, 2));
-        if (response.data.errors?.length) throw graphqlFailure(response.data.errors);
+        if (response.data.errors?.length) {
+          throw graphqlFailure(response.data.errors, response.status);
+        }
       }),
     );
 }
