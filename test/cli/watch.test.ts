@@ -134,6 +134,8 @@ describe('agentctl watch against serve', () => {
     const missing = await runCli(['watch', 'vault', `0x${'12'.repeat(20)}`, '--count', '1'], env());
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('NOT_FOUND');
+    // The client's mistake is not logged as the server's (serve logs at warn and above here).
+    expect(sandbox.stderr()).not.toMatch(/"level":50/);
     const gone = await runCli(['watch', 'transactions', '--data-url', 'http://127.0.0.1:9'], env());
     expect(gone.code).toBe(6);
   });
