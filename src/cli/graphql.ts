@@ -43,8 +43,8 @@ const JSON_CODES: Record<string, string> = {
 };
 
 /**
- * A GraphQL response's errors as the CLI reports them: `CODE: message` of the first, the
- * HTTP status it came with (none over a WebSocket), and the GraphQL code kept apart.
+ * A GraphQL response's errors as the CLI reports them: `CODE: message` of the first, with its
+ * exit code, the HTTP status it came with (none over a WebSocket), and the GraphQL code.
  */
 export class GraphqlFailure extends CliError {
   readonly status: number | null;
@@ -63,14 +63,6 @@ export class GraphqlFailure extends CliError {
     this.status = status;
     this.graphqlCode = code ?? null;
   }
-}
-
-/** The first of a response's errors, as a CliError with its exit code. */
-export function graphqlFailure(
-  errors: readonly GraphqlError[],
-  status: number | null = null,
-): GraphqlFailure {
-  return new GraphqlFailure(errors, status);
 }
 
 /** The WebSocket URL of the data API's GraphQL endpoint (ws:// or wss://). */
@@ -111,7 +103,7 @@ export async function vaultAddressOver(context: Context, value: string): Promise
   const client = await context.dataClient();
   const response = await client.graphql('{ vaults { address name } }');
   if (response.data.errors?.length) {
-    throw graphqlFailure(response.data.errors, response.status);
+    throw new GraphqlFailure(response.data.errors, response.status);
   }
   const vaults = (response.data.data?.vaults ?? []) as Array<{ address: string; name: string }>;
   const found = vaults.find((vault) => vault.name.toLowerCase().includes(id));

@@ -7,7 +7,7 @@ import {
 import type { Context } from './context.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { rawWithAmount } from './format.ts';
-import { graphqlFailure, graphqlSocketUrl, vaultAddressOver } from './graphql.ts';
+import { GraphqlFailure, graphqlSocketUrl, vaultAddressOver } from './graphql.ts';
 
 /** Reconnection waits: 0.25 s doubling to 10 s, each between half and all of that. */
 const FIRST_RETRY_MS = 250;
@@ -132,7 +132,7 @@ async function follow(
       {
         next: (value) => {
           if (value.errors?.length) {
-            reject(graphqlFailure(value.errors as unknown as GraphqlError[]));
+            reject(new GraphqlFailure(value.errors as unknown as GraphqlError[]));
             return;
           }
           try {
@@ -168,7 +168,7 @@ function isFatal(event: unknown): boolean {
 
 /** What ended a subscription, as the CLI reports it. */
 function failureOf(error: unknown, url: string): CliError {
-  if (Array.isArray(error)) return graphqlFailure(error as GraphqlError[]);
+  if (Array.isArray(error)) return new GraphqlFailure(error as GraphqlError[]);
   const { code, reason } = (error ?? {}) as { code?: number; reason?: string };
   if (code === 4403) {
     return new CliError(

@@ -68,7 +68,7 @@ function graphqlCommand(): Command {
     .action(
       action(async (context, command) => {
         const { query, var: pairs } = command.opts<{ query: string; var: string[] }>();
-        const { graphqlFailure, parseVariables } = await import('../graphql.ts');
+        const { GraphqlFailure, parseVariables } = await import('../graphql.ts');
         const variables = parseVariables(pairs);
         const client = await context.dataClient();
         const response = await client.graphql(query, variables);
@@ -76,7 +76,7 @@ function graphqlCommand(): Command {
         if (out.json) out.raw(response.text);
         else out.print(JSON.stringify(JSON.parse(response.text), null, 2));
         if (response.data.errors?.length) {
-          throw graphqlFailure(response.data.errors, response.status);
+          throw new GraphqlFailure(response.data.errors, response.status);
         }
       }),
     );

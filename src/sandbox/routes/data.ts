@@ -102,7 +102,7 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
 
   // Every answer but /v1/nodes is derived from the index (and agents' names): it is served
   // pre-serialised, per URL, until the index commits or an agent row changes.
-  const answers = createResponseCache<string>({ maxEntries: 2000 });
+  const answers = createResponseCache<string>({ maxEntries: 2000, maxBytes: 32 * 1024 * 1024 });
   const cached = <S extends z.ZodType>(
     request: FastifyRequest,
     reply: FastifyReply,
