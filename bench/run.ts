@@ -7,13 +7,15 @@
  *   npm run bench -- --quick    a smaller run, under a minute
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
 import { type Client, createClient } from 'graphql-ws';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { startAnvil } from '../src/sandbox/chain/anvil.ts';
 
 const QUICK = process.argv.includes('--quick');
 const BIN = fileURLToPath(new URL('../bin/agentctl.js', import.meta.url));
@@ -404,6 +406,47 @@ async function depositLatency(sandbox: Sandbox, agentIndex: number) {
   return { p50: percentile(times, 50), p99: percentile(times, 99) };
 }
 
+/**
+ * anvil's own share of a write: the median time it takes to mine an empty block on a copy of
+ * the sandbox's chain, started as serve starts its anvil. anvil 1.7 recomputes the state root
+ * over every account and storage slot for each block it mines, so this grows with the agents
+ * on the chain; what a deposit takes beyond it is serve's.
+ */
+async function emptyBlockMs(sandbox: Sandbox): Promise<number> {
+  const info = await getJson(`${sandbox.url}/sandbox/info`, { 'x-admin-token': ADMIN_TOKEN });
+  const rpc = async (url: string, method: string) => {
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: [] }),
+    });
+    const body = (await response.json()) as { result?: string; error?: unknown };
+    if (body.error !== undefined) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+    return body.result as string;
+  };
+  const dump = await rpc(info.rpc_url, 'anvil_dumpState');
+  const dir = mkdtempSync(join(stateRoot, 'anvil-copy-'));
+  const file = join(dir, 'state.json');
+  writeFileSync(file, gunzipSync(Buffer.from(dump.slice(2), 'hex')));
+  const anvil = await startAnvil({ stateDir: dir, mining: 'manual', loadState: file });
+  try {
+    await rpc(anvil.rpcUrl, 'evm_mine');
+    const times: number[] = [];
+    for (let i = 0; i < 31; i++) {
+      const started = performance.now();
+      await rpc(anvil.rpcUrl, 'evm_mine');
+      times.push(performance.now() - started);
+    }
+    return percentile(
+      times.sort((a, b) => a - b),
+      50,
+    );
+  } finally {
+    await anvil.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Deposits per second with CONCURRENT_AGENTS agents each depositing WRITES_PER_AGENT times in a row. */
 async function concurrentDeposits(sandbox: Sandbox) {
   const keys = sandbox.keys.slice(0, CONCURRENT_AGENTS);
@@ -533,12 +576,14 @@ try {
     temporary: Awaited<ReturnType<typeof depositLatency>>;
     durable: Awaited<ReturnType<typeof depositLatency>>;
     disk: string;
+    emptyBlock: number;
   }>;
   latency.push({
     size: small,
     temporary: await depositLatency(temporary, small - 1),
     durable: await depositLatency(durable, small - 1),
     disk: stateBytes(durable.dir),
+    emptyBlock: await emptyBlockMs(durable),
   });
   const indexWaitSmall = await indexWait(durable);
   const temporaryDeposits = await concurrentDeposits(temporary);
@@ -582,6 +627,7 @@ try {
     temporary: await depositLatency(temporary, large - 1),
     durable: await depositLatency(durable, large - 1),
     disk: stateBytes(durable.dir),
+    emptyBlock: await emptyBlockMs(durable),
   });
 
   const indexWaitLarge = await indexWait(durable);
@@ -622,7 +668,7 @@ try {
     'cost'.padStart(10),
     'target'.padStart(10),
   );
-  for (const { size, temporary: t, durable: d, disk } of latency) {
+  for (const { size, temporary: t, durable: d, disk, emptyBlock } of latency) {
     row(
       `deposit p50 ms, ${size} agents`,
       fmt(t.p50),
@@ -637,6 +683,7 @@ try {
       fmt(d.p99 - t.p99),
       '≤ 100'.padStart(10),
     );
+    row(`  of which anvil, mining an empty block, ms`, ''.padStart(10), fmt(emptyBlock));
     row(`  --state on disk at ${size} agents: ${disk}`);
   }
   for (const [size, wait] of [
