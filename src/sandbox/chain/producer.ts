@@ -7,7 +7,13 @@ import {
 } from 'viem';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { ChainUnavailableError, TransactionFailedError } from './errors.ts';
-import { type RpcBlock, type RpcClient, RpcUnreachableError, toQuantity } from './rpc.ts';
+import {
+  type RpcBlock,
+  type RpcClient,
+  type RpcResult,
+  RpcUnreachableError,
+  toQuantity,
+} from './rpc.ts';
 
 /** A transaction signed by one of the sandbox's wallets, ready to broadcast. */
 export interface SignedTx {
@@ -140,9 +146,9 @@ export function createBlockProducer(options: BlockProducerOptions) {
     let blocks: LoggedBlock[] = [];
     let receipts = new Map<Hash, TransactionReceipt>();
     try {
-      const ours = await broadcast(batch, failed);
+      const { ours, latest } = await broadcast(batch, failed);
       const notBefore = Math.max(0, ...batch.map((p) => p.submission.notBefore ?? 0));
-      const mined = await mineIncluding(ours, notBefore);
+      const mined = await mineIncluding(ours, notBefore, latest);
       blocks = mined.blocks;
       for (const pending of batch) {
         const stuck = pending.submission.txs.find((tx) => mined.unmined.has(tx.hash));
@@ -156,7 +162,7 @@ export function createBlockProducer(options: BlockProducerOptions) {
           );
         }
       }
-      receipts = await receiptsOf(blocks);
+      receipts = await receiptsOf(blocks, mined.receipts);
     } catch (error) {
       // Whatever was mined is not logged: the chain is ahead of the log.
       for (const pending of batch) pending.reject(failed.get(pending) ?? asReported(error));
@@ -219,16 +225,20 @@ export function createBlockProducer(options: BlockProducerOptions) {
 
   /**
    * Sends every write's transactions in one request and returns those the node accepted,
-   * by hash. A write whose send fails is dropped whole: its later transactions would
-   * otherwise land in the block without the earlier ones.
+   * by hash, with the node's block number (asked in the same request, which saves a round
+   * trip before mining). A write whose send fails is dropped whole: its later transactions
+   * would otherwise land in the block without the earlier ones.
    */
   async function broadcast(batch: Pending[], failed: Map<Pending, unknown>) {
     const entries = batch.flatMap((pending) =>
       pending.submission.txs.map((tx) => ({ pending, tx })),
     );
-    const results = await rpc.batch(
-      entries.map(({ tx }) => ({ method: 'eth_sendRawTransaction', params: [tx.raw] })),
-    );
+    const results = await rpc.batch([
+      ...entries.map(({ tx }) => ({ method: 'eth_sendRawTransaction', params: [tx.raw] })),
+      { method: 'eth_blockNumber' },
+    ]);
+    const number = results[entries.length];
+    const latest = number?.ok ? Number(number.value) : undefined;
     const ours = new Map<Hash, Hex>();
     entries.forEach(({ pending, tx }, i) => {
       const result = results[i];
@@ -243,23 +253,41 @@ export function createBlockProducer(options: BlockProducerOptions) {
         .map((tx) => ({ method: 'anvil_dropTransaction', params: [tx.hash] })),
     );
     await rpc.batch(drops);
-    return ours;
+    return { ours, latest };
   }
 
   /**
    * Mines until every accepted transaction is in a block (a full block leaves some for the
    * next one) and returns the new blocks, after any that someone else mined since the head.
    * Transactions a block would not take (a nonce out of order) are dropped and returned.
+   * `receipts` holds the receipts read together with the blocks, by block hash.
    */
-  async function mineIncluding(ours: Map<Hash, Hex>, notBefore: number) {
-    const blocks = await readFrom(head, ours);
+  async function mineIncluding(ours: Map<Hash, Hex>, notBefore: number, latest?: number) {
+    const blocks = await readFrom(head, ours, latest);
     const waiting = new Set(ours.keys());
+    const receipts = new Map<Hash, RpcTransactionReceipt[]>();
     for (;;) {
       const tip = blocks.at(-1) ?? head;
       const timestamp = Math.max(options.nowSeconds(), notBefore, tip.timestamp);
       await rpc.call('evm_mine', [{ timestamp }]);
-      const mined = await readFrom(tip, ours);
+      // The block evm_mine made is read with its receipts in one round trip; should the head
+      // be anywhere but the next block (someone else mined too), every block is read again.
+      const next = toQuantity(tip.number + 1);
+      const [number, block, blockReceipts] = await rpc.batch([
+        { method: 'eth_blockNumber' },
+        { method: 'eth_getBlockByNumber', params: [next, false] },
+        { method: 'eth_getBlockReceipts', params: [next] },
+      ]);
+      const alone =
+        number?.ok && Number(number.value) === tip.number + 1 && block?.ok && block.value;
+      const mined = alone
+        ? await logged(tip, ours, [block])
+        : await readFrom(tip, ours, number?.ok ? Number(number.value) : undefined);
       if (mined.length === 0) throw new ChainDivergedError('evm_mine mined no block');
+      const only = mined[0] as LoggedBlock;
+      if (alone && blockReceipts?.ok && receiptsFit(blockReceipts.value, only)) {
+        receipts.set(only.hash, blockReceipts.value as RpcTransactionReceipt[]);
+      }
       blocks.push(...mined);
       const before = waiting.size;
       for (const block of mined) for (const hash of block.txHashes) waiting.delete(hash);
@@ -267,28 +295,44 @@ export function createBlockProducer(options: BlockProducerOptions) {
         await rpc.batch(
           [...waiting].map((hash) => ({ method: 'anvil_dropTransaction', params: [hash] })),
         );
-        return { blocks, unmined: waiting };
+        return { blocks, unmined: waiting, receipts };
       }
     }
   }
 
-  /** Blocks after `tip` up to the node's head, checked to extend it, with their raw bytes. */
-  async function readFrom(tip: BlockHead, ours: Map<Hash, Hex>): Promise<LoggedBlock[]> {
-    const latest = Number(await rpc.call<Hex>('eth_blockNumber'));
-    if (latest < tip.number) {
+  /**
+   * Blocks after `tip` up to the node's head (`latest`, when it was just read), checked to
+   * extend it, with their raw bytes.
+   */
+  async function readFrom(
+    tip: BlockHead,
+    ours: Map<Hash, Hex>,
+    latest?: number,
+  ): Promise<LoggedBlock[]> {
+    const newest = latest ?? Number(await rpc.call<Hex>('eth_blockNumber'));
+    if (newest < tip.number) {
       throw new ChainDivergedError(
-        `the chain's head went back from block ${tip.number} to block ${latest}`,
+        `the chain's head went back from block ${tip.number} to block ${newest}`,
       );
     }
-    if (latest === tip.number) return [];
-    const numbers = Array.from({ length: latest - tip.number }, (_, i) => tip.number + 1 + i);
+    if (newest === tip.number) return [];
+    const numbers = Array.from({ length: newest - tip.number }, (_, i) => tip.number + 1 + i);
     const results = await rpc.batch(
       numbers.map((n) => ({ method: 'eth_getBlockByNumber', params: [toQuantity(n), false] })),
     );
+    return logged(tip, ours, results);
+  }
+
+  /** The blocks eth_getBlockByNumber answered, checked to extend `tip`, with their raw bytes. */
+  async function logged(
+    tip: BlockHead,
+    ours: Map<Hash, Hex>,
+    results: Array<RpcResult | undefined>,
+  ): Promise<LoggedBlock[]> {
     const blocks: LoggedBlock[] = [];
     let parent = tip.hash;
     for (const result of results) {
-      const block = (result.ok ? result.value : undefined) as RpcBlock | undefined;
+      const block = (result?.ok ? result.value : undefined) as RpcBlock | undefined;
       if (!block) throw new ChainDivergedError('a block vanished while it was read');
       if (block.parentHash !== parent) {
         throw new ChainDivergedError(
@@ -321,15 +365,24 @@ export function createBlockProducer(options: BlockProducerOptions) {
     return blocks;
   }
 
-  async function receiptsOf(blocks: LoggedBlock[]): Promise<Map<Hash, TransactionReceipt>> {
-    const withTxs = blocks.filter((block) => block.txs.length > 0);
+  /** The receipts of every transaction in `blocks`: those in `known`, and the rest read now. */
+  async function receiptsOf(
+    blocks: LoggedBlock[],
+    known: Map<Hash, RpcTransactionReceipt[]>,
+  ): Promise<Map<Hash, TransactionReceipt>> {
+    const receipts = new Map<Hash, TransactionReceipt>();
+    for (const block of known.values()) {
+      for (const receipt of block) {
+        receipts.set(receipt.transactionHash, formatTransactionReceipt(receipt));
+      }
+    }
+    const withTxs = blocks.filter((block) => block.txs.length > 0 && !known.has(block.hash));
     const results = await rpc.batch(
       withTxs.map((block) => ({
         method: 'eth_getBlockReceipts',
         params: [toQuantity(block.number)],
       })),
     );
-    const receipts = new Map<Hash, TransactionReceipt>();
     for (const result of results) {
       if (!result.ok) throw result.error;
       for (const receipt of result.value as RpcTransactionReceipt[]) {
@@ -388,4 +441,16 @@ function asReported(error: unknown): unknown {
     return new ChainUnavailableError();
   }
   return error;
+}
+
+/** Whether `value` is every receipt of `block`, in order (not those of a block that replaced it). */
+function receiptsFit(value: unknown, block: LoggedBlock): boolean {
+  return (
+    Array.isArray(value) &&
+    value.length === block.txHashes.length &&
+    value.every(
+      (receipt: RpcTransactionReceipt, i) =>
+        receipt?.blockHash === block.hash && receipt.transactionHash === block.txHashes[i],
+    )
+  );
 }

@@ -1,11 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Hash, Hex } from 'viem';
+import { type Hash, type Hex, keccak256 } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnvilProcess, startAnvil } from '../../../src/sandbox/chain/anvil.ts';
 import { createBlockProducer, type LoggedBlock } from '../../../src/sandbox/chain/producer.ts';
-import { createRpcClient } from '../../../src/sandbox/chain/rpc.ts';
+import { createRpcClient, type RpcClient } from '../../../src/sandbox/chain/rpc.ts';
 
 /**
  * The producer's ordering, against a real anvil: what it commits, and that nothing is
@@ -23,8 +24,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function producerOnAnvil() {
-  const rpc = createRpcClient(anvil.rpcUrl);
+async function producerOnAnvil(rpc: RpcClient = createRpcClient(anvil.rpcUrl)) {
   const latest = await rpc.call<{ number: Hex; hash: Hash; timestamp: Hex }>(
     'eth_getBlockByNumber',
     ['latest', false],
@@ -102,5 +102,58 @@ describe('the block producer', () => {
     // Each logged block names its parent: the log is one unbroken chain.
     expect(committed[1]?.parentHash).toBe(committed[0]?.hash);
     expect(committed[2]?.parentHash).toBe(committed[1]?.hash);
+  });
+
+  it("answers with its transaction's receipt, also when someone else mines right after it", async () => {
+    const rpc = createRpcClient(anvil.rpcUrl);
+    const account = privateKeyToAccount(generatePrivateKey());
+    await rpc.call('anvil_setBalance', [account.address, '0xde0b6b3a7640000']);
+    const transfer = async (nonce: number) => {
+      const raw = await account.signTransaction({
+        type: 'eip1559',
+        chainId: Number(await rpc.call<Hex>('eth_chainId')),
+        nonce,
+        gas: 21_000n,
+        maxFeePerGas: 10n ** 10n,
+        maxPriorityFeePerGas: 0n,
+        to: account.address,
+        value: 1n,
+      });
+      return { raw, hash: keccak256(raw), label: 'a transfer' };
+    };
+    // The fault: another block mined the moment after each of the producer's.
+    let foreign = false;
+    const racing: RpcClient = {
+      url: rpc.url,
+      batch: (calls) => rpc.batch(calls),
+      async call<T>(method: string, params?: unknown[]) {
+        const result = await rpc.call<T>(method, params);
+        if (method === 'evm_mine' && foreign) await rpc.call('evm_mine');
+        return result;
+      },
+    };
+    const { producer, committed, release, events } = await producerOnAnvil(racing);
+    const sent = async (nonce: number) => {
+      const tx = await transfer(nonce);
+      const write = producer.submit({ txs: [tx] });
+      while (events.filter((e) => e === 'sync started').length <= nonce) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      release();
+      const { receipts } = await write;
+      expect(receipts.map((r) => [r.transactionHash, r.status])).toEqual([[tx.hash, 'success']]);
+      return tx.hash;
+    };
+
+    const alone = await sent(0);
+    expect(committed.at(-1)?.txHashes).toEqual([alone]);
+    foreign = true;
+    const raced = await sent(1);
+    const [ours, theirs] = committed.slice(-2);
+    expect(ours?.txHashes).toEqual([raced]);
+    expect(theirs?.txHashes).toEqual([]);
+    expect(theirs?.parentHash).toBe(ours?.hash);
+    expect(theirs?.number).toBe((ours?.number as number) + 1);
+    expect(events.filter((e) => e.startsWith('diverged'))).toEqual([]);
   });
 });
