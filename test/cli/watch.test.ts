@@ -111,6 +111,8 @@ describe('agentctl watch against serve', () => {
     expect(lines.map((event) => event.hash)).toEqual([first, second]);
     expect(lines[0]).toMatchObject({ type: 'DEPOSIT', status: 'FULFILLED', amount: '2000000' });
     expect(lines[0].vault.name).toBe('Moderate USDC Vault');
+    // Its subscription is freed once it has exited (the next test counts from here).
+    await until(async () => (await subscriptions()) === before);
   });
 
   it('vault prints a line per update; Ctrl-C ends it with exit 130', async () => {
