@@ -383,12 +383,17 @@ export function createBlockProducer(options: BlockProducerOptions) {
         params: [toQuantity(block.number)],
       })),
     );
-    for (const result of results) {
+    results.forEach((result, i) => {
       if (!result.ok) throw result.error;
+      const block = withTxs[i] as LoggedBlock;
+      // Missing or other receipts would report a mined write as reverted.
+      if (!receiptsFit(result.value, block)) {
+        throw new ChainDivergedError(`the receipts of block ${block.number} do not match it`);
+      }
       for (const receipt of result.value as RpcTransactionReceipt[]) {
         receipts.set(receipt.transactionHash, formatTransactionReceipt(receipt));
       }
-    }
+    });
     return receipts;
   }
 

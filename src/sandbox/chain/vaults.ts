@@ -101,11 +101,6 @@ export function usdcBalanceOf(chain: SandboxChain, owner: Address): Promise<bigi
 
 /** Gas for a deposit, which cannot be estimated before its approve is mined; it uses about 120k. */
 const DEPOSIT_GAS = 400_000n;
-/**
- * Gas for the approve before it, about 46k at most. Fixed rather than estimated: the USDC's
- * approve cannot revert for a vault, so an estimate would only cost a round trip per deposit.
- */
-const APPROVE_GAS = 100_000n;
 
 /**
  * Approves then deposits from the agent's server-side wallet, both signed at once and mined in
@@ -158,7 +153,8 @@ export async function depositToVault(
           abi: MockUSDC.abi,
           functionName: 'approve',
           args: [vault, amountRaw],
-          gas: APPROVE_GAS,
+          // Estimated, not fixed: the estimate refuses an approve that would revert (a frozen
+          // account) before anything is sent, so neither transaction is mined.
         },
         deposit,
       ],

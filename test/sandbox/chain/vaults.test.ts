@@ -171,12 +171,16 @@ describe('POST /api/v1/agent/vault/deposit', () => {
       ]),
     );
     const statsBefore = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
+    const nonce = () => reader.getTransactionCount({ address: agent.agentAddress });
+    const nonceBefore = await nonce();
     const response = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
       vault_id: 'hedged',
       amount_usdc: 5,
     });
     expect(response.statusCode).toBe(502);
     expect(response.json().error).toMatch(/^approve failed onchain: AccountFrozen\(/);
+    // Refused before anything was sent: neither the approve nor the deposit was mined.
+    expect(await nonce()).toBe(nonceBefore);
     expect(await shareBalance(sandbox.chain.deployment.vaults.hedged, agent.agentAddress)).toBe(0n);
     const statsAfter = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
     expect(statsAfter.total_deposits_usdc).toBe(statsBefore.total_deposits_usdc);
