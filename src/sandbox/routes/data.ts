@@ -26,7 +26,7 @@ import { TooManyPointsError } from '../indexer/vaults.ts';
 import type { DataCaller, DataLimitExceeded } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
 import { hashApiKey } from '../registration.ts';
-import { createResponseCache } from './response-cache.ts';
+import { ANSWER_CACHE_LIMITS, createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 /**
@@ -102,7 +102,7 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
 
   // Every answer but /v1/nodes is derived from the index (and agents' names): it is served
   // pre-serialised, per URL, until the index commits or an agent row changes.
-  const answers = createResponseCache<string>({ maxEntries: 2000, maxBytes: 32 * 1024 * 1024 });
+  const answers = createResponseCache<string>(ANSWER_CACHE_LIMITS);
   const cached = <S extends z.ZodType>(
     request: FastifyRequest,
     reply: FastifyReply,

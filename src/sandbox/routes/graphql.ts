@@ -12,7 +12,7 @@ import { publishCommits } from '../graphql/publish.ts';
 import { createLoaders, createResolvers } from '../graphql/resolvers.ts';
 import { SCHEMA_SDL } from '../graphql/schema.ts';
 import { type DataAccess, rateLimitedError } from './data.ts';
-import { createResponseCache } from './response-cache.ts';
+import { ANSWER_CACHE_LIMITS, createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 /** At most this many tokens in a document: parsing stops there. */
@@ -47,7 +47,7 @@ export async function registerGraphqlRoutes(
   // A query's answer depends on the index alone, as /v1's do: it is served pre-serialised, per
   // request document, until the index commits or an agent row changes. nodeStats reports live
   // nodes (GET /v1/nodes is not cached either), so a document that names it is never kept.
-  const answers = createResponseCache<string>({ maxEntries: 2000, maxBytes: 32 * 1024 * 1024 });
+  const answers = createResponseCache<string>(ANSWER_CACHE_LIMITS);
   const pending = new WeakMap<FastifyRequest, { key: string; version: unknown }>();
 
   /** Rate tiers, the request's shape, and GraphiQL for a browser. */

@@ -1,5 +1,8 @@
 import type { FastifyReply } from 'fastify';
 
+/** The bounds of a route's kept answers (GET /v1's, GraphQL's): so many entries, so many bytes. */
+export const ANSWER_CACHE_LIMITS = { maxEntries: 2000, maxBytes: 32 * 1024 * 1024 } as const;
+
 /**
  * Pre-serialised answers for reads that many clients repeat (the leaderboard, the stats).
  * Each entry is kept until `version` changes: callers pass a value that every write which
