@@ -11,7 +11,7 @@ import {
 } from 'viem';
 import { HttpError } from '../errors.ts';
 import * as artifacts from './contracts/artifacts.ts';
-import { type RpcClient, RpcUnreachableError } from './rpc.ts';
+import { type RpcClient, RpcError, RpcUnreachableError } from './rpc.ts';
 
 /**
  * A transaction the sandbox tried to send did not succeed onchain: it was refused before
@@ -30,9 +30,22 @@ export class TransactionFailedError extends HttpError {
   static from(label: string, error: unknown, txHash?: string): HttpError {
     if (error instanceof HttpError) return error;
     if (isUnreachable(error)) return new ChainUnavailableError();
+    if (error instanceof RpcError && STALE_NONCE.test(error.message)) {
+      return new StaleNonceError(label, error.message);
+    }
     return new TransactionFailedError(label, revertReason(error), txHash);
   }
 }
+
+/** What a node answers to a transaction whose nonce someone else's transaction has taken. */
+const STALE_NONCE = /nonce too low|replacement transaction underpriced/i;
+
+/**
+ * The node refused a transaction because its nonce is already used: someone else sent from
+ * the same key (the sandbox's own accounts have public keys). The wallet reads its nonce
+ * from the chain again and sends once more.
+ */
+export class StaleNonceError extends TransactionFailedError {}
 
 /** A contract the service relies on has no code on the chain (a reset node, a wrong deployment). */
 export class ContractsMissingError extends HttpError {

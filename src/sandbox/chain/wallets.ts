@@ -20,7 +20,7 @@ import {
 import { english, generateMnemonic, HDKey, privateKeyToAccount } from 'viem/accounts';
 import { HttpError, StartupError } from '../errors.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
-import { TransactionFailedError } from './errors.ts';
+import { StaleNonceError, TransactionFailedError } from './errors.ts';
 import type { SignedTx, Submitted, TxSubmitter } from './producer.ts';
 
 const MNEMONIC_FILE = 'wallet.mnemonic';
@@ -154,7 +154,8 @@ export interface ServerWallet {
 
 /**
  * A server-side wallet: signs locally with its key and keeps its own nonce, which is
- * re-read from the chain after any failed send.
+ * re-read from the chain after any failed send (and the send made again, once, when the
+ * nonce had been taken by someone else).
  */
 export function createServerWallet(
   account: LocalAccount,
@@ -196,34 +197,47 @@ export function createServerWallet(
     record?: (receipts: TransactionReceipt[]) => T,
     notBefore?: number,
   ): Promise<Submitted<T>> {
-    try {
-      let nonce =
-        nextNonce ??
-        (await publicClient.getTransactionCount({
-          address: account.address,
-          blockTag: 'pending',
-        }));
-      const feesPerGas =
-        fees === 'estimate'
-          ? await publicClient.estimateFeesPerGas().then((estimated) => ({
-              maxFeePerGas: estimated.maxFeePerGas,
-              maxPriorityFeePerGas: estimated.maxPriorityFeePerGas,
-            }))
-          : fees;
-      const txs: SignedTx[] = [];
-      for (const request of requests) txs.push(await sign(request, nonce++, feesPerGas));
-      const submitted = await submitter.submit({
-        txs,
-        record,
-        ...(notBefore !== undefined && { notBefore }),
-      });
-      nextNonce = nonce;
-      return submitted;
-    } catch (error) {
-      nextNonce = undefined;
-      if (error instanceof HttpError) throw error;
-      throw TransactionFailedError.from(requests[0]?.label ?? 'transaction', error);
+    // Someone else may have sent from this key (the sandbox's own keys are public): the
+    // nonce is read from the chain again, and the requests are sent once more.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await sendOnce(requests, record, notBefore);
+      } catch (error) {
+        nextNonce = undefined;
+        if (error instanceof StaleNonceError && attempt === 1) continue;
+        if (error instanceof HttpError) throw error;
+        throw TransactionFailedError.from(requests[0]?.label ?? 'transaction', error);
+      }
     }
+  }
+
+  async function sendOnce<T>(
+    requests: TxRequest[],
+    record?: (receipts: TransactionReceipt[]) => T,
+    notBefore?: number,
+  ): Promise<Submitted<T>> {
+    let nonce =
+      nextNonce ??
+      (await publicClient.getTransactionCount({
+        address: account.address,
+        blockTag: 'pending',
+      }));
+    const feesPerGas =
+      fees === 'estimate'
+        ? await publicClient.estimateFeesPerGas().then((estimated) => ({
+            maxFeePerGas: estimated.maxFeePerGas,
+            maxPriorityFeePerGas: estimated.maxPriorityFeePerGas,
+          }))
+        : fees;
+    const txs: SignedTx[] = [];
+    for (const request of requests) txs.push(await sign(request, nonce++, feesPerGas));
+    const submitted = await submitter.submit({
+      txs,
+      record,
+      ...(notBefore !== undefined && { notBefore }),
+    });
+    nextNonce = nonce;
+    return submitted;
   }
 
   const session: WalletSession = { address: account.address, send };

@@ -1,0 +1,58 @@
+import { type Address, type Hex, parseGwei } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { describe, expect, it } from 'vitest';
+import { CHAIN_ID } from '../../../src/api/schemas/index.ts';
+import { createRpcClient, type RpcClient } from '../../../src/sandbox/chain/rpc.ts';
+import { GENESIS_KEYS } from '../../../src/sandbox/chain/wallets.ts';
+import { useChainSandbox } from '../../helpers/chain.ts';
+import { admin, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
+
+/**
+ * Anyone on the machine can drive the sandbox's anvil over its RPC URL (anvil has no auth):
+ * these tests do so directly, as a third party would, and check that the sandbox's own writes
+ * go on regardless.
+ */
+let sandbox: TestSandbox;
+let rpc: RpcClient;
+useChainSandbox((started) => {
+  sandbox = started;
+  // The URL GET /sandbox/info answers as rpc_url.
+  rpc = createRpcClient(sandbox.chain.rpcUrl);
+});
+
+/** Waits until `condition` holds, looking every 20 ms (the test's timeout bounds the wait). */
+async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
+  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+const fund = (address: Address) =>
+  admin(sandbox.app, 'POST', '/sandbox/fund', { address, usdc: 5, eth: 0.01 });
+
+describe("the treasury's public key", () => {
+  it('resyncs its nonce and sends again once, when someone else used the key', async () => {
+    const someone = newAccount().address;
+    // The treasury has sent before, so its wallet holds its next nonce.
+    expect((await fund(someone)).statusCode).toBe(200);
+    const treasury = privateKeyToAccount(GENESIS_KEYS.treasury);
+    const nonce = Number(
+      await rpc.call<Hex>('eth_getTransactionCount', [treasury.address, 'pending']),
+    );
+    const raw = await treasury.signTransaction({
+      type: 'eip1559',
+      chainId: CHAIN_ID,
+      nonce,
+      to: someone,
+      value: 1n,
+      gas: 21_000n,
+      maxFeePerGas: parseGwei('10'),
+      maxPriorityFeePerGas: 0n,
+    });
+    const hash = await rpc.call<Hex>('eth_sendRawTransaction', [raw]);
+    // The sandbox mines what others send; the nonce it held is now taken.
+    await until(async () => (await rpc.call('eth_getTransactionReceipt', [hash])) !== null);
+
+    const again = await fund(someone);
+    expect(again.statusCode, again.body).toBe(200);
+    expect(again.json().usdc_balance_raw).toBe('10000000');
+  });
+});
