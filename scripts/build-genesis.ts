@@ -17,7 +17,11 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID } from '../src/api/schemas/index.ts';
 import { startAnvil } from '../src/sandbox/chain/anvil.ts';
 import type { Checkpoint } from '../src/sandbox/chain/checkpoint.ts';
-import { createChainClients, SANDBOX_FEES } from '../src/sandbox/chain/clients.ts';
+import {
+  createChainClients,
+  SANDBOX_BASE_FEE,
+  SANDBOX_FEES,
+} from '../src/sandbox/chain/clients.ts';
 import { deployProtocol } from '../src/sandbox/chain/deployment.ts';
 import { createBlockProducer } from '../src/sandbox/chain/producer.ts';
 import { createRpcClient } from '../src/sandbox/chain/rpc.ts';
@@ -63,6 +67,8 @@ export async function buildGenesis(): Promise<Genesis> {
       onDiverged: (error) => {
         throw error;
       },
+      baseFee: SANDBOX_BASE_FEE,
+      log: console,
     });
     const { publicClient } = createChainClients(anvil.rpcUrl, CHAIN_ID, 'genesis');
     const deployment = await deployProtocol(

@@ -20,6 +20,12 @@ export const SANDBOX_FEES: FeePolicy = {
   maxPriorityFeePerGas: 0n,
 };
 
+/**
+ * The base fee the block producer puts back when someone raised it over the RPC URL above
+ * what SANDBOX_FEES pay (anvil_setNextBlockBaseFeePerGas): anvil's own starting base fee.
+ */
+export const SANDBOX_BASE_FEE = parseGwei('1');
+
 /** viem clients for the routes' reads and the dev methods, on one keep-alive transport. */
 export function createChainClients(rpcUrl: string, chainId: number, chainName: string) {
   const chain = defineChain({

@@ -16,6 +16,7 @@ import {
   removeCheckpointsExcept,
   writeCheckpoint,
 } from './checkpoint.ts';
+import { SANDBOX_BASE_FEE } from './clients.ts';
 import { type Deployment, describeMisplaced, findMisplacedContracts } from './deployment.ts';
 import { ChainUnavailableError } from './errors.ts';
 import { GENESIS } from './genesis.ts';
@@ -106,6 +107,8 @@ export async function startLocalChain(options: LocalChainOptions) {
     onDiverged: (error) => {
       void recover(`the chain no longer matches the log (${error.message})`);
     },
+    baseFee: SANDBOX_BASE_FEE,
+    log,
   });
 
   const watchAnvil = (process: AnvilProcess) => {

@@ -80,6 +80,9 @@ export interface BlockProducerOptions {
   revertReason(hash: Hash): Promise<string>;
   /** The chain under the producer no longer matches the log; recovery should begin. */
   onDiverged(error: Error): void;
+  /** The base fee, in wei, that the producer puts back when someone raised it (see broadcast). */
+  baseFee: bigint;
+  log: { warn(message: string): void };
 }
 
 export type RecordOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -89,6 +92,9 @@ interface Pending {
   resolve(value: Submitted<unknown>): void;
   reject(error: unknown): void;
 }
+
+/** What anvil answers to a transaction whose fee cap is below the next block's base fee. */
+const BASE_FEE_TOO_HIGH = /max fee per gas less than block base fee/i;
 
 /** At most this many writes share a block; the rest wait for the next one. */
 const MAX_WRITES_PER_BLOCK = 256;
@@ -239,6 +245,7 @@ export function createBlockProducer(options: BlockProducerOptions) {
     ]);
     const number = results[entries.length];
     const latest = number?.ok ? Number(number.value) : undefined;
+    await resendUnderpriced(entries, results);
     const ours = new Map<Hash, Hex>();
     entries.forEach(({ pending, tx }, i) => {
       const result = results[i];
@@ -254,6 +261,34 @@ export function createBlockProducer(options: BlockProducerOptions) {
     );
     await rpc.batch(drops);
     return { ours, latest };
+  }
+
+  /**
+   * The sandbox is the chain's only block producer, so the base fee is its to set: when the
+   * node refused transactions because someone raised the next block's base fee above what
+   * the sandbox's writes pay (anvil_setNextBlockBaseFeePerGas over the RPC URL, or a block
+   * mined at such a fee), it is put back and those transactions are sent again, once.
+   * `results` is updated in place.
+   */
+  async function resendUnderpriced(entries: Array<{ tx: SignedTx }>, results: RpcResult[]) {
+    const underpriced = entries.flatMap((_, i) => {
+      const result = results[i];
+      return result && !result.ok && BASE_FEE_TOO_HIGH.test(result.error.message) ? [i] : [];
+    });
+    if (underpriced.length === 0) return;
+    await rpc.call('anvil_setNextBlockBaseFeePerGas', [toQuantity(options.baseFee)]);
+    options.log.warn(
+      `the next block's base fee had been raised above what the sandbox's writes pay (by someone using the RPC URL): it is set back to ${options.baseFee} wei`,
+    );
+    const again = await rpc.batch(
+      underpriced.map((i) => ({
+        method: 'eth_sendRawTransaction',
+        params: [(entries[i] as { tx: SignedTx }).tx.raw],
+      })),
+    );
+    underpriced.forEach((i, j) => {
+      results[i] = again[j] as RpcResult;
+    });
   }
 
   /**

@@ -124,6 +124,6 @@ export interface RpcBlock {
 }
 
 /** A block number as JSON-RPC writes it. */
-export function toQuantity(n: number): Hex {
+export function toQuantity(n: number | bigint): Hex {
   return `0x${n.toString(16)}`;
 }

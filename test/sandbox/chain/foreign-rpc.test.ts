@@ -2,9 +2,9 @@ import { type Address, type Hex, parseGwei } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import { CHAIN_ID } from '../../../src/api/schemas/index.ts';
-import { createRpcClient, type RpcClient } from '../../../src/sandbox/chain/rpc.ts';
+import { createRpcClient, type RpcClient, toQuantity } from '../../../src/sandbox/chain/rpc.ts';
 import { GENESIS_KEYS } from '../../../src/sandbox/chain/wallets.ts';
-import { useChainSandbox } from '../../helpers/chain.ts';
+import { type ChainReader, useChainSandbox } from '../../helpers/chain.ts';
 import { admin, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
 
 /**
@@ -13,9 +13,11 @@ import { admin, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
  * go on regardless.
  */
 let sandbox: TestSandbox;
+let reader: ChainReader;
 let rpc: RpcClient;
-useChainSandbox((started) => {
+useChainSandbox((started, chainReader) => {
   sandbox = started;
+  reader = chainReader;
   // The URL GET /sandbox/info answers as rpc_url.
   rpc = createRpcClient(sandbox.chain.rpcUrl);
 });
@@ -27,6 +29,12 @@ async function until(condition: () => boolean | Promise<boolean>): Promise<void>
 
 const fund = (address: Address) =>
   admin(sandbox.app, 'POST', '/sandbox/fund', { address, usdc: 5, eth: 0.01 });
+
+/** The sandbox has logged (and so taken as its own) every block up to the node's head. */
+async function logged(): Promise<void> {
+  const head = Number(await rpc.call<Hex>('eth_blockNumber'));
+  await until(() => sandbox.store.chainLog.find(head) !== undefined);
+}
 
 describe("the treasury's public key", () => {
   it('resyncs its nonce and sends again once, when someone else used the key', async () => {
@@ -54,5 +62,26 @@ describe("the treasury's public key", () => {
     const again = await fund(someone);
     expect(again.statusCode, again.body).toBe(200);
     expect(again.json().usdc_balance_raw).toBe('10000000');
+  });
+});
+
+describe('a base fee raised by someone else', () => {
+  it('does not stop writes when a block was mined at 100 gwei', async () => {
+    await rpc.call('anvil_setNextBlockBaseFeePerGas', [toQuantity(Number(parseGwei('100')))]);
+    await rpc.call('evm_mine');
+    await logged();
+    const response = await fund(newAccount().address);
+    expect(response.statusCode, response.body).toBe(200);
+    // And the next block is the sandbox's own again, at a fee its writes can pay.
+    const after = await fund(newAccount().address);
+    expect(after.statusCode, after.body).toBe(200);
+    const block = await reader.getBlock({ blockTag: 'latest' });
+    expect(block.baseFeePerGas).toBeLessThanOrEqual(parseGwei('10'));
+  });
+
+  it('does not stop writes when the next block is set to 100 gwei', async () => {
+    await rpc.call('anvil_setNextBlockBaseFeePerGas', [toQuantity(Number(parseGwei('100')))]);
+    const response = await fund(newAccount().address);
+    expect(response.statusCode, response.body).toBe(200);
   });
 });

@@ -52,6 +52,8 @@ async function producerOnAnvil(rpc: RpcClient = createRpcClient(anvil.rpcUrl)) {
     },
     revertReason: async () => 'reverted',
     onDiverged: (error) => events.push(`diverged: ${error.message}`),
+    baseFee: 1_000_000_000n,
+    log: { warn: (message) => events.push(`warn: ${message}`) },
   });
   return { producer, events, committed, release: () => releaseSync() };
 }
