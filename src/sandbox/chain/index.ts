@@ -74,8 +74,9 @@ export interface SandboxChain {
   /** The data API's read model (index.db), indexed before each write is answered. */
   index: Indexer;
   /**
-   * Moves chain time to at least `seconds` (a block is mined at that time) and runs
-   * `record` in the commit that makes the block durable.
+   * Moves chain time on by `seconds` (a block is mined that much past the later of sandbox
+   * time and the chain's last block) and runs `record` in the commit that makes the block
+   * durable.
    */
   advanceTime<T>(seconds: number, record: () => T): Promise<T>;
   /** False while the RPC endpoint does not answer, or the chain is being rebuilt. */
@@ -481,7 +482,7 @@ async function connectRemote(
     onboarder,
     index: indexed,
     async advanceTime(seconds, record) {
-      await syncTime(seconds);
+      await syncTime(options.clock.nowSeconds() + seconds);
       const [outcome] = options.store.commitBlocks([], [record]);
       if (!outcome?.ok) throw outcome?.error;
       await options.store.sync();

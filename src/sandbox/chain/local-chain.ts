@@ -98,9 +98,14 @@ export async function startLocalChain(options: LocalChainOptions) {
     head,
     nowSeconds: () => options.clock.nowSeconds(),
     commit: (blocks, records) => {
-      const outcomes = store.commitBlocks(blocks, records);
+      // The clock catches up in the commit that logs the blocks, after the writes' records
+      // (a clock advance's own offset comes first).
+      const outcomes = store.commitBlocks(blocks, [
+        ...records,
+        () => catchUpClock(options.clock, blocks, log),
+      ]);
       if (records.length > 0) crashAt('crash-after-commit');
-      return outcomes;
+      return outcomes.slice(0, records.length);
     },
     sync: () => store.sync(),
     revertReason: (hash) => options.revertReason(chainRpc, hash),
@@ -258,6 +263,23 @@ export async function startLocalChain(options: LocalChainOptions) {
 }
 
 export type LocalChain = Awaited<ReturnType<typeof startLocalChain>>;
+
+/**
+ * Chain time never goes back, so a block carrying a time later than sandbox time (someone
+ * mined ahead over the RPC URL: `evm_mine` with a timestamp) would hold chain time still
+ * until the clock caught up, for days perhaps. Sandbox time moves up to it instead, as it
+ * does at start. Runs inside the commit that logs `blocks`.
+ */
+function catchUpClock(clock: SandboxClock, blocks: LoggedBlock[], log: ChainLogger): void {
+  const last = blocks.at(-1);
+  if (!last) return;
+  const behind = last.timestamp - clock.nowSeconds();
+  if (behind <= 0) return;
+  clock.raiseTo(last.timestamp);
+  log.warn(
+    `block ${last.number} carries a time ${behind} s ahead of the sandbox clock (mined over the RPC URL?): the clock moves up to it`,
+  );
+}
 
 function readPointer(store: Store): CheckpointPointer {
   const raw = store.meta.get(META_CHECKPOINT);

@@ -48,8 +48,11 @@ export interface Submission<T> {
    * has succeeded: the write's off-chain rows and the chain log then commit together.
    */
   record?: (receipts: TransactionReceipt[]) => T;
-  /** The block must carry at least this timestamp (a clock advance). */
-  notBefore?: number;
+  /**
+   * Seconds the block moves chain time on by, past the later of sandbox time and its parent's
+   * time (a clock advance): the chain moves by that much even when it ran ahead of the clock.
+   */
+  advance?: number;
 }
 
 export interface Submitted<T> {
@@ -153,8 +156,8 @@ export function createBlockProducer(options: BlockProducerOptions) {
     let receipts = new Map<Hash, TransactionReceipt>();
     try {
       const { ours, latest } = await broadcast(batch, failed);
-      const notBefore = Math.max(0, ...batch.map((p) => p.submission.notBefore ?? 0));
-      const mined = await mineIncluding(ours, notBefore, latest);
+      const advance = Math.max(0, ...batch.map((p) => p.submission.advance ?? 0));
+      const mined = await mineIncluding(ours, advance, latest);
       blocks = mined.blocks;
       for (const pending of batch) {
         const stuck = pending.submission.txs.find((tx) => mined.unmined.has(tx.hash));
@@ -295,15 +298,17 @@ export function createBlockProducer(options: BlockProducerOptions) {
    * Mines until every accepted transaction is in a block (a full block leaves some for the
    * next one) and returns the new blocks, after any that someone else mined since the head.
    * Transactions a block would not take (a nonce out of order) are dropped and returned.
-   * `receipts` holds the receipts read together with the blocks, by block hash.
+   * `receipts` holds the receipts read together with the blocks, by block hash. The first new
+   * block moves chain time on by `advance` seconds.
    */
-  async function mineIncluding(ours: Map<Hash, Hex>, notBefore: number, latest?: number) {
+  async function mineIncluding(ours: Map<Hash, Hex>, advance: number, latest?: number) {
     const blocks = await readFrom(head, ours, latest);
     const waiting = new Set(ours.keys());
     const receipts = new Map<Hash, RpcTransactionReceipt[]>();
-    for (;;) {
+    for (let first = true; ; first = false) {
       const tip = blocks.at(-1) ?? head;
-      const timestamp = Math.max(options.nowSeconds(), notBefore, tip.timestamp);
+      // Only the first block carries the advance; a write that fills more blocks moves time once.
+      const timestamp = Math.max(options.nowSeconds(), tip.timestamp) + (first ? advance : 0);
       await rpc.call('evm_mine', [{ timestamp }]);
       // The block evm_mine made is read with its receipts in one round trip; should the head
       // be anywhere but the next block (someone else mined too), every block is read again.

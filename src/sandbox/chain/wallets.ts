@@ -138,8 +138,8 @@ export interface WalletSession {
   send<T = undefined>(
     requests: TxRequest[],
     record?: (receipts: TransactionReceipt[]) => T,
-    /** The block must carry at least this timestamp (a clock advance). */
-    notBefore?: number,
+    /** Seconds the block moves chain time on by (a clock advance). */
+    advance?: number,
   ): Promise<Submitted<T>>;
 }
 
@@ -195,13 +195,13 @@ export function createServerWallet(
   async function send<T>(
     requests: TxRequest[],
     record?: (receipts: TransactionReceipt[]) => T,
-    notBefore?: number,
+    advance?: number,
   ): Promise<Submitted<T>> {
     // Someone else may have sent from this key (the sandbox's own keys are public): the
     // nonce is read from the chain again, and the requests are sent once more.
     for (let attempt = 1; ; attempt++) {
       try {
-        return await sendOnce(requests, record, notBefore);
+        return await sendOnce(requests, record, advance);
       } catch (error) {
         nextNonce = undefined;
         if (error instanceof StaleNonceError && attempt === 1) continue;
@@ -214,7 +214,7 @@ export function createServerWallet(
   async function sendOnce<T>(
     requests: TxRequest[],
     record?: (receipts: TransactionReceipt[]) => T,
-    notBefore?: number,
+    advance?: number,
   ): Promise<Submitted<T>> {
     let nonce =
       nextNonce ??
@@ -234,7 +234,7 @@ export function createServerWallet(
     const submitted = await submitter.submit({
       txs,
       record,
-      ...(notBefore !== undefined && { notBefore }),
+      ...(advance !== undefined && { advance }),
     });
     nextNonce = nonce;
     return submitted;

@@ -87,7 +87,7 @@ export function registerSandboxAdminRoutes(
       // (a block, so that views such as yield see it). It is computed in that commit, so
       // concurrent advances add up.
       const { seconds } = request.body;
-      await chain.advanceTime(clock.nowSeconds() + seconds, () => {
+      await chain.advanceTime(seconds, () => {
         if (clock.offsetSeconds() + seconds > MAX_CLOCK_OFFSET_SECONDS) throw tooFar();
         clock.setOffset(clock.offsetSeconds() + seconds);
       });

@@ -2,9 +2,10 @@ import { type Address, type Hex, parseGwei } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import { CHAIN_ID } from '../../../src/api/schemas/index.ts';
+import { SandboxVault } from '../../../src/sandbox/chain/contracts/artifacts.ts';
 import { createRpcClient, type RpcClient, toQuantity } from '../../../src/sandbox/chain/rpc.ts';
 import { GENESIS_KEYS } from '../../../src/sandbox/chain/wallets.ts';
-import { type ChainReader, useChainSandbox } from '../../helpers/chain.ts';
+import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
 import { admin, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
 
 /**
@@ -83,5 +84,65 @@ describe('a base fee raised by someone else', () => {
     await rpc.call('anvil_setNextBlockBaseFeePerGas', [toQuantity(Number(parseGwei('100')))]);
     const response = await fund(newAccount().address);
     expect(response.statusCode, response.body).toBe(200);
+  });
+});
+
+const DAY = 86_400;
+
+/** Mines a block 30 days past the later of the sandbox clock and the chain's head. */
+async function mineAhead(): Promise<number> {
+  const head = await reader.getBlock({ blockTag: 'latest' });
+  const ahead = Math.max(sandbox.clock.nowSeconds(), Number(head.timestamp)) + 30 * DAY;
+  await rpc.call('evm_mine', [{ timestamp: ahead }]);
+  return ahead;
+}
+
+const advance = (seconds: number) =>
+  admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds });
+
+describe('a block mined ahead of the sandbox clock', () => {
+  it('moves the clock up to it, and a clock advance moves chain time on from there', async () => {
+    const ahead = await mineAhead();
+    await until(() => sandbox.clock.nowSeconds() >= ahead);
+    const advanced = await advance(3600);
+    expect(advanced.statusCode, advanced.body).toBe(200);
+    const block = await reader.getBlock({ blockTag: 'latest' });
+    expect(Number(block.timestamp)).toBeGreaterThanOrEqual(ahead + 3600);
+    expect(sandbox.clock.nowSeconds()).toBeGreaterThanOrEqual(ahead + 3600);
+  });
+
+  it('moves chain time by the advance also when the advance comes before the sandbox saw the block', async () => {
+    const ahead = await mineAhead();
+    const advanced = await advance(3600);
+    expect(advanced.statusCode, advanced.body).toBe(200);
+    const block = await reader.getBlock({ blockTag: 'latest' });
+    expect(Number(block.timestamp)).toBeGreaterThanOrEqual(ahead + 3600);
+    expect(advanced.json().now).toBeGreaterThanOrEqual(ahead + 3600);
+  });
+
+  it('lets an ERC-7540 request with no delay be fulfilled and claimed', async () => {
+    const delay = await admin(sandbox.app, 'POST', '/sandbox/vaults/fulfillment-delay', {
+      vault_id: 'configurable',
+      seconds: 0,
+    });
+    expect(delay.statusCode, delay.body).toBe(200);
+    const agent = await chainAgent(sandbox);
+    await mineAhead();
+    const deposit = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'configurable',
+      amount_usdc: 2,
+    });
+    expect(deposit.statusCode, deposit.body).toBe(200);
+    expect(deposit.json().status).toBe('pending');
+    // The fulfiller fulfils it, and claims the shares into the agent's wallet.
+    await until(
+      async () =>
+        (await reader.readContract({
+          address: sandbox.chain.deployment.vaults.configurable,
+          abi: SandboxVault.abi,
+          functionName: 'balanceOf',
+          args: [agent.agentAddress],
+        })) > 0n,
+    );
   });
 });

@@ -65,7 +65,7 @@ describe('the block producer', () => {
     const write = producer
       .submit({
         txs: [],
-        notBefore: Math.floor(Date.now() / 1000) + 60,
+        advance: 60,
         record: () => events.push('record'),
       })
       .then(() => {
