@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
+import { DUE_REQUESTS_SQL } from '../../src/sandbox/chain/fulfilment.ts';
 import { VAULT_STATE_AT_SQL, vaultStateAt } from '../../src/sandbox/indexer/reads.ts';
 import { INDEX_FORMAT, openIndexDatabase } from '../../src/sandbox/indexer/schema.ts';
 
@@ -92,6 +93,40 @@ describe('reading a vault’s state at a time', () => {
         .value,
     ).toBe(INDEX_FORMAT);
     expect(vaultStateAt(db, VAULT, 1000)?.balance).toBe(10n);
+    db.close();
+  });
+});
+
+describe('the fulfiller’s look for due ERC-7540 requests', () => {
+  it('is one range of an index of pending requests, with a limit, however many were fulfilled before', () => {
+    const db = openIndexDatabase(indexPath(), 'chain');
+    const insert = db.prepare(
+      `INSERT INTO transactions (block_number, log_index, hash, type, vault, user_address, amount, shares, status, timestamp, request_id)
+       VALUES (?, 0, '0x', 'deposit_request', ?, '0xuser', '1', NULL, ?, ?, ?)`,
+    );
+    db.exec('BEGIN');
+    // 5,000 requests fulfilled long ago (a flood no one claims), then 20 pending.
+    for (let i = 1; i <= 5020; i++) {
+      insert.run(i, VAULT, i <= 5000 ? 'fulfilled' : 'pending', 1000 + i, String(i));
+    }
+    db.exec('COMMIT');
+    db.exec('ANALYZE');
+    const plan = (
+      db.prepare(`EXPLAIN QUERY PLAN ${DUE_REQUESTS_SQL}`).all(VAULT, 10_000, 5) as Array<{
+        detail: string;
+      }>
+    )
+      .map((row) => row.detail)
+      .join('\n');
+    expect(plan).toMatch(/USING (COVERING )?INDEX requests_pending_by_time/);
+    expect(plan).not.toMatch(/TEMP B-TREE/);
+    // Oldest first, at most the limit, and only what is due.
+    const due = (dueBy: number, limit: number) =>
+      (db.prepare(DUE_REQUESTS_SQL).all(VAULT, dueBy, limit) as Array<{ request_id: string }>).map(
+        (row) => row.request_id,
+      );
+    expect(due(10_000, 5)).toEqual(['5001', '5002', '5003', '5004', '5005']);
+    expect(due(1000 + 5002, 100)).toEqual(['5001', '5002']);
     db.close();
   });
 });

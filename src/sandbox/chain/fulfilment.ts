@@ -14,8 +14,27 @@ const RETRY_MS = 5000;
 const FULFIL_GAS_BASE = 200_000n;
 const FULFIL_GAS_PER_REQUEST = 150_000n;
 const CLAIM_GAS = 250_000n;
-/** At most this many requests per fulfilment transaction. */
-const FULFIL_BATCH = 50;
+/** At most this many requests per fulfilment transaction… */
+const FULFIL_BATCH = 100;
+/** …and this many fulfilment transactions per vault and look (one block holds them all). */
+const FULFIL_TXS_PER_LOOK = 4;
+/**
+ * At most this many of the agents' own requests are followed apart from the rest; more (say,
+ * someone else's requests naming agents as controllers) are fulfilled in time order with the
+ * others, and still claimed.
+ */
+const MAX_FOLLOWED = 10_000;
+/** At most this many newly indexed transactions wait to be looked at between two looks. */
+const MAX_FRESH = 100_000;
+
+/**
+ * A vault's pending requests that are due (requested at or before the given time), oldest
+ * first, `LIMIT` at a time. The partial index holds pending requests only, so the look costs
+ * the same however many requests were fulfilled or claimed before.
+ */
+export const DUE_REQUESTS_SQL = `SELECT request_id FROM transactions
+  WHERE vault = ? AND status = 'pending' AND timestamp <= ?
+  ORDER BY timestamp, block_number, log_index LIMIT ?`;
 
 export interface FulfillerOptions {
   index: Indexer;
@@ -27,6 +46,17 @@ export interface FulfillerOptions {
   log: ChainLogger;
 }
 
+interface Followed {
+  vault: string;
+  requestId: string;
+}
+
+interface Claim {
+  controller: Address;
+  vault: string;
+  walletIndex: number;
+}
+
 /**
  * The ERC-7540 vault's operator, run by the sandbox. It fulfils every request, whoever made
  * it, once the vault's fulfilment delay has passed in sandbox time; then, for a controller
@@ -34,6 +64,12 @@ export interface FulfillerOptions {
  * server-side wallet (shares for a deposit, assets for a redemption). Anyone else claims for
  * themselves. It works from the index, and a transaction it sends is indexed before the next
  * look, so nothing is sent twice.
+ *
+ * Its work per look does not grow with history: due requests are found by time through an
+ * index of pending requests, in batches; the agents' own requests are followed apart (found
+ * as they are indexed) and go first, so someone else's queue of requests never holds them
+ * up; and it claims only for agents whose request it saw fulfilled, never by scanning every
+ * claimable position.
  */
 export function createFulfiller(options: FulfillerOptions) {
   const { index, store, clock, log } = options;
@@ -42,69 +78,153 @@ export function createFulfiller(options: FulfillerOptions) {
   let working: Promise<void> = Promise.resolve();
   let pausedUntil = 0;
 
-  const dueRequests = index.db.prepare(
-    `SELECT t.vault, t.request_id FROM transactions t JOIN vaults v ON v.address = t.vault
-     WHERE t.status = 'pending' AND t.type IN ('deposit_request', 'redeem_request')
-       AND v.fulfillment_delay IS NOT NULL AND t.timestamp + v.fulfillment_delay <= ?
-     ORDER BY t.block_number, t.log_index`,
+  const vaultDelays = index.db.prepare(
+    'SELECT address, fulfillment_delay FROM vaults WHERE fulfillment_delay IS NOT NULL',
   );
-  const claimable = index.db.prepare(
-    `SELECT user_address, vault, claimable_deposit, claimable_redeem FROM positions
-     WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'`,
+  const dueRequests = index.db.prepare(DUE_REQUESTS_SQL);
+  const request = index.db.prepare(
+    `SELECT status, timestamp, user_address FROM transactions
+     WHERE vault = ? AND request_id = ? AND type IN ('deposit_request', 'redeem_request')`,
+  );
+  const transactionAt = index.db.prepare(
+    `SELECT vault, request_id, user_address FROM transactions
+     WHERE block_number = ? AND log_index = ? AND status = 'pending'`,
+  );
+  const position = index.db.prepare(
+    'SELECT claimable_deposit, claimable_redeem FROM positions WHERE user_address = ? AND vault = ?',
   );
 
-  async function fulfilDue(): Promise<void> {
-    const due = dueRequests.all(clock.nowSeconds()) as Array<{ vault: string; request_id: string }>;
-    const byVault = new Map<string, bigint[]>();
-    for (const row of due) {
-      const ids = byVault.get(row.vault) ?? [];
-      if (ids.length < FULFIL_BATCH) ids.push(BigInt(row.request_id));
-      byVault.set(row.vault, ids);
+  /** The agents' requests not yet seen fulfilled, by `vault:id`. */
+  const followed = new Map<string, Followed>();
+  /** Agents with something fulfilled to claim, by `controller:vault`. */
+  const claims = new Map<string, Claim>();
+  /** Transactions indexed since the last look, to be checked for agents' requests. */
+  let fresh: Array<{ blockNumber: number; logIndex: number }> = [];
+
+  const agentOf = (user: string) => {
+    const controller = getAddress(user);
+    const agent = store.agents.findByAgentAddress(controller);
+    return agent && { controller, walletIndex: agent.wallet_index };
+  };
+  const follow = (vault: string, requestId: string) => {
+    if (followed.size < MAX_FOLLOWED) followed.set(`${vault}:${requestId}`, { vault, requestId });
+  };
+  const claimFor = (user: string, vault: string) => {
+    const agent = agentOf(user);
+    if (agent) claims.set(`${agent.controller}:${vault}`, { ...agent, vault });
+  };
+
+  /**
+   * Once, at start: the agents' pending requests and unclaimed fulfilments already indexed
+   * (the index was caught up before the fulfiller starts; later ones arrive by onCommit).
+   */
+  function seed(): void {
+    const pending = index.db
+      .prepare("SELECT vault, request_id, user_address FROM transactions WHERE status = 'pending'")
+      .all() as Array<{ vault: string; request_id: string; user_address: string }>;
+    for (const row of pending) if (agentOf(row.user_address)) follow(row.vault, row.request_id);
+    const claimable = index.db
+      .prepare(
+        `SELECT user_address, vault FROM positions
+         WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'`,
+      )
+      .all() as Array<{ user_address: string; vault: string }>;
+    for (const row of claimable) claimFor(row.user_address, row.vault);
+  }
+
+  /** The agents' requests among the transactions indexed since the last look. */
+  function takeFresh(): void {
+    const keys = fresh;
+    fresh = [];
+    for (const key of keys) {
+      const row = transactionAt.get(key.blockNumber, key.logIndex) as
+        | { vault: string; request_id: string | null; user_address: string }
+        | undefined;
+      if (row?.request_id && agentOf(row.user_address)) follow(row.vault, row.request_id);
     }
-    for (const [vault, ids] of byVault) {
+  }
+
+  /** The followed requests of `vault` that are due; those no longer pending stop being followed. */
+  function followedDue(vault: string, dueBy: number): bigint[] {
+    const ids: bigint[] = [];
+    for (const [key, entry] of followed) {
+      if (entry.vault !== vault) continue;
+      const row = request.get(vault, entry.requestId) as
+        | { status: string; timestamp: number; user_address: string }
+        | undefined;
+      if (row?.status === 'pending') {
+        if (Number(row.timestamp) <= dueBy) ids.push(BigInt(entry.requestId));
+        continue;
+      }
+      // Fulfilled by someone else (the operator's key is public), or gone with a reorg.
+      if (row?.status === 'fulfilled') claimFor(row.user_address, vault);
+      followed.delete(key);
+    }
+    return ids;
+  }
+
+  async function fulfilDue(): Promise<void> {
+    const now = clock.nowSeconds();
+    const vaults = vaultDelays.all() as Array<{ address: string; fulfillment_delay: number }>;
+    for (const { address: vault, fulfillment_delay: delay } of vaults) {
+      const dueBy = now - Number(delay);
+      const limit = FULFIL_BATCH * FULFIL_TXS_PER_LOOK;
+      const ids = [...new Set([...followedDue(vault, dueBy), ...dueIds(vault, dueBy, limit)])];
+      if (ids.length === 0) continue;
+      const batches: bigint[][] = [];
+      for (let i = 0; i < Math.min(ids.length, limit); i += FULFIL_BATCH) {
+        batches.push(ids.slice(i, i + FULFIL_BATCH));
+      }
       const { receipts } = await options.operator.exclusive((session) =>
-        session.send([
-          {
-            label: `fulfilling ${ids.length} request(s)`,
+        session.send(
+          batches.map((batch) => ({
+            label: `fulfilling ${batch.length} request(s)`,
             address: getAddress(vault),
             abi: ConfigurableVault.abi,
             functionName: 'fulfill',
-            args: [ids],
-            gas: FULFIL_GAS_BASE + FULFIL_GAS_PER_REQUEST * BigInt(ids.length),
-          },
-        ]),
+            args: [batch],
+            gas: FULFIL_GAS_BASE + FULFIL_GAS_PER_REQUEST * BigInt(batch.length),
+          })),
+        ),
       );
-      // The vault skips an id that is not due onchain (say, its delay was raised since): it
-      // stays pending, and is looked at again after a pause rather than at every poll.
       const fulfilled = parseEventLogs({
         abi: ConfigurableVault.abi,
         eventName: ['DepositFulfilled', 'RedeemFulfilled'],
-        logs: receipts[0]?.logs ?? [],
-      }).length;
-      if (fulfilled < ids.length) {
+        logs: receipts.flatMap((receipt) => receipt.logs),
+      });
+      for (const event of fulfilled) {
+        claimFor(event.args.controller, vault);
+        followed.delete(`${vault}:${event.args.requestId}`);
+      }
+      // The vault skips an id that is not due onchain (say, its delay was raised since): it
+      // stays pending, and is looked at again after a pause rather than at every poll.
+      const sent = batches.reduce((sum, batch) => sum + batch.length, 0);
+      if (fulfilled.length < sent) {
         pausedUntil = Date.now() + RETRY_MS;
         log.warn(
-          `${ids.length - fulfilled} ERC-7540 request(s) were not due onchain yet; looking again in ${RETRY_MS / 1000} s`,
+          `${sent - fulfilled.length} ERC-7540 request(s) were not due onchain yet; looking again in ${RETRY_MS / 1000} s`,
         );
       }
     }
   }
 
+  function dueIds(vault: string, dueBy: number, limit: number): bigint[] {
+    return (dueRequests.all(vault, dueBy, limit) as Array<{ request_id: string }>).map((row) =>
+      BigInt(row.request_id),
+    );
+  }
+
   async function claimForAgents(): Promise<void> {
-    const rows = claimable.all() as Array<{
-      user_address: string;
-      vault: string;
-      claimable_deposit: string;
-      claimable_redeem: string;
-    }>;
-    for (const row of rows) {
-      const controller = getAddress(row.user_address);
-      const agent = store.agents.findByAgentAddress(controller);
-      if (!agent) continue;
-      const vault = getAddress(row.vault) as Address;
-      const claims: TxRequest[] = [];
-      if (BigInt(row.claimable_deposit) > 0n) {
-        claims.push({
+    for (const [key, claim] of claims) {
+      if (stopped) return;
+      const row = position.get(claim.controller.toLowerCase(), claim.vault) as
+        | { claimable_deposit: string; claimable_redeem: string }
+        | undefined;
+      const vault = getAddress(claim.vault);
+      const { controller } = claim;
+      const requests: TxRequest[] = [];
+      if (row && BigInt(row.claimable_deposit) > 0n) {
+        requests.push({
           label: 'claiming deposited shares',
           address: vault,
           abi: ConfigurableVault.abi,
@@ -113,8 +233,8 @@ export function createFulfiller(options: FulfillerOptions) {
           gas: CLAIM_GAS,
         });
       }
-      if (BigInt(row.claimable_redeem) > 0n) {
-        claims.push({
+      if (row && BigInt(row.claimable_redeem) > 0n) {
+        requests.push({
           label: 'claiming redeemed assets',
           address: vault,
           abi: ConfigurableVault.abi,
@@ -123,13 +243,18 @@ export function createFulfiller(options: FulfillerOptions) {
           gas: CLAIM_GAS,
         });
       }
-      await options.wallet(agent.wallet_index).exclusive((session) => session.send(claims));
+      if (requests.length > 0) {
+        await options.wallet(claim.walletIndex).exclusive((session) => session.send(requests));
+      }
+      // Claimed, or nothing left to claim; a failed claim throws above and is kept for later.
+      claims.delete(key);
     }
   }
 
   async function work(): Promise<void> {
     if (stopped || Date.now() < pausedUntil) return;
     try {
+      takeFresh();
       await fulfilDue();
       if (!stopped) await claimForAgents();
     } catch (error) {
@@ -146,9 +271,16 @@ export function createFulfiller(options: FulfillerOptions) {
     return working;
   }
 
+  let unsubscribe: (() => void) | undefined;
   return {
     run,
     start(): void {
+      seed();
+      unsubscribe = index.onCommit((changes) => {
+        if (fresh.length + changes.transactions.length <= MAX_FRESH) {
+          fresh.push(...changes.transactions);
+        }
+      });
       const tick = () => {
         timer = setTimeout(() => void run().then(tick), FULFIL_POLL_MS);
         timer.unref();
@@ -157,6 +289,7 @@ export function createFulfiller(options: FulfillerOptions) {
     },
     async stop(): Promise<void> {
       stopped = true;
+      unsubscribe?.();
       clearTimeout(timer);
       await working;
     },
