@@ -172,6 +172,12 @@ async function startOwnChain(
     clock: options.clock,
     log: options.log,
     revertReason: tracedRevertReason,
+    // The index is derived from events: a change made outside transactions (anvil cheat
+    // methods over the RPC URL) reaches it only here, before a checkpoint makes it permanent.
+    afterCheckpoint: async (block) => {
+      await index?.syncTo(block);
+      await index?.reconcile();
+    },
   });
   try {
     const { publicClient } = createChainClients(local.rpcUrl, CHAIN_ID, CHAIN_NAME);

@@ -52,6 +52,12 @@ export interface LocalChainOptions {
   log: ChainLogger;
   /** Turns a reverted transaction into its reason (needs the contracts' ABIs). */
   revertReason(rpc: RpcClient, hash: Hash): Promise<string>;
+  /**
+   * Runs after each checkpoint is on disk, with its block, before the checkpoint resolves:
+   * whoever keeps copies of the chain's state may compare them with the state the checkpoint
+   * made permanent. A failure is logged; the checkpoint stands.
+   */
+  afterCheckpoint?(block: number): Promise<void>;
 }
 
 /** Where the chain was last checkpointed: the genesis, or a file in chain/. */
@@ -202,6 +208,9 @@ export async function startLocalChain(options: LocalChainOptions) {
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
       removeCheckpointsExcept(stateDir, taken.at.number);
+      await options.afterCheckpoint?.(taken.at.number).catch((error: unknown) => {
+        log.warn(`after the checkpoint at block ${taken.at.number}: ${(error as Error).message}`);
+      });
       return taken.at.number;
     })().finally(() => {
       checkpointing = undefined;

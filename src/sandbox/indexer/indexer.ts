@@ -1,5 +1,14 @@
 import type { DatabaseSync } from 'node:sqlite';
-import { type Address, getAddress, type Hash, type Hex, pad, toEventSelector } from 'viem';
+import {
+  type Address,
+  encodeFunctionData,
+  getAddress,
+  type Hash,
+  type Hex,
+  pad,
+  parseAbi,
+  toEventSelector,
+} from 'viem';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
@@ -9,8 +18,11 @@ import {
   EVENTS_ABI,
   type FailedCall,
   type RawLog,
+  type VaultState,
 } from './projection.ts';
+import { type StateRow, toState } from './reads.ts';
 import { DERIVED_TABLES, openIndexDatabase } from './schema.ts';
+import { totalAssetsAt } from './vault-math.ts';
 
 export interface IndexerOptions {
   /** index.db in the state dir. */
@@ -320,6 +332,7 @@ export function createIndexer(options: IndexerOptions) {
       db.prepare('DELETE FROM blocks WHERE number > ?').run(ancestor);
       db.prepare('DELETE FROM logs WHERE block_number > ?').run(ancestor);
       db.prepare('DELETE FROM failed_calls WHERE block_number > ?').run(ancestor);
+      db.prepare('DELETE FROM vault_corrections WHERE block_number > ?').run(ancestor);
       for (const table of DERIVED_TABLES) db.exec(`DELETE FROM ${table}`);
       projection.reset();
       rederive();
@@ -363,15 +376,26 @@ export function createIndexer(options: IndexerOptions) {
       to_address: string;
       input: Hex;
     }>;
-    const byBlock = new Map<number, { logs: RawLog[]; failed: FailedCall[] }>();
+    const corrections = db
+      .prepare(
+        'SELECT block_number, vault, balance, reserved, total_supply, apy_bps, last_accrual FROM vault_corrections ORDER BY block_number, vault',
+      )
+      .all() as unknown as Array<StateRow & { block_number: number; vault: string }>;
+    const byBlock = new Map<
+      number,
+      { logs: RawLog[]; failed: FailedCall[]; corrections: Array<[string, VaultState]> }
+    >();
     const entry = (n: number) => {
       let found = byBlock.get(n);
       if (!found) {
-        found = { logs: [], failed: [] };
+        found = { logs: [], failed: [], corrections: [] };
         byBlock.set(n, found);
       }
       return found;
     };
+    for (const row of corrections) {
+      entry(Number(row.block_number)).corrections.push([row.vault, toState(row)]);
+    }
     for (const row of logs) {
       entry(Number(row.block_number)).logs.push({
         address: row.address,
@@ -394,9 +418,11 @@ export function createIndexer(options: IndexerOptions) {
     }
     const timestampAt = db.prepare('SELECT timestamp FROM blocks WHERE number = ?');
     for (const number of [...byBlock.keys()].sort((a, b) => a - b)) {
-      const raw = byBlock.get(number) as { logs: RawLog[]; failed: FailedCall[] };
+      const raw = byBlock.get(number) as NonNullable<ReturnType<typeof byBlock.get>>;
       const { timestamp } = timestampAt.get(number) as { timestamp: number };
-      projection.applyBlock({ number, timestamp: Number(timestamp) }, raw.logs, raw.failed);
+      const block = { number, timestamp: Number(timestamp) };
+      projection.applyBlock(block, raw.logs, raw.failed);
+      for (const [vault, state] of raw.corrections) projection.correct(block, vault, state);
     }
   }
 
@@ -534,10 +560,104 @@ export function createIndexer(options: IndexerOptions) {
     });
   }
 
+  /**
+   * Compares each vault's indexed state with the chain's at the last indexed block, and where
+   * they differ (a change made outside transactions, such as anvil_setStorageAt over the RPC
+   * URL: no event tells the index of it) records the chain's as a correction, logs it, and
+   * answers the vaults corrected. The chain is read at the indexed block's hash, so a block
+   * mined meanwhile cannot be mistaken for a difference.
+   */
+  async function reconcile(): Promise<string[]> {
+    const corrected: string[] = [];
+    await serially(async () => {
+      const at = checkpoint();
+      if (closed || !at) return;
+      const blockTag = { blockHash: at.hash };
+      const reads = [...vaults.keys()].map((vault) => ({
+        vault,
+        calls: [
+          readCall(usdc, 'balanceOf', [vault]),
+          readCall(vault, 'reservedAssets'),
+          readCall(vault, 'totalSupply'),
+          readCall(vault, 'apyBps'),
+          readCall(vault, 'lastAccrual'),
+        ],
+      }));
+      const results = await rpc.batch(
+        reads.flatMap(({ calls }) =>
+          calls.map((data) => ({ method: 'eth_call', params: [data, blockTag] })),
+        ),
+      );
+      const onchain = new Map<string, VaultState>();
+      reads.forEach(({ vault }, i) => {
+        const value = (k: number, absent?: bigint) => {
+          const result = results[i * 5 + k];
+          if (result?.ok) return BigInt(result.value as Hex);
+          // A synchronous vault has no reservedAssets(): it holds nothing for others.
+          if (absent !== undefined) return absent;
+          throw new Error(
+            `reading vault ${vault} at block ${at.number} failed: ${result?.error.message}`,
+          );
+        };
+        onchain.set(vault, {
+          balance: value(0),
+          reserved: value(1, 0n),
+          totalSupply: value(2),
+          apyBps: value(3),
+          lastAccrual: value(4),
+        });
+      });
+      const insert = db.prepare(
+        `INSERT INTO vault_corrections (block_number, vault, balance, reserved, total_supply, apy_bps, last_accrual)
+         VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (block_number, vault) DO UPDATE SET balance = excluded.balance,
+           reserved = excluded.reserved, total_supply = excluded.total_supply,
+           apy_bps = excluded.apy_bps, last_accrual = excluded.last_accrual`,
+      );
+      const differing = [...onchain].filter(([vault, state]) => {
+        const indexed = projection.stateOf(vault);
+        return (Object.keys(state) as Array<keyof VaultState>).some(
+          (field) => state[field] !== indexed[field],
+        );
+      });
+      if (differing.length === 0) return;
+      db.exec('BEGIN');
+      try {
+        for (const [vault, state] of differing) {
+          const indexed = projection.stateOf(vault);
+          insert.run(
+            at.number,
+            vault,
+            state.balance.toString(),
+            state.reserved.toString(),
+            state.totalSupply.toString(),
+            Number(state.apyBps),
+            Number(state.lastAccrual),
+          );
+          projection.correct(at, vault, state);
+          options.log.warn(
+            `vault ${checksummed(vault)} at block ${at.number}: the index had tvl ${totalAssetsAt(indexed, at.timestamp)}, ` +
+              `the chain ${totalAssetsAt(state, at.timestamp)} (raw USDC; changed outside transactions, as anvil_setStorageAt over the RPC URL does?); the index now holds the chain's`,
+          );
+          corrected.push(vault);
+        }
+        db.exec('COMMIT');
+      } catch (error) {
+        db.exec('ROLLBACK');
+        projection.reset();
+        throw error;
+      }
+      version++;
+      committed({ vaults: new Set(corrected), transactions: [], reorg: false });
+    });
+    return corrected;
+  }
+
   return {
     db,
     vaults,
     syncTo,
+    reconcile,
     /**
      * Indexes up to `block` for a write about to be answered, and keeps how long that took
      * (waiting behind a poll included).
@@ -598,6 +718,27 @@ export function createIndexer(options: IndexerOptions) {
   };
 }
 export type Indexer = ReturnType<typeof createIndexer>;
+
+/** An eth_call's transaction object for a view of the sandbox's contracts, without arguments or with addresses. */
+function readCall(to: string, functionName: string, args: string[] = []) {
+  return {
+    to,
+    data: encodeFunctionData({
+      abi: VIEWS_ABI,
+      functionName,
+      args,
+    } as Parameters<typeof encodeFunctionData>[0]),
+  };
+}
+
+/** The views a vault's state is read back with (SandboxVault's, ConfigurableVault's, MockUSDC's). */
+const VIEWS_ABI = parseAbi([
+  'function balanceOf(address) view returns (uint256)',
+  'function reservedAssets() view returns (uint256)',
+  'function totalSupply() view returns (uint256)',
+  'function apyBps() view returns (uint256)',
+  'function lastAccrual() view returns (uint256)',
+]);
 
 function range(from: number, to: number): number[] {
   return Array.from({ length: to - from + 1 }, (_, i) => from + i);

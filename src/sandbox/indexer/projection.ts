@@ -119,7 +119,10 @@ export function createProjection(
     ),
     state: prepare(
       `INSERT INTO vault_states (vault, block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (vault, block_number) DO UPDATE SET balance = excluded.balance,
+         reserved = excluded.reserved, total_supply = excluded.total_supply,
+         apy_bps = excluded.apy_bps, last_accrual = excluded.last_accrual`,
     ),
     transaction: prepare(
       `INSERT INTO transactions (block_number, log_index, hash, type, vault, user_address, amount, shares, status, timestamp, request_id)
@@ -460,20 +463,36 @@ export function createProjection(
       }
     }
 
-    for (const vault of changed) {
-      const state = stateOf(vault);
-      sql.state.run(
-        vault,
-        block.number,
-        block.timestamp,
-        state.balance.toString(),
-        state.reserved.toString(),
-        state.totalSupply.toString(),
-        Number(state.apyBps),
-        Number(state.lastAccrual),
-      );
-    }
+    for (const vault of changed) writeState(block, vault);
     return { vaults: changed, transactions: created };
+  }
+
+  /** Records a vault's state after `block` (the block's own row, replaced if it has one). */
+  function writeState(block: { number: number; timestamp: number }, vault: string): void {
+    const state = stateOf(vault);
+    sql.state.run(
+      vault,
+      block.number,
+      block.timestamp,
+      state.balance.toString(),
+      state.reserved.toString(),
+      state.totalSupply.toString(),
+      Number(state.apyBps),
+      Number(state.lastAccrual),
+    );
+  }
+
+  /**
+   * Sets a vault's state after `block` to what the chain held then (a correction); call
+   * inside the transaction that records it, after the block's own logs.
+   */
+  function correct(
+    block: { number: number; timestamp: number },
+    vault: string,
+    state: VaultState,
+  ): void {
+    states.set(vault, { ...state });
+    writeState(block, vault);
   }
 
   /** A reverted call to a vault: a `failed` transaction of the type its function names. */
@@ -509,6 +528,9 @@ export function createProjection(
 
   return {
     applyBlock,
+    correct,
+    /** A vault's state as of the last block applied. */
+    stateOf: (vault: string): VaultState => ({ ...stateOf(vault) }),
     /** Forgets the cached vault states (after the derived tables were cleared). */
     reset(): void {
       states.clear();

@@ -11,7 +11,8 @@ import { DatabaseSync } from 'node:sqlite';
  * JavaScript, and upserts use ON CONFLICT.
  *
  * Raw logs, keyed by (block number, log index) with their block hash and transaction index,
- * are kept apart from the tables derived from them, as Ponder keeps its raw sync data apart
+ * and the vault states read from the chain where they differed from the logs
+ * (`vault_corrections`), are kept apart from the tables derived from them, as Ponder keeps its raw sync data apart
  * from the user's tables; `blocks` holds each indexed block's hash, and its last row is the
  * checkpoint a new block's parentHash is compared with.
  */
@@ -50,6 +51,19 @@ CREATE TABLE IF NOT EXISTS failed_calls (
   to_address TEXT NOT NULL,
   input TEXT NOT NULL,
   PRIMARY KEY (block_number, tx_index)
+);
+-- What the chain held for a vault where that differed from what its events add up to (a change
+-- made outside transactions: anvil_setStorageAt over the RPC URL), read at a checkpoint
+-- (indexer.ts reconcile). Raw data as logs are: applied after its block's logs.
+CREATE TABLE IF NOT EXISTS vault_corrections (
+  block_number BIGINT NOT NULL,
+  vault TEXT NOT NULL,
+  balance TEXT NOT NULL,
+  reserved TEXT NOT NULL,
+  total_supply TEXT NOT NULL,
+  apy_bps BIGINT NOT NULL,
+  last_accrual BIGINT NOT NULL,
+  PRIMARY KEY (block_number, vault)
 );
 CREATE TABLE IF NOT EXISTS vaults (
   address TEXT PRIMARY KEY,
@@ -122,7 +136,7 @@ CREATE TABLE IF NOT EXISTS strategies (
 `;
 
 /**
- * The tables derived from `logs` and `failed_calls` (the raw data). A reorg cuts the raw
+ * The tables derived from `logs`, `failed_calls` and `vault_corrections` (the raw data). A reorg cuts the raw
  * data back and derives these again from what remains: a request's status and a strategy's
  * change in place, so they cannot be cut back by block.
  */

@@ -1,8 +1,8 @@
-import { type Address, type Hex, parseGwei } from 'viem';
+import { type Address, encodeAbiParameters, type Hex, keccak256, parseGwei, toHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import { CHAIN_ID } from '../../../src/api/schemas/index.ts';
-import { SandboxVault } from '../../../src/sandbox/chain/contracts/artifacts.ts';
+import { MockUSDC, SandboxVault } from '../../../src/sandbox/chain/contracts/artifacts.ts';
 import { createRpcClient, type RpcClient, toQuantity } from '../../../src/sandbox/chain/rpc.ts';
 import { GENESIS_KEYS } from '../../../src/sandbox/chain/wallets.ts';
 import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
@@ -144,5 +144,52 @@ describe('a block mined ahead of the sandbox clock', () => {
           args: [agent.agentAddress],
         })) > 0n,
     );
+  });
+});
+
+describe("a vault's USDC balance changed outside transactions", () => {
+  it('is compared with the index at the next checkpoint, and the index corrected', async () => {
+    const agent = await chainAgent(sandbox);
+    const deposit = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'moderate',
+      amount_usdc: 50,
+    });
+    expect(deposit.statusCode, deposit.body).toBe(200);
+    const vault = sandbox.chain.deployment.vaults.moderate;
+    const usdc = sandbox.chain.deployment.usdc;
+    const balance = await reader.readContract({
+      address: usdc,
+      abi: MockUSDC.abi,
+      functionName: 'balanceOf',
+      args: [vault],
+    });
+    // The slot of balanceOf(vault) in MockUSDC's storage: the mapping's slot is found by
+    // looking, as someone poking at the chain would.
+    const slotOf = (mapping: number) =>
+      keccak256(
+        encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [vault, BigInt(mapping)]),
+      );
+    let slot: Hex | undefined;
+    for (let mapping = 0; mapping < 16 && !slot; mapping++) {
+      const held = await rpc.call<Hex>('eth_getStorageAt', [usdc, slotOf(mapping), 'latest']);
+      if (BigInt(held) === balance) slot = slotOf(mapping);
+    }
+    expect(slot).toBeDefined();
+    const added = 1_000_000n * 10n ** 6n;
+    await rpc.call('anvil_setStorageAt', [usdc, slot, toHex(balance + added, { size: 32 })]);
+    // A block after the change, so that the checkpoint has something new to hold.
+    expect((await fund(newAccount().address)).statusCode).toBe(200);
+
+    const checkpoint = await admin(sandbox.app, 'POST', '/sandbox/checkpoint');
+    expect(checkpoint.statusCode, checkpoint.body).toBe(200);
+    const totalAssets = await reader.readContract({
+      address: vault,
+      abi: SandboxVault.abi,
+      functionName: 'totalAssets',
+    });
+    const indexed = await sandbox.app.inject({ url: `/v1/vaults/${vault}` });
+    expect(indexed.statusCode).toBe(200);
+    expect(BigInt(indexed.json().tvl)).toBe(totalAssets);
+    expect(totalAssets).toBeGreaterThan(added);
   });
 });
