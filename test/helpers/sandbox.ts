@@ -10,7 +10,7 @@ import type {
   RegisterResponse,
 } from '../../src/api/schemas/index.ts';
 import { buildApp } from '../../src/sandbox/app.ts';
-import { type SandboxChain, startChain } from '../../src/sandbox/chain/index.ts';
+import { type ChainOptions, type SandboxChain, startChain } from '../../src/sandbox/chain/index.ts';
 import { createSandboxClock, type SandboxClock } from '../../src/sandbox/clock.ts';
 import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
 import type { DataTiers } from '../../src/sandbox/plugins/rate-limit.ts';
@@ -44,6 +44,8 @@ export async function createTestSandbox(
     dataTiers?: DataTiers;
     graphqlLimits?: Partial<GraphqlLimits>;
     graphiql?: boolean;
+    /** The ERC-7540 fulfiller's bounds, smaller than its defaults to push past them. */
+    fulfilment?: ChainOptions['fulfilment'];
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
@@ -56,6 +58,7 @@ export async function createTestSandbox(
     store,
     sandboxId: randomUUID(),
     log: SILENT,
+    ...(options.fulfilment && { fulfilment: options.fulfilment }),
   });
   const app = await buildApp({
     store,

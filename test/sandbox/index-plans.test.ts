@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DUE_REQUESTS_SQL } from '../../src/sandbox/chain/fulfilment.ts';
+import { DUE_REQUESTS_SQL, INDEXED_AFTER_SQL } from '../../src/sandbox/chain/fulfilment.ts';
 import { VAULT_STATE_AT_SQL, vaultStateAt } from '../../src/sandbox/indexer/reads.ts';
 import { INDEX_FORMAT, openIndexDatabase } from '../../src/sandbox/indexer/schema.ts';
 
@@ -127,6 +127,22 @@ describe('the fulfiller’s look for due ERC-7540 requests', () => {
       );
     expect(due(10_000, 5)).toEqual(['5001', '5002', '5003', '5004', '5005']);
     expect(due(1000 + 5002, 100)).toEqual(['5001', '5002']);
+    db.close();
+  });
+
+  it('looks through newly indexed transactions by a range of their key, with a limit', () => {
+    const db = openIndexDatabase(indexPath(), 'chain');
+    const plan = (
+      db.prepare(`EXPLAIN QUERY PLAN ${INDEXED_AFTER_SQL}`).all(100, 3, 10) as Array<{
+        detail: string;
+      }>
+    )
+      .map((row) => row.detail)
+      .join('\n');
+    expect(plan).toMatch(
+      /SEARCH transactions USING INDEX sqlite_autoindex_transactions_1 \(\(block_number,log_index\)>/,
+    );
+    expect(plan).not.toMatch(/TEMP B-TREE/);
     db.close();
   });
 });

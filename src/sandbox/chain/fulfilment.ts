@@ -18,14 +18,24 @@ const CLAIM_GAS = 250_000n;
 const FULFIL_BATCH = 100;
 /** …and this many fulfilment transactions per vault and look (one block holds them all). */
 const FULFIL_TXS_PER_LOOK = 4;
-/**
- * At most this many of the agents' own requests are followed apart from the rest; more (say,
- * someone else's requests naming agents as controllers) are fulfilled in time order with the
- * others, and still claimed.
- */
-const MAX_FOLLOWED = 10_000;
-/** At most this many newly indexed transactions wait to be looked at between two looks. */
-const MAX_FRESH = 100_000;
+/** The bounds of the fulfiller's work and memory. */
+export interface FulfilmentLimits {
+  /**
+   * At most this many of the agents' own requests are followed apart from the rest (about
+   * 150 bytes each); more (say, someone else's requests naming agents as controllers) are
+   * fulfilled in time order with the others, and still claimed.
+   */
+  maxFollowed: number;
+  /** At most this many newly indexed transactions are looked through per look. */
+  scanPerLook: number;
+}
+
+export const FULFILMENT_LIMITS: FulfilmentLimits = { maxFollowed: 10_000, scanPerLook: 2000 };
+
+/** Transactions indexed after a key, in index order, to find the agents' new requests. */
+export const INDEXED_AFTER_SQL = `SELECT block_number, log_index, vault, request_id, user_address, status
+  FROM transactions WHERE (block_number, log_index) > (?, ?)
+  ORDER BY block_number, log_index LIMIT ?`;
 
 /**
  * A vault's pending requests that are due (requested at or before the given time), oldest
@@ -44,6 +54,7 @@ export interface FulfillerOptions {
   operator: ServerWallet;
   wallet(index: number): ServerWallet;
   log: ChainLogger;
+  limits?: Partial<FulfilmentLimits>;
 }
 
 interface Followed {
@@ -73,6 +84,7 @@ interface Claim {
  */
 export function createFulfiller(options: FulfillerOptions) {
   const { index, store, clock, log } = options;
+  const limits = { ...FULFILMENT_LIMITS, ...options.limits };
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let working: Promise<void> = Promise.resolve();
@@ -86,10 +98,7 @@ export function createFulfiller(options: FulfillerOptions) {
     `SELECT status, timestamp, user_address FROM transactions
      WHERE vault = ? AND request_id = ? AND type IN ('deposit_request', 'redeem_request')`,
   );
-  const transactionAt = index.db.prepare(
-    `SELECT vault, request_id, user_address FROM transactions
-     WHERE block_number = ? AND log_index = ? AND status = 'pending'`,
-  );
+  const indexedAfter = index.db.prepare(INDEXED_AFTER_SQL);
   const position = index.db.prepare(
     'SELECT claimable_deposit, claimable_redeem FROM positions WHERE user_address = ? AND vault = ?',
   );
@@ -98,8 +107,8 @@ export function createFulfiller(options: FulfillerOptions) {
   const followed = new Map<string, Followed>();
   /** Agents with something fulfilled to claim, by `controller:vault`. */
   const claims = new Map<string, Claim>();
-  /** Transactions indexed since the last look, to be checked for agents' requests. */
-  let fresh: Array<{ blockNumber: number; logIndex: number }> = [];
+  /** The last transaction looked through for agents' requests, by its index key. */
+  let seen = { block: 0, logIndex: 0 };
 
   const agentOf = (user: string) => {
     const controller = getAddress(user);
@@ -107,7 +116,9 @@ export function createFulfiller(options: FulfillerOptions) {
     return agent && { controller, walletIndex: agent.wallet_index };
   };
   const follow = (vault: string, requestId: string) => {
-    if (followed.size < MAX_FOLLOWED) followed.set(`${vault}:${requestId}`, { vault, requestId });
+    if (followed.size < limits.maxFollowed) {
+      followed.set(`${vault}:${requestId}`, { vault, requestId });
+    }
   };
   const claimFor = (user: string, vault: string) => {
     const agent = agentOf(user);
@@ -116,9 +127,10 @@ export function createFulfiller(options: FulfillerOptions) {
 
   /**
    * Once, at start: the agents' pending requests and unclaimed fulfilments already indexed
-   * (the index was caught up before the fulfiller starts; later ones arrive by onCommit).
+   * (the index was caught up before the fulfiller starts; later ones are found by takeNew).
    */
   function seed(): void {
+    seen = { block: index.checkpoint()?.number ?? 0, logIndex: Number.MAX_SAFE_INTEGER };
     const pending = index.db
       .prepare("SELECT vault, request_id, user_address FROM transactions WHERE status = 'pending'")
       .all() as Array<{ vault: string; request_id: string; user_address: string }>;
@@ -132,16 +144,26 @@ export function createFulfiller(options: FulfillerOptions) {
     for (const row of claimable) claimFor(row.user_address, row.vault);
   }
 
-  /** The agents' requests among the transactions indexed since the last look. */
-  function takeFresh(): void {
-    const keys = fresh;
-    fresh = [];
-    for (const key of keys) {
-      const row = transactionAt.get(key.blockNumber, key.logIndex) as
-        | { vault: string; request_id: string | null; user_address: string }
-        | undefined;
-      if (row?.request_id && agentOf(row.user_address)) follow(row.vault, row.request_id);
+  /**
+   * The agents' requests among the transactions indexed since the last look, at most
+   * scanPerLook of them (the rest at the next look).
+   */
+  function takeNew(): void {
+    const rows = indexedAfter.all(seen.block, seen.logIndex, limits.scanPerLook) as Array<{
+      block_number: number;
+      log_index: number;
+      vault: string;
+      request_id: string | null;
+      user_address: string;
+      status: string;
+    }>;
+    for (const row of rows) {
+      if (row.request_id && row.status === 'pending' && agentOf(row.user_address)) {
+        follow(row.vault, row.request_id);
+      }
     }
+    const last = rows.at(-1);
+    if (last) seen = { block: Number(last.block_number), logIndex: Number(last.log_index) };
   }
 
   /** The followed requests of `vault` that are due; those no longer pending stop being followed. */
@@ -254,7 +276,7 @@ export function createFulfiller(options: FulfillerOptions) {
   async function work(): Promise<void> {
     if (stopped || Date.now() < pausedUntil) return;
     try {
-      takeFresh();
+      takeNew();
       await fulfilDue();
       if (!stopped) await claimForAgents();
     } catch (error) {
@@ -277,9 +299,10 @@ export function createFulfiller(options: FulfillerOptions) {
     start(): void {
       seed();
       unsubscribe = index.onCommit((changes) => {
-        if (fresh.length + changes.transactions.length <= MAX_FRESH) {
-          fresh.push(...changes.transactions);
-        }
+        // A reorg cut the index back: what is indexed again after the new head is new.
+        const head = index.checkpoint()?.number ?? 0;
+        if (changes.reorg && head < seen.block)
+          seen = { block: head, logIndex: Number.MAX_SAFE_INTEGER };
       });
       const tick = () => {
         timer = setTimeout(() => void run().then(tick), FULFIL_POLL_MS);

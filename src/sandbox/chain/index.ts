@@ -17,7 +17,7 @@ import {
   findMisplacedContracts,
 } from './deployment.ts';
 import { isUnreachable, TransactionFailedError, tracedRevertReason } from './errors.ts';
-import { createFulfiller } from './fulfilment.ts';
+import { createFulfiller, type FulfilmentLimits } from './fulfilment.ts';
 import { type ChainLogger, type LocalChain, startLocalChain } from './local-chain.ts';
 import { createOnboarder, type Onboarder } from './onboarding.ts';
 import type { Submitted, TxSubmitter } from './producer.ts';
@@ -54,6 +54,8 @@ export interface ChainOptions {
   rpcUrl?: string;
   /** Contract addresses on a node that is not a dev chain. */
   deploymentFile?: string;
+  /** Bounds of the ERC-7540 fulfiller other than its defaults (tests push past them). */
+  fulfilment?: Partial<FulfilmentLimits>;
 }
 
 /** The running chain as the routes see it. */
@@ -214,6 +216,7 @@ async function startOwnChain(
       operator: treasury,
       wallet,
       log: options.log,
+      limits: options.fulfilment,
     });
     fulfiller.start();
     return {
@@ -472,6 +475,7 @@ async function connectRemote(
         operator: treasury,
         wallet,
         log: options.log,
+        limits: options.fulfilment,
       })
     : undefined;
   fulfiller?.start();
