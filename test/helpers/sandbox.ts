@@ -46,6 +46,8 @@ export async function createTestSandbox(
     graphiql?: boolean;
     /** The ERC-7540 fulfiller's bounds, smaller than its defaults to push past them. */
     fulfilment?: ChainOptions['fulfilment'];
+    /** Where the chain's and the index's lines go (nowhere by default). */
+    chainLog?: ChainOptions['log'];
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
@@ -57,7 +59,7 @@ export async function createTestSandbox(
     clock,
     store,
     sandboxId: randomUUID(),
-    log: SILENT,
+    log: options.chainLog ?? SILENT,
     ...(options.fulfilment && { fulfilment: options.fulfilment }),
   });
   const app = await buildApp({

@@ -570,8 +570,9 @@ export function createIndexer(options: IndexerOptions) {
   async function reconcile(): Promise<string[]> {
     const corrected: string[] = [];
     await serially(async () => {
+      if (closed) return;
       const at = checkpoint();
-      if (closed || !at) return;
+      if (!at) return;
       const blockTag = { blockHash: at.hash };
       const reads = [...vaults.keys()].map((vault) => ({
         vault,

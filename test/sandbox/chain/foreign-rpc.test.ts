@@ -16,12 +16,17 @@ import { admin, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
 let sandbox: TestSandbox;
 let reader: ChainReader;
 let rpc: RpcClient;
-useChainSandbox((started, chainReader) => {
-  sandbox = started;
-  reader = chainReader;
-  // The URL GET /sandbox/info answers as rpc_url.
-  rpc = createRpcClient(sandbox.chain.rpcUrl);
-});
+/** The chain's and the index's warnings, as serve would log them. */
+const warnings: string[] = [];
+useChainSandbox(
+  (started, chainReader) => {
+    sandbox = started;
+    reader = chainReader;
+    // The URL GET /sandbox/info answers as rpc_url.
+    rpc = createRpcClient(sandbox.chain.rpcUrl);
+  },
+  { chainLog: { info() {}, warn: (message) => warnings.push(message), error() {} } },
+);
 
 /** Waits until `condition` holds, looking every 20 ms (the test's timeout bounds the wait). */
 async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
@@ -78,6 +83,11 @@ describe('a base fee raised by someone else', () => {
     expect(after.statusCode, after.body).toBe(200);
     const block = await reader.getBlock({ blockTag: 'latest' });
     expect(block.baseFeePerGas).toBeLessThanOrEqual(parseGwei('10'));
+    expect(warnings).toContainEqual(
+      expect.stringMatching(
+        /^the next block's base fee had been raised above what the sandbox's writes pay/,
+      ),
+    );
   });
 
   it('does not stop writes when the next block is set to 100 gwei', async () => {
@@ -109,6 +119,9 @@ describe('a block mined ahead of the sandbox clock', () => {
     const block = await reader.getBlock({ blockTag: 'latest' });
     expect(Number(block.timestamp)).toBeGreaterThanOrEqual(ahead + 3600);
     expect(sandbox.clock.nowSeconds()).toBeGreaterThanOrEqual(ahead + 3600);
+    expect(warnings).toContainEqual(
+      expect.stringMatching(/^block \d+ carries a time \d+ s ahead of the sandbox clock/),
+    );
   });
 
   it('moves chain time by the advance also when the advance comes before the sandbox saw the block', async () => {
@@ -190,6 +203,14 @@ describe("a vault's USDC balance changed outside transactions", () => {
     const indexed = await sandbox.app.inject({ url: `/v1/vaults/${vault}` });
     expect(indexed.statusCode).toBe(200);
     expect(BigInt(indexed.json().tvl)).toBe(totalAssets);
+    expect(warnings).toContainEqual(
+      expect.stringMatching(
+        new RegExp(`^vault ${vault} at block \\d+: the index had tvl \\d+, the chain \\d+ `),
+      ),
+    );
+    // Only that vault: every other vault's events add up to what the chain holds (the
+    // ERC-7540 vault's requests, fulfilments and claims above included).
+    expect(warnings.filter((line) => line.startsWith('vault '))).toHaveLength(1);
     expect(totalAssets).toBeGreaterThan(added);
   });
 });
