@@ -33,7 +33,7 @@ export interface FulfilmentLimits {
 export const FULFILMENT_LIMITS: FulfilmentLimits = { maxFollowed: 10_000, scanPerLook: 2000 };
 
 /** Transactions indexed after a key, in index order, to find the agents' new requests. */
-export const INDEXED_AFTER_SQL = `SELECT block_number, log_index, vault, request_id, user_address, status
+export const INDEXED_AFTER_SQL = `SELECT block_number, log_index, vault, request_id, user_address, status, timestamp
   FROM transactions WHERE (block_number, log_index) > (?, ?)
   ORDER BY block_number, log_index LIMIT ?`;
 
@@ -60,6 +60,8 @@ export interface FulfillerOptions {
 interface Followed {
   vault: string;
   requestId: string;
+  /** When it was made (sandbox time): it is not looked up again before it can be due. */
+  requestedAt: number;
 }
 
 interface Claim {
@@ -115,9 +117,13 @@ export function createFulfiller(options: FulfillerOptions) {
     const agent = store.agents.findByAgentAddress(controller);
     return agent && { controller, walletIndex: agent.wallet_index };
   };
-  const follow = (vault: string, requestId: string) => {
+  const follow = (row: { vault: string; request_id: string; timestamp: number }) => {
     if (followed.size < limits.maxFollowed) {
-      followed.set(`${vault}:${requestId}`, { vault, requestId });
+      followed.set(`${row.vault}:${row.request_id}`, {
+        vault: row.vault,
+        requestId: row.request_id,
+        requestedAt: Number(row.timestamp),
+      });
     }
   };
   const claimFor = (user: string, vault: string) => {
@@ -132,9 +138,16 @@ export function createFulfiller(options: FulfillerOptions) {
   function seed(): void {
     seen = { block: index.checkpoint()?.number ?? 0, logIndex: Number.MAX_SAFE_INTEGER };
     const pending = index.db
-      .prepare("SELECT vault, request_id, user_address FROM transactions WHERE status = 'pending'")
-      .all() as Array<{ vault: string; request_id: string; user_address: string }>;
-    for (const row of pending) if (agentOf(row.user_address)) follow(row.vault, row.request_id);
+      .prepare(
+        "SELECT vault, request_id, user_address, timestamp FROM transactions WHERE status = 'pending'",
+      )
+      .all() as Array<{
+      vault: string;
+      request_id: string;
+      user_address: string;
+      timestamp: number;
+    }>;
+    for (const row of pending) if (agentOf(row.user_address)) follow(row);
     const claimable = index.db
       .prepare(
         `SELECT user_address, vault FROM positions
@@ -156,10 +169,12 @@ export function createFulfiller(options: FulfillerOptions) {
       request_id: string | null;
       user_address: string;
       status: string;
+      timestamp: number;
     }>;
     for (const row of rows) {
-      if (row.request_id && row.status === 'pending' && agentOf(row.user_address)) {
-        follow(row.vault, row.request_id);
+      const { request_id: requestId } = row;
+      if (requestId && row.status === 'pending' && agentOf(row.user_address)) {
+        follow({ ...row, request_id: requestId });
       }
     }
     const last = rows.at(-1);
@@ -170,7 +185,7 @@ export function createFulfiller(options: FulfillerOptions) {
   function followedDue(vault: string, dueBy: number): bigint[] {
     const ids: bigint[] = [];
     for (const [key, entry] of followed) {
-      if (entry.vault !== vault) continue;
+      if (entry.vault !== vault || entry.requestedAt > dueBy) continue;
       const row = request.get(vault, entry.requestId) as
         | { status: string; timestamp: number; user_address: string }
         | undefined;
@@ -236,40 +251,51 @@ export function createFulfiller(options: FulfillerOptions) {
     );
   }
 
+  /**
+   * Claims for every agent with something fulfilled, all at once: the agents' wallets are
+   * their own, so their claims share blocks. A failed claim is kept for the next look.
+   */
   async function claimForAgents(): Promise<void> {
-    for (const [key, claim] of claims) {
-      if (stopped) return;
-      const row = position.get(claim.controller.toLowerCase(), claim.vault) as
-        | { claimable_deposit: string; claimable_redeem: string }
-        | undefined;
-      const vault = getAddress(claim.vault);
-      const { controller } = claim;
-      const requests: TxRequest[] = [];
-      if (row && BigInt(row.claimable_deposit) > 0n) {
-        requests.push({
-          label: 'claiming deposited shares',
-          address: vault,
-          abi: ConfigurableVault.abi,
-          functionName: 'deposit',
-          args: [BigInt(row.claimable_deposit), controller, controller],
-          gas: CLAIM_GAS,
-        });
-      }
-      if (row && BigInt(row.claimable_redeem) > 0n) {
-        requests.push({
-          label: 'claiming redeemed assets',
-          address: vault,
-          abi: ConfigurableVault.abi,
-          functionName: 'redeem',
-          args: [BigInt(row.claimable_redeem), controller, controller],
-          gas: CLAIM_GAS,
-        });
-      }
-      if (requests.length > 0) {
-        await options.wallet(claim.walletIndex).exclusive((session) => session.send(requests));
-      }
-      // Claimed, or nothing left to claim; a failed claim throws above and is kept for later.
-      claims.delete(key);
+    const outcomes = await Promise.allSettled(
+      [...claims].map(async ([key, claim]) => {
+        await claimOne(claim);
+        // Claimed, or nothing left to claim.
+        claims.delete(key);
+      }),
+    );
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  async function claimOne(claim: Claim): Promise<void> {
+    const row = position.get(claim.controller.toLowerCase(), claim.vault) as
+      | { claimable_deposit: string; claimable_redeem: string }
+      | undefined;
+    const vault = getAddress(claim.vault);
+    const { controller } = claim;
+    const requests: TxRequest[] = [];
+    if (row && BigInt(row.claimable_deposit) > 0n) {
+      requests.push({
+        label: 'claiming deposited shares',
+        address: vault,
+        abi: ConfigurableVault.abi,
+        functionName: 'deposit',
+        args: [BigInt(row.claimable_deposit), controller, controller],
+        gas: CLAIM_GAS,
+      });
+    }
+    if (row && BigInt(row.claimable_redeem) > 0n) {
+      requests.push({
+        label: 'claiming redeemed assets',
+        address: vault,
+        abi: ConfigurableVault.abi,
+        functionName: 'redeem',
+        args: [BigInt(row.claimable_redeem), controller, controller],
+        gas: CLAIM_GAS,
+      });
+    }
+    if (requests.length > 0) {
+      await options.wallet(claim.walletIndex).exclusive((session) => session.send(requests));
     }
   }
 
