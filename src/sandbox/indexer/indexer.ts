@@ -574,14 +574,15 @@ export function createIndexer(options: IndexerOptions) {
       const at = checkpoint();
       if (!at) return;
       const blockTag = { blockHash: at.hash };
-      const reads = [...vaults.keys()].map((vault) => ({
+      // A synchronous vault holds nothing for others: it has no reservedAssets() to read.
+      const reads = [...vaults].map(([vault, id]) => ({
         vault,
         calls: [
           readCall(usdc, 'balanceOf', [vault]),
-          readCall(vault, 'reservedAssets'),
           readCall(vault, 'totalSupply'),
           readCall(vault, 'apyBps'),
           readCall(vault, 'lastAccrual'),
+          ...(VAULT_CONFIG[id].async ? [readCall(vault, 'reservedAssets')] : []),
         ],
       }));
       const results = await rpc.batch(
@@ -590,24 +591,26 @@ export function createIndexer(options: IndexerOptions) {
         ),
       );
       const onchain = new Map<string, VaultState>();
-      reads.forEach(({ vault }, i) => {
-        const value = (k: number, absent?: bigint) => {
-          const result = results[i * 5 + k];
-          if (result?.ok) return BigInt(result.value as Hex);
-          // A synchronous vault has no reservedAssets(): it holds nothing for others.
-          if (absent !== undefined) return absent;
-          throw new Error(
-            `reading vault ${vault} at block ${at.number} failed: ${result?.error.message}`,
-          );
-        };
-        onchain.set(vault, {
-          balance: value(0),
-          reserved: value(1, 0n),
-          totalSupply: value(2),
-          apyBps: value(3),
-          lastAccrual: value(4),
+      let next = 0;
+      for (const { vault, calls } of reads) {
+        const values = calls.map(() => {
+          const result = results[next++];
+          if (!result?.ok) {
+            throw new Error(
+              `reading vault ${checksummed(vault)} at block ${at.number} failed: ${result?.error.message}`,
+            );
+          }
+          return BigInt(result.value as Hex);
         });
-      });
+        const [balance, totalSupply, apyBps, lastAccrual, reserved = 0n] = values as [
+          bigint,
+          bigint,
+          bigint,
+          bigint,
+          bigint?,
+        ];
+        onchain.set(vault, { balance, reserved, totalSupply, apyBps, lastAccrual });
+      }
       const insert = db.prepare(
         `INSERT INTO vault_corrections (block_number, vault, balance, reserved, total_supply, apy_bps, last_accrual)
          VALUES (?, ?, ?, ?, ?, ?, ?)
