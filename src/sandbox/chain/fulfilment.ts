@@ -1,6 +1,7 @@
 import { type Address, getAddress, parseEventLogs } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import type { Indexer } from '../indexer/indexer.ts';
+import { statement } from '../indexer/statements.ts';
 import type { Store } from '../store/index.ts';
 import { ConfigurableVault } from './contracts/artifacts.ts';
 import type { ChainLogger } from './local-chain.ts';
@@ -42,19 +43,28 @@ export function createFulfiller(options: FulfillerOptions) {
   let working: Promise<void> = Promise.resolve();
   let pausedUntil = 0;
 
-  const dueRequests = index.db.prepare(
-    `SELECT t.vault, t.request_id FROM transactions t JOIN vaults v ON v.address = t.vault
+  // Prepared per database by statement(), and read through index.read(): a failed index.db is
+  // replaced by a rebuilt one, whose statements are its own.
+  const dueRequests = () =>
+    statement(
+      index.db,
+      `SELECT t.vault, t.request_id FROM transactions t JOIN vaults v ON v.address = t.vault
      WHERE t.status = 'pending' AND t.type IN ('deposit_request', 'redeem_request')
        AND v.fulfillment_delay IS NOT NULL AND t.timestamp + v.fulfillment_delay <= ?
      ORDER BY t.block_number, t.log_index`,
-  );
-  const claimable = index.db.prepare(
-    `SELECT user_address, vault, claimable_deposit, claimable_redeem FROM positions
+    );
+  const claimable = () =>
+    statement(
+      index.db,
+      `SELECT user_address, vault, claimable_deposit, claimable_redeem FROM positions
      WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'`,
-  );
+    );
 
   async function fulfilDue(): Promise<void> {
-    const due = dueRequests.all(clock.nowSeconds()) as Array<{ vault: string; request_id: string }>;
+    const due = index.read(() => dueRequests().all(clock.nowSeconds())) as Array<{
+      vault: string;
+      request_id: string;
+    }>;
     const byVault = new Map<string, bigint[]>();
     for (const row of due) {
       const ids = byVault.get(row.vault) ?? [];
@@ -91,7 +101,7 @@ export function createFulfiller(options: FulfillerOptions) {
   }
 
   async function claimForAgents(): Promise<void> {
-    const rows = claimable.all() as Array<{
+    const rows = index.read(() => claimable().all()) as Array<{
       user_address: string;
       vault: string;
       claimable_deposit: string;

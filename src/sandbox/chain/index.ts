@@ -174,7 +174,11 @@ async function startOwnChain(
   });
   try {
     const { publicClient } = createChainClients(local.rpcUrl, CHAIN_ID, CHAIN_NAME);
-    index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0);
+    index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0, {
+      // Only blocks already in sandbox.db's chain log: then the index never holds a block
+      // that sandbox.db does not, unless sandbox.db lost it.
+      head: () => local.producer.head().number,
+    });
     const indexed = index;
     const submitter: TxSubmitter = {
       async submit(submission) {
@@ -439,14 +443,9 @@ async function connectRemote(
   }
   const deployed = deployment;
   // Not a dev chain: blocks this deep are taken as final; a reorg above them is followed.
-  index = await openIndex(
-    options,
-    rpc,
-    chainId,
-    deployed,
-    dev ? 0 : REMOTE_FINALITY_DEPTH,
-    deployed.deployed_block ?? (await firstBlockWithCode(rpc, deployed.usdc)),
-  );
+  index = await openIndex(options, rpc, chainId, deployed, dev ? 0 : REMOTE_FINALITY_DEPTH, {
+    startBlock: deployed.deployed_block ?? (await firstBlockWithCode(rpc, deployed.usdc)),
+  });
   const indexed = index;
   const onboarder = createOnboarder({
     treasury,
@@ -509,26 +508,38 @@ const ACCRUE_GAS = 150_000n;
 const REMOTE_FINALITY_DEPTH = 12;
 const INDEX_FILE = 'index.db';
 
-/** Opens index.db, catches it up with the chain, and follows the chain from then on. */
+/**
+ * Opens index.db, catches it up with the chain, and follows the chain from then on. A damaged
+ * index.db is rebuilt from the chain.
+ */
 async function openIndex(
   options: ChainOptions,
   rpc: RpcClient,
   chainId: number,
   deployment: Deployment,
   finalityDepth: number,
-  startBlock?: number,
+  follow: {
+    startBlock?: number;
+    head?: () => number;
+  } = {},
 ): Promise<Indexer> {
+  const path = join(options.stateDir, INDEX_FILE);
   const index = createIndexer({
-    path: join(options.stateDir, INDEX_FILE),
+    path,
     rpc,
     chainId,
     deployment,
     finalityDepth,
-    ...(startBlock !== undefined && { startBlock: Math.max(1, startBlock) }),
+    ...(follow.startBlock !== undefined && { startBlock: Math.max(1, follow.startBlock) }),
+    ...(follow.head && { head: follow.head }),
     log: options.log,
   });
   try {
-    await index.syncTo();
+    await index.syncTo().catch(async (error: unknown) => {
+      // Damage that quick_check did not see, found by the first write to the file.
+      if (index.failure() === undefined) throw error;
+      await index.rebuild();
+    });
   } catch (error) {
     await index.close();
     throw error;

@@ -3,6 +3,7 @@ import { type Address, getAddress, type Hash, type Hex, pad, toEventSelector } f
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
+import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
 import {
   type BlockChanges,
   createProjection,
@@ -10,7 +11,7 @@ import {
   type FailedCall,
   type RawLog,
 } from './projection.ts';
-import { DERIVED_TABLES, openIndexDatabase } from './schema.ts';
+import { DERIVED_TABLES, openIndexDatabase, removeIndexFiles } from './schema.ts';
 
 export interface IndexerOptions {
   /** index.db in the state dir. */
@@ -26,7 +27,13 @@ export interface IndexerOptions {
    * block 0 that is not the parent of its block 1.
    */
   startBlock?: number;
-  log: { warn(message: string): void };
+  /**
+   * The block the background poll indexes up to. Default: the chain's head less the
+   * finality depth. The sandbox's own chain gives the head of its chain log: a block is
+   * indexed only once it is in sandbox.db, so the index never holds a block sandbox.db does not.
+   */
+  head?: () => number;
+  log: { warn(message: string): void; error(message: string): void };
 }
 
 /** At most this many blocks are read and committed at once. */
@@ -35,6 +42,8 @@ const MAX_BLOCKS_PER_STEP = 500;
 const WAIT_SAMPLES = 1024;
 /** How often the chain's head is looked at, for activity that did not come through us. */
 export const INDEX_POLL_MS = 200;
+/** The longest pause between two tries of a poll that keeps failing. */
+const INDEX_RETRY_MAX_MS = 2000;
 /** A range that reads inconsistently (the chain moved while it was read) is read again… */
 const REREADS = 3;
 /** …after this pause, and then the sync fails and the poll tries again later. */
@@ -111,14 +120,15 @@ export function createIndexer(options: IndexerOptions) {
   const watched = [...vaults.keys(), usdc, registry] as Address[];
   const vaultTopics = new Set([...vaults.keys()].map((vault) => pad(vault as Hex).toLowerCase()));
   const identity = JSON.stringify({ chainId: options.chainId, contracts: watched });
-  const db: DatabaseSync = openIndexDatabase(options.path, identity);
-  const projection = createProjection(db, {
+  const projectionConfig = {
     usdc,
     registry,
     vaults: new Map(
       [...vaults].map(([address, id]) => [address, { async: VAULT_CONFIG[id].async }]),
     ),
-  });
+  };
+  let db: DatabaseSync = openIndexDatabase(options.path, identity, options.log.warn);
+  let projection = createProjection(db, projectionConfig);
   const finality = options.finalityDepth ?? 0;
   // On a dev chain, blocks are read whole and events come from receipts (see step()).
   const fromReceipts = finality === 0;
@@ -143,7 +153,7 @@ export function createIndexer(options: IndexerOptions) {
   const waits: number[] = [];
   let waitCount = 0;
 
-  const statements = {
+  const prepare = (db: DatabaseSync) => ({
     checkpoint: db.prepare(
       'SELECT number, hash, timestamp FROM blocks ORDER BY number DESC LIMIT 1',
     ),
@@ -159,7 +169,74 @@ export function createIndexer(options: IndexerOptions) {
       `INSERT INTO failed_calls (block_number, tx_index, tx_hash, from_address, to_address, input)
        VALUES (?, ?, ?, ?, ?, ?)`,
     ),
-  };
+  });
+  let statements = prepare(db);
+
+  /**
+   * Set once index.db has failed (a damaged page, a disk that no longer takes it): reads then
+   * answer IndexUnavailableError, never what the file says, until the file has been started
+   * afresh (`reopened`) and the chain indexed into it again.
+   */
+  let failure: { reason: string; reopened: boolean } | undefined;
+
+  function fail(error: unknown): string {
+    const reason = `index.db failed (${(error as Error).message})`;
+    if (!failure) {
+      options.log.error(
+        `${reason}: the data API answers 503 (INDEX_UNAVAILABLE) while it is rebuilt from the chain`,
+      );
+    }
+    failure = { reason, reopened: false };
+    // Every answer kept for the last version (the /v1 and GraphQL caches) is dropped.
+    version++;
+    return reason;
+  }
+
+  /** Deletes index.db and opens it empty: every block is indexed into it again. */
+  function reopen(): void {
+    try {
+      db.close();
+    } catch {
+      // A failed file may not close cleanly; it is deleted next.
+    }
+    removeIndexFiles(options.path);
+    db = openIndexDatabase(options.path, identity, options.log.warn);
+    projection = createProjection(db, projectionConfig);
+    statements = prepare(db);
+    lastCheckpoint = undefined;
+  }
+
+  /**
+   * Rebuilds a failed index.db from the chain, in the background poll. Its subscribers hear
+   * nothing of the blocks indexed again, and one reorg-like commit (every vault changed) once
+   * it answers again.
+   */
+  async function rebuild(): Promise<void> {
+    await serially(async () => {
+      if (closed || !failure || failure.reopened) return;
+      reopen();
+      failure.reopened = true;
+    });
+    await syncTo();
+    if (closed || !failure?.reopened) return;
+    failure = undefined;
+    version++;
+    committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+    options.log.warn(
+      `index.db was rebuilt from the chain (up to block ${checkpoint()?.number ?? 0}); the data API answers from it again`,
+    );
+  }
+
+  /** Runs a read of index.db: its file's failure is IndexUnavailableError, and starts a rebuild. */
+  function read<T>(work: () => T): T {
+    if (failure) throw new IndexUnavailableError(failure.reason);
+    try {
+      return work();
+    } catch (error) {
+      if (!isIndexFileFailure(error)) throw error;
+      throw new IndexUnavailableError(fail(error));
+    }
+  }
 
   /** The last indexed block as of `version` (every read asks for it: the index's time). */
   let lastCheckpoint: { version: number; block: Checkpoint | undefined } | undefined;
@@ -325,12 +402,21 @@ export function createIndexer(options: IndexerOptions) {
       rederive();
       db.exec('COMMIT');
       version++;
-      committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+      if (!failure) committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
     } catch (error) {
-      db.exec('ROLLBACK');
+      rollBackQuietly();
       projection.reset();
       lastCheckpoint = undefined;
       throw error;
+    }
+  }
+
+  /** Ends the open transaction; on a failed file SQLite may have ended it already. */
+  function rollBackQuietly(): void {
+    try {
+      db.exec('ROLLBACK');
+    } catch {
+      // No transaction left to roll back: the error that brought us here is what matters.
     }
   }
 
@@ -500,9 +586,10 @@ export function createIndexer(options: IndexerOptions) {
       }
       db.exec('COMMIT');
       version++;
-      committed(changes);
+      // A rebuild indexes old blocks again: nothing in them is news to a subscriber.
+      if (!failure) committed(changes);
     } catch (error) {
-      db.exec('ROLLBACK');
+      rollBackQuietly();
       // The cached vault states (and the last block) may hold what was rolled back.
       projection.reset();
       lastCheckpoint = undefined;
@@ -515,10 +602,16 @@ export function createIndexer(options: IndexerOptions) {
   function syncTo(target?: number): Promise<void> {
     return serially(async () => {
       if (closed) return;
-      const goal = target ?? (await latestBlock()) - finality;
+      const goal = target ?? (options.head ? options.head() : (await latestBlock()) - finality);
       // One committed step at a time, until the goal; never a busy loop.
       for (let rereads = 0; !closed; ) {
-        const outcome = await step(goal);
+        let outcome: StepOutcome;
+        try {
+          outcome = await step(goal);
+        } catch (error) {
+          if (isIndexFileFailure(error)) fail(error);
+          throw error;
+        }
         if (outcome === 'done') return;
         if (outcome === 'more') {
           rereads = 0;
@@ -535,14 +628,25 @@ export function createIndexer(options: IndexerOptions) {
   }
 
   return {
-    db,
+    /** index.db, for reads; run them through read(). Throws IndexUnavailableError while it has failed. */
+    get db(): DatabaseSync {
+      if (failure) throw new IndexUnavailableError(failure.reason);
+      return db;
+    },
+    read,
+    /** Why the index cannot answer (it failed and is being rebuilt), or undefined when it can. */
+    failure: (): string | undefined => failure?.reason,
     vaults,
     syncTo,
+    /** Rebuilds index.db from the chain now, if it has failed (the poll does it otherwise). */
+    rebuild,
     /**
      * Indexes up to `block` for a write about to be answered, and keeps how long that took
      * (waiting behind a poll included).
      */
     async syncForWrite(block?: number): Promise<void> {
+      // A failed index is rebuilt in the background; a write does not wait for that.
+      if (failure) return;
       const started = performance.now();
       try {
         await syncTo(block);
@@ -573,17 +677,40 @@ export function createIndexer(options: IndexerOptions) {
     },
     /** A value that changes whenever the index commits anything. */
     version: () => version,
-    /** The last indexed block. */
-    checkpoint,
+    /** The last indexed block; undefined while the index has failed. */
+    checkpoint(): Checkpoint | undefined {
+      if (failure) return undefined;
+      try {
+        return checkpoint();
+      } catch (error) {
+        if (!isIndexFileFailure(error)) throw error;
+        fail(error);
+        return undefined;
+      }
+    },
     /** Follows the chain in the background. */
     start(): void {
+      let failures = 0;
       const tick = () => {
+        // After failures the poll backs off, so that one that lasts is not retried (and
+        // logged) five times a second for ever.
+        const delay = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
         timer = setTimeout(() => {
-          syncTo().then(tick, (error: unknown) => {
-            options.log.warn(`indexing failed: ${(error as Error).message}; trying again`);
-            tick();
-          });
-        }, INDEX_POLL_MS);
+          (failure ? rebuild() : syncTo()).then(
+            () => {
+              failures = 0;
+              tick();
+            },
+            (error: unknown) => {
+              failures = Math.min(failures + 1, 16);
+              const next = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
+              options.log.warn(
+                `${failure ? 'rebuilding index.db' : 'indexing'} failed: ${(error as Error).message}; trying again in ${next / 1000} s`,
+              );
+              tick();
+            },
+          );
+        }, delay);
         timer.unref();
       };
       tick();
@@ -593,7 +720,11 @@ export function createIndexer(options: IndexerOptions) {
       closed = true;
       clearTimeout(timer);
       await running;
-      db.close();
+      try {
+        db.close();
+      } catch {
+        // Closed already by a rebuild that could not finish.
+      }
     },
   };
 }
