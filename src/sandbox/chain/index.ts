@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
+import type { Chain, Hash, PublicClient, TransactionReceipt, Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses, VAULT_IDS } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
@@ -178,6 +178,7 @@ async function startOwnChain(
       // Only blocks already in sandbox.db's chain log: then the index never holds a block
       // that sandbox.db does not, unless sandbox.db lost it.
       head: () => local.producer.head().number,
+      witnessFor: local.producer.head(),
     });
     const indexed = index;
     const submitter: TxSubmitter = {
@@ -510,7 +511,9 @@ const INDEX_FILE = 'index.db';
 
 /**
  * Opens index.db, catches it up with the chain, and follows the chain from then on. A damaged
- * index.db is rebuilt from the chain.
+ * index.db is rebuilt from the chain. With `witnessFor` (the head of the chain rebuilt from
+ * sandbox.db), an index that holds what that chain does not is refused: sandbox.db has lost
+ * acknowledged writes.
  */
 async function openIndex(
   options: ChainOptions,
@@ -521,6 +524,7 @@ async function openIndex(
   follow: {
     startBlock?: number;
     head?: () => number;
+    witnessFor?: { number: number; hash: Hash };
   } = {},
 ): Promise<Indexer> {
   const path = join(options.stateDir, INDEX_FILE);
@@ -535,6 +539,10 @@ async function openIndex(
     log: options.log,
   });
   try {
+    if (follow.witnessFor) {
+      const missing = await index.missingFrom(follow.witnessFor);
+      if (missing) throw lostWritesError(options.stateDir, follow.witnessFor.number, missing);
+    }
     await index.syncTo().catch(async (error: unknown) => {
       // Damage that quick_check did not see, found by the first write to the file.
       if (index.failure() === undefined) throw error;
@@ -546,6 +554,33 @@ async function openIndex(
   }
   index.start();
   return index;
+}
+
+/**
+ * The refusal when index.db holds blocks or transactions that the chain rebuilt from
+ * sandbox.db does not: writes that were acknowledged (so in sandbox.db's write-ahead log,
+ * sandbox.db-wal) are gone from it. Starting anyway would serve a chain without them, and hand
+ * their agents' wallets to new agents.
+ */
+function lostWritesError(
+  stateDir: string,
+  chainHead: number,
+  missing: { indexedBlock: number; transactions: number },
+): StartupError {
+  const database = join(stateDir, 'sandbox.db');
+  const lost =
+    missing.indexedBlock > chainHead
+      ? `index.db has indexed blocks up to ${missing.indexedBlock}` +
+        (missing.transactions > 0
+          ? `, with ${missing.transactions} vault transaction(s) past it`
+          : '')
+      : `index.db holds ${missing.transactions} vault transaction(s) that its blocks no longer have`;
+  return new StartupError(
+    `${database} holds the chain up to block ${chainHead}, but ${lost}: writes that were acknowledged are missing from ${database}. ` +
+      `Was its write-ahead log ${database}-wal deleted or damaged after a crash, or an older copy of sandbox.db restored? ` +
+      'Restore the whole state directory from one backup; or, to go on without those writes, ' +
+      `delete ${join(stateDir, INDEX_FILE)} (it is rebuilt from the chain)`,
+  );
 }
 
 /**

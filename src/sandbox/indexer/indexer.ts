@@ -30,7 +30,8 @@ export interface IndexerOptions {
   /**
    * The block the background poll indexes up to. Default: the chain's head less the
    * finality depth. The sandbox's own chain gives the head of its chain log: a block is
-   * indexed only once it is in sandbox.db, so the index never holds a block sandbox.db does not.
+   * indexed only once it is in sandbox.db, so that the index, kept beside it, can tell when
+   * sandbox.db has lost blocks (see missingFrom).
    */
   head?: () => number;
   log: { warn(message: string): void; error(message: string): void };
@@ -598,6 +599,66 @@ export function createIndexer(options: IndexerOptions) {
     return to < target ? 'more' : 'done';
   }
 
+  /**
+   * What index.db holds that the chain, whose head is `head`, does not: the index is a witness
+   * kept beside sandbox.db. Blocks past the chain's head are missing from it; so are the
+   * transactions the index saw in blocks that the chain now has with other hashes, when the
+   * chain's blocks of the same numbers lack them (a chain rebuilt after cheat methods keeps
+   * every transaction under new hashes: it misses nothing). Undefined when nothing is missing.
+   */
+  async function missingFrom(head: {
+    number: number;
+    hash: Hash;
+  }): Promise<{ indexedBlock: number; transactions: number } | undefined> {
+    try {
+      return await compareWith(head);
+    } catch (error) {
+      // A damaged index is no witness: it is rebuilt.
+      if (!isIndexFileFailure(error)) throw error;
+      fail(error);
+      return undefined;
+    }
+  }
+
+  async function compareWith(head: {
+    number: number;
+    hash: Hash;
+  }): Promise<{ indexedBlock: number; transactions: number } | undefined> {
+    const at = checkpoint();
+    if (!at) return undefined;
+    const seen = db.prepare(
+      `SELECT block_number, tx_hash FROM logs WHERE block_number > ?
+       UNION SELECT block_number, tx_hash FROM failed_calls WHERE block_number > ?`,
+    );
+    const witnessed = (above: number) =>
+      seen.all(above, above) as Array<{ block_number: number; tx_hash: Hash }>;
+    if (at.number > head.number) {
+      const transactions = new Set(witnessed(head.number).map((row) => row.tx_hash)).size;
+      return { indexedBlock: at.number, transactions };
+    }
+    const [onChain] = at.number === head.number ? [head] : await headers(at.number, at.number);
+    if (onChain?.hash === at.hash) return undefined;
+    const ancestor = await commonAncestor(at.number);
+    const rows = witnessed(ancestor);
+    const numbers = [...new Set(rows.map((row) => Number(row.block_number)))];
+    const blocks = await rpc.batch(
+      numbers.map((n) => ({ method: 'eth_getBlockByNumber', params: [toQuantity(n), false] })),
+    );
+    const txsAt = new Map(
+      numbers.map((n, i) => {
+        const block = blocks[i];
+        if (!block?.ok) throw block?.error ?? new Error(`block ${n} is not available`);
+        return [n, new Set(((block.value as RpcBlock | null)?.transactions ?? []) as Hash[])];
+      }),
+    );
+    const lost = new Set(
+      rows
+        .filter((row) => !txsAt.get(Number(row.block_number))?.has(row.tx_hash))
+        .map((row) => row.tx_hash),
+    );
+    return lost.size > 0 ? { indexedBlock: at.number, transactions: lost.size } : undefined;
+  }
+
   /** Indexes up to `target` (default: the chain's head, less the finality depth). */
   function syncTo(target?: number): Promise<void> {
     return serially(async () => {
@@ -640,6 +701,7 @@ export function createIndexer(options: IndexerOptions) {
     syncTo,
     /** Rebuilds index.db from the chain now, if it has failed (the poll does it otherwise). */
     rebuild,
+    missingFrom,
     /**
      * Indexes up to `block` for a write about to be answered, and keeps how long that took
      * (waiting behind a poll included).
