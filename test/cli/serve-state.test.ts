@@ -508,9 +508,14 @@ describe('acknowledged writes lost from sandbox.db', () => {
 
   it('are noticed when sandbox.db-wal is deleted: index.db witnesses them, and serve refuses to start, naming it', async () => {
     await killedAfterWrites();
+    const indexed = new DatabaseSync(join(state, 'index.db'), { readOnly: true });
+    const { top } = indexed.prepare('SELECT MAX(number) AS top FROM blocks').get() as {
+      top: number;
+    };
+    indexed.close();
     const wal = join(state, 'sandbox.db-wal');
     rmSync(wal);
-    const result = await serveFailure(['--port', '0', '--state', state]);
+    let result = await serveFailure(['--port', '0', '--state', state]);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(
       /index\.db has indexed blocks up to \d+, with 3 vault transaction/,
@@ -518,12 +523,35 @@ describe('acknowledged writes lost from sandbox.db', () => {
     expect(result.stderr).toContain(`${wal} deleted or damaged after a crash`);
 
     // The way on that the refusal names: without index.db, serve starts on the chain it has.
+    const aside = join(dir, 'index-aside');
+    mkdirSync(aside);
     for (const suffix of ['', '-wal', '-shm']) {
-      rmSync(join(state, `index.db${suffix}`), { force: true });
+      const file = join(state, `index.db${suffix}`);
+      if (existsSync(file)) copyFileSync(file, join(aside, `index.db${suffix}`));
+      rmSync(file, { force: true });
     }
     const third = await serve();
-    await registerOver(third.url);
-  });
+    // Once that chain has grown past the old index's height (the same numbers, other blocks),
+    // the old index still witnesses the loss: by the transactions its blocks lack.
+    const { chain } = await reader(third.url);
+    while (Number(await chain.getBlockNumber()) < Number(top)) {
+      const advanced = await call(third.url, 'POST', '/sandbox/clock/advance', { seconds: 60 });
+      expect(advanced.status).toBe(200);
+    }
+    await stop(third);
+    for (const suffix of ['', '-wal', '-shm']) {
+      rmSync(join(state, `index.db${suffix}`), { force: true });
+      const kept = join(aside, `index.db${suffix}`);
+      if (existsSync(kept)) copyFileSync(kept, join(state, `index.db${suffix}`));
+    }
+    result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'index.db holds 3 vault transaction(s) that its blocks no longer have',
+    );
+    expect(result.stderr).toContain(`${wal} deleted or damaged`);
+    // Serves and refusals one after another: a generous deadline on a loaded machine.
+  }, 90_000);
 
   it('are noticed when sandbox.db-wal is damaged (64 bytes flipped), and serve refuses to start, naming it', async () => {
     await killedAfterWrites();
@@ -538,45 +566,6 @@ describe('acknowledged writes lost from sandbox.db', () => {
     expect(result.stderr).toMatch(/index\.db has indexed blocks up to \d+/);
     expect(result.stderr).toContain(`${wal} deleted or damaged after a crash`);
   });
-
-  it('are noticed when the chain has since grown past them: the index holds transactions its blocks lack', async () => {
-    await killedAfterWrites();
-    const indexed = new DatabaseSync(join(state, 'index.db'), { readOnly: true });
-    const { top } = indexed.prepare('SELECT MAX(number) AS top FROM blocks').get() as {
-      top: number;
-    };
-    indexed.close();
-    // The index is kept aside while the WAL is lost and the chain, rebuilt without those
-    // writes, is carried past its height by others: the same numbers, other blocks.
-    const aside = join(dir, 'index-aside');
-    mkdirSync(aside);
-    for (const suffix of ['', '-wal', '-shm']) {
-      const file = join(state, `index.db${suffix}`);
-      if (existsSync(file)) copyFileSync(file, join(aside, `index.db${suffix}`));
-      rmSync(file, { force: true });
-    }
-    rmSync(join(state, 'sandbox.db-wal'));
-    const third = await serve();
-    const { chain } = await reader(third.url);
-    while (Number(await chain.getBlockNumber()) < Number(top)) {
-      expect(
-        (await call(third.url, 'POST', '/sandbox/clock/advance', { seconds: 60 })).status,
-      ).toBe(200);
-    }
-    await stop(third);
-    for (const suffix of ['', '-wal', '-shm']) {
-      rmSync(join(state, `index.db${suffix}`), { force: true });
-      const kept = join(aside, `index.db${suffix}`);
-      if (existsSync(kept)) copyFileSync(kept, join(state, `index.db${suffix}`));
-    }
-    const result = await serveFailure(['--port', '0', '--state', state]);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain(
-      'index.db holds 3 vault transaction(s) that its blocks no longer have',
-    );
-    expect(result.stderr).toContain(`${join(state, 'sandbox.db-wal')} deleted or damaged`);
-    // Four serves, one after another: a generous deadline on a loaded machine.
-  }, 90_000);
 
   it('never hand a new agent a wallet that has history on the chain', async () => {
     // Behind --rpc-url the chain outlives sandbox.db: the lost agent's wallet keeps its
