@@ -94,7 +94,7 @@ export async function registerAgent(
   store: Store,
   clock: SandboxClock,
   request: z.output<typeof RegisterRequest>,
-  agentWalletAt: (index: number) => Address,
+  wallets: { reserve(): Promise<number>; addressAt(index: number): Address },
   onboarder: Pick<Onboarder, 'add'>,
   signerOf: SignerPool['signerOf'],
 ) {
@@ -118,6 +118,7 @@ export async function registerAgent(
 
   const apiKey = newApiKey();
   const agentId = randomUUID();
+  const reserved = await wallets.reserve();
   const queued = await store.commitSoon(() => {
     const now = clock.nowMs();
     // Checked again inside the commit: another request may have won the race since the reads above.
@@ -128,8 +129,8 @@ export async function registerAgent(
     if (store.agents.findByWallet(wallet)) {
       throw alreadyRegistered(wallet);
     }
-    const walletIndex = store.takeWalletIndex();
-    const agentAddress = agentWalletAt(walletIndex);
+    const walletIndex = store.takeWalletIndex(reserved);
+    const agentAddress = wallets.addressAt(walletIndex);
     store.agents.insert(
       {
         agent_id: agentId,

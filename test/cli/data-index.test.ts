@@ -1,4 +1,13 @@
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { describe, expect, it } from 'vitest';
@@ -77,6 +86,129 @@ describe('index.db', () => {
     writeFileSync(join(state, 'index.db'), 'not a database'.repeat(500));
     const repaired = await serve(['--state', state]);
     expect(await bodies(repaired.url, wallet)).toEqual(before);
+  });
+});
+
+/**
+ * Damages the root pages of `tables` in index.db, where they really are: the write-ahead log
+ * is checkpointed into the file first (a running serve may hold it open), and each root page
+ * is then overwritten with bytes that are no b-tree page. A running serve reads the file's
+ * pages again once the log has changed: a write by another connection does that.
+ */
+function damageRootPages(path: string, tables: string[]): void {
+  const db = new DatabaseSync(path, { timeout: 5000 });
+  for (;;) {
+    const done = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number };
+    if (done.busy === 0) break;
+  }
+  const { page_size: pageSize } = db.prepare('PRAGMA page_size').get() as { page_size: number };
+  const roots = tables.map(
+    (name) =>
+      (
+        db.prepare('SELECT rootpage FROM sqlite_schema WHERE name = ?').get(name) as {
+          rootpage: number;
+        }
+      ).rootpage,
+  );
+  const file = openSync(path, 'r+');
+  for (const root of roots) {
+    writeSync(file, Buffer.alloc(pageSize, 0xa5), 0, pageSize, (Number(root) - 1) * pageSize);
+  }
+  closeSync(file);
+  db.exec("UPDATE index_meta SET value = value WHERE key = 'format'");
+  db.close();
+}
+
+const transactionsOf = (url: string, wallet: string) =>
+  fetch(`${url}/v1/users/${wallet}/transactions`);
+
+describe('a damaged index.db', () => {
+  it('answers 503 INDEX_UNAVAILABLE while running, never a stale or empty list, says so in /health, and is rebuilt', async () => {
+    const state = join(serves.dir(), 'state');
+    const sandbox = await serve(['--state', state]);
+    const { apiKey } = await registerOver(sandbox.url);
+    const wallet = (await request(sandbox.url, 'GET', '/api/v1/agent/wallet', undefined, apiKey))
+      .body.agent_address as string;
+    const deposit = (amount_usdc: number) =>
+      request(
+        sandbox.url,
+        'POST',
+        '/api/v1/agent/vault/deposit',
+        { vault_id: 'moderate', amount_usdc },
+        apiKey,
+      );
+    expect((await deposit(5)).status).toBe(200);
+    expect((await getJson(`${sandbox.url}/v1/users/${wallet}/transactions`)).total).toBe(1);
+
+    const index = join(state, 'index.db');
+    damageRootPages(index, ['transactions', 'positions']);
+    // The rebuild starts by deleting index.db and its companions: a directory where its
+    // write-ahead log was holds the rebuild back, so that the failed state can be looked at.
+    rmSync(`${index}-wal`, { force: true });
+    mkdirSync(`${index}-wal`);
+
+    // The first read of a damaged table finds the damage: 503, not 500 or an empty list.
+    const stats = await fetch(`${sandbox.url}/v1/protocol/stats`);
+    expect(stats.status).toBe(503);
+    expect(stats.headers.get('retry-after')).toBe('1');
+    expect(((await stats.json()) as { error: { code: string } }).error.code).toBe(
+      'INDEX_UNAVAILABLE',
+    );
+    // A write is still answered (it is on the chain), and not shown as if it were not.
+    expect((await deposit(2)).status).toBe(200);
+    for (const path of [
+      `/v1/users/${wallet}/transactions`,
+      `/v1/users/${wallet}/positions`,
+      '/v1/vaults',
+    ]) {
+      const answer = await fetch(`${sandbox.url}${path}`);
+      expect(answer.status).toBe(503);
+      expect(((await answer.json()) as { error: { code: string } }).error.code).toBe(
+        'INDEX_UNAVAILABLE',
+      );
+    }
+    const graphql = await fetch(`${sandbox.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: `{ userPositions(address: "${wallet}") { shares } }` }),
+    });
+    expect(graphql.status).toBe(503);
+    const graphqlBody = (await graphql.json()) as {
+      errors: Array<{ extensions: { code: string } }>;
+    };
+    expect(graphqlBody.errors[0]?.extensions.code).toBe('INDEX_UNAVAILABLE');
+    const health = await getJson(`${sandbox.url}/health`);
+    expect(health.status).toBe('degraded');
+    expect(health.rpc_connected).toBe(true);
+    expect(health.reason).toMatch(/^index\.db failed \(database disk image is malformed\)/);
+
+    // Once the rebuild may delete the file, it does, indexes the chain again, and the writes
+    // made meanwhile are there.
+    rmdirSync(`${index}-wal`);
+    let answer = await transactionsOf(sandbox.url, wallet);
+    while (answer.status === 503) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      answer = await transactionsOf(sandbox.url, wallet);
+    }
+    expect(answer.status).toBe(200);
+    expect(((await answer.json()) as { total: number }).total).toBe(2);
+    expect((await getJson(`${sandbox.url}/health`)).status).toBe('ok');
+    expect((await fetch(`${sandbox.url}/v1/protocol/stats`)).status).toBe(200);
+    expect(sandbox.stderr()).toContain('index.db was rebuilt from the chain');
+  });
+
+  it('is rebuilt at start rather than refused, when its root pages are damaged', async () => {
+    const state = join(serves.dir(), 'state');
+    const first = await serve(['--state', state]);
+    const wallet = await agentWithDeposits(first.url, [['moderate', 7]]);
+    const before = await bodies(first.url, wallet);
+    await stop(first);
+
+    const index = join(state, 'index.db');
+    damageRootPages(index, ['transactions', 'positions']);
+    const second = await serve(['--state', state]);
+    expect(await bodies(second.url, wallet)).toEqual(before);
+    expect(second.stderr()).toContain(`${index} is damaged (PRAGMA quick_check:`);
   });
 });
 

@@ -2,6 +2,7 @@ import {
   chmodSync,
   copyFileSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -16,7 +17,7 @@ import { type Address, createPublicClient, type Hash, http, parseEther } from 'v
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SandboxInfo } from '../../src/api/schemas/index.ts';
-import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
+import { anvilsStartedFor, startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { GENESIS_KEYS } from '../../src/sandbox/chain/wallets.ts';
 import {
@@ -49,9 +50,19 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function serve(env: NodeJS.ProcessEnv = {}) {
+async function serve(env: NodeJS.ProcessEnv = {}, args: string[] = []) {
   const started = await startServe(
-    ['--state', state, '--admin-token', TOKEN, '--log-level', 'warn', '--rate-limit', 'off'],
+    [
+      '--state',
+      state,
+      '--admin-token',
+      TOKEN,
+      '--log-level',
+      'warn',
+      '--rate-limit',
+      'off',
+      ...args,
+    ],
     env,
   );
   running.push(started);
@@ -475,5 +486,109 @@ describe('state that cannot silently diverge', () => {
     expect(isAlive(anvilPid as number)).toBe(true);
     await serve();
     expect(isAlive(anvilPid as number)).toBe(false);
+  });
+});
+
+describe('acknowledged writes lost from sandbox.db', () => {
+  /** A sandbox stopped cleanly once (its WAL folded into sandbox.db), then killed after writes. */
+  async function killedAfterWrites(args: string[] = []) {
+    const first = await serve({}, args);
+    await registerOver(first.url);
+    await stop(first);
+    const second = await serve({}, args);
+    const { apiKey } = await registerOver(second.url);
+    const wallet = (await call(second.url, 'GET', '/api/v1/agent/wallet', undefined, apiKey)).body
+      .agent_address as string;
+    for (let i = 0; i < 3; i++) expect((await deposit(second.url, apiKey, 1)).status).toBe(200);
+    await stop(second, 'SIGKILL');
+    // Every write since the clean stop is in the write-ahead log alone.
+    expect(statSync(join(state, 'sandbox.db-wal')).size).toBeGreaterThan(0);
+    return wallet;
+  }
+
+  it('are noticed when sandbox.db-wal is deleted: index.db witnesses them, and serve refuses to start, naming it', async () => {
+    await killedAfterWrites();
+    const indexed = new DatabaseSync(join(state, 'index.db'), { readOnly: true });
+    const { top } = indexed.prepare('SELECT MAX(number) AS top FROM blocks').get() as {
+      top: number;
+    };
+    indexed.close();
+    const wal = join(state, 'sandbox.db-wal');
+    rmSync(wal);
+    let result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(
+      /index\.db has indexed blocks up to \d+, with 3 vault transaction/,
+    );
+    expect(result.stderr).toContain(`${wal} deleted or damaged after a crash`);
+
+    // The way on that the refusal names: without index.db, serve starts on the chain it has.
+    const aside = join(dir, 'index-aside');
+    mkdirSync(aside);
+    for (const suffix of ['', '-wal', '-shm']) {
+      const file = join(state, `index.db${suffix}`);
+      if (existsSync(file)) copyFileSync(file, join(aside, `index.db${suffix}`));
+      rmSync(file, { force: true });
+    }
+    const third = await serve();
+    // Once that chain has grown past the old index's height (the same numbers, other blocks),
+    // the old index still witnesses the loss: by the transactions its blocks lack.
+    const { chain } = await reader(third.url);
+    while (Number(await chain.getBlockNumber()) < Number(top)) {
+      const advanced = await call(third.url, 'POST', '/sandbox/clock/advance', { seconds: 60 });
+      expect(advanced.status).toBe(200);
+    }
+    await stop(third);
+    for (const suffix of ['', '-wal', '-shm']) {
+      rmSync(join(state, `index.db${suffix}`), { force: true });
+      const kept = join(aside, `index.db${suffix}`);
+      if (existsSync(kept)) copyFileSync(kept, join(state, `index.db${suffix}`));
+    }
+    result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'index.db holds 3 vault transaction(s) that its blocks no longer have',
+    );
+    expect(result.stderr).toContain(`${wal} deleted or damaged`);
+    // Serves and refusals one after another: a generous deadline on a loaded machine.
+  }, 90_000);
+
+  it('are noticed when sandbox.db-wal is damaged (64 bytes flipped), and serve refuses to start, naming it', async () => {
+    await killedAfterWrites();
+    // SQLite drops every frame of the log from the first damaged one on.
+    const wal = join(state, 'sandbox.db-wal');
+    const bytes = readFileSync(wal);
+    const middle = Math.floor(bytes.length / 2);
+    for (let i = middle; i < middle + 64; i++) bytes[i] = (bytes[i] as number) ^ 0xff;
+    writeFileSync(wal, bytes);
+    const result = await serveFailure(['--port', '0', '--state', state]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/index\.db has indexed blocks up to \d+/);
+    expect(result.stderr).toContain(`${wal} deleted or damaged after a crash`);
+  });
+
+  it('never hand a new agent a wallet that has history on the chain', async () => {
+    // Behind --rpc-url the chain outlives sandbox.db: the lost agent's wallet keeps its
+    // funds and deposits there.
+    const node = await startAnvil({ stateDir: dir });
+    try {
+      const args = ['--rpc-url', node.rpcUrl];
+      const lost = await killedAfterWrites(args);
+      rmSync(join(state, 'sandbox.db-wal'));
+      const sandbox = await serve({}, args);
+      const { apiKey } = await registerOver(sandbox.url);
+      // Answered once the new agent is funded: never, were it given the lost agent's
+      // wallet (the onboarding contract refuses an address twice).
+      const answer = await call(sandbox.url, 'GET', '/api/v1/agent/wallet', undefined, apiKey);
+      expect(answer.status).toBe(200);
+      const wallet = answer.body.agent_address as string;
+      expect(wallet).toMatch(/^0x[0-9a-fA-F]{40}$/);
+      expect(wallet).not.toBe(lost);
+      expect(sandbox.stderr()).toContain(`(${lost}) has history on the chain`);
+      const positions = await fetch(`${sandbox.url}/v1/users/${wallet}/positions`);
+      expect(((await positions.json()) as { positions: unknown[] }).positions).toEqual([]);
+    } finally {
+      await node.stop();
+    }
   });
 });

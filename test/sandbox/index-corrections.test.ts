@@ -47,7 +47,7 @@ beforeAll(async () => {
     rpc,
     chainId: CHAIN_ID,
     deployment,
-    log: { warn: (message) => warnings.push(message) },
+    log: { warn: (message) => warnings.push(message), error: (message) => warnings.push(message) },
   });
   await index.syncTo();
 });

@@ -21,6 +21,7 @@ import {
   signedBody,
   type TestSandbox,
 } from '../helpers/sandbox.ts';
+import { rpcCall } from '../helpers/serve.ts';
 
 const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 
@@ -344,5 +345,23 @@ describe('registration field rules', () => {
   it('defaults agent_type to custom', async () => {
     const { account } = await registeredAgent(sandbox.app);
     expect(sandbox.store.agents.findByWallet(account.address)?.agent_type).toBe('custom');
+  });
+});
+
+describe('agent wallets', () => {
+  it('skips an HD wallet that already has history on the chain, and never hands it out', async () => {
+    const next = sandbox.store.nextWalletIndex();
+    const used = sandbox.chain.wallet(next).address;
+    // Someone gives the next wallet a balance over anvil's own JSON-RPC, before any agent has it.
+    await rpcCall(sandbox.chain.rpcUrl, 'anvil_setBalance', [used, '0xde0b6b3a7640000']);
+    const { account } = await registeredAgent(sandbox.app);
+    const agent = sandbox.store.agents.findByWallet(account.address.toLowerCase());
+    expect(agent?.wallet_index).toBe(next + 1);
+    expect(getAddress(agent?.agent_address as string)).toBe(sandbox.chain.wallet(next + 1).address);
+    // The skipped index stays skipped: the next agent gets the one after.
+    const { account: second } = await registeredAgent(sandbox.app);
+    expect(sandbox.store.agents.findByWallet(second.address.toLowerCase())?.wallet_index).toBe(
+      next + 2,
+    );
   });
 });

@@ -32,11 +32,13 @@ export const DATA_ERROR_CODES = {
   RATE_LIMITED: 429,
   INTERNAL_ERROR: 500,
   // Ours: a bad query parameter (named in details.parameter), an X-API-Key that is no key,
-  // an unknown strategy, a path that is not part of the data API.
+  // an unknown strategy, a path that is not part of the data API, and an index (index.db)
+  // that failed and is being rebuilt from the chain (retry shortly).
   INVALID_PARAMETER: 400,
   INVALID_API_KEY: 401,
   STRATEGY_NOT_FOUND: 404,
   NOT_FOUND: 404,
+  INDEX_UNAVAILABLE: 503,
 } as const;
 export type DataErrorCode = keyof typeof DATA_ERROR_CODES;
 

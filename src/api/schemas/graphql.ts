@@ -80,6 +80,7 @@ export const GRAPHQL_ERROR_CODES = [
   'UNAUTHENTICATED',
   'RATE_LIMITED',
   'INTERNAL_SERVER_ERROR',
+  'INDEX_UNAVAILABLE',
 ] as const;
 
 export const GraphqlError = z.looseObject({

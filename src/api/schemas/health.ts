@@ -6,5 +6,7 @@ export const Health = z.object({
   chain_id: z.number().int(),
   chain_name: z.string(),
   rpc_connected: z.boolean(),
+  /** Why status is "degraded"; absent when it is "ok". */
+  reason: z.string().optional(),
 });
 export type Health = z.infer<typeof Health>;

@@ -19,12 +19,10 @@ export function healthCommand(): Command {
         if (out.json) out.raw(response.text);
         else out.fields(response.data);
         // Scripts gate on the exit code: anything but a healthy answer fails them.
-        const { status, rpc_connected } = response.data;
+        const { status, rpc_connected, reason } = response.data;
         if (!HEALTHY.has(status.toLowerCase()) || rpc_connected === false) {
-          throw new CliError(
-            `the service is ${status}${rpc_connected === false ? ' (its chain RPC is not connected)' : ''}`,
-            EXIT.failure,
-          );
+          const why = reason ?? (rpc_connected === false ? 'its chain RPC is not connected' : '');
+          throw new CliError(`the service is ${status}${why ? ` (${why})` : ''}`, EXIT.failure);
         }
       }),
     );

@@ -1,6 +1,7 @@
 import { type Address, getAddress, parseEventLogs } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import type { Indexer } from '../indexer/indexer.ts';
+import { statement } from '../indexer/statements.ts';
 import type { Store } from '../store/index.ts';
 import { ConfigurableVault } from './contracts/artifacts.ts';
 import type { ChainLogger } from './local-chain.ts';
@@ -92,17 +93,30 @@ export function createFulfiller(options: FulfillerOptions) {
   let working: Promise<void> = Promise.resolve();
   let pausedUntil = 0;
 
-  const vaultDelays = index.db.prepare(
+  // Compiled per database by statement() and run through index.read(): a failed index.db is
+  // replaced by a rebuilt one, whose statements are its own.
+  const query =
+    (sql: string) =>
+    (method: 'all' | 'get', ...params: Array<string | number>) =>
+      index.read(() => statement(index.db, sql)[method](...params));
+  const vaultDelays = query(
     'SELECT address, fulfillment_delay FROM vaults WHERE fulfillment_delay IS NOT NULL',
   );
-  const dueRequests = index.db.prepare(DUE_REQUESTS_SQL);
-  const request = index.db.prepare(
+  const dueRequests = query(DUE_REQUESTS_SQL);
+  const request = query(
     `SELECT status, timestamp, user_address FROM transactions
      WHERE vault = ? AND request_id = ? AND type IN ('deposit_request', 'redeem_request')`,
   );
-  const indexedAfter = index.db.prepare(INDEXED_AFTER_SQL);
-  const position = index.db.prepare(
+  const indexedAfter = query(INDEXED_AFTER_SQL);
+  const position = query(
     'SELECT claimable_deposit, claimable_redeem FROM positions WHERE user_address = ? AND vault = ?',
+  );
+  const pendingRequests = query(
+    "SELECT vault, request_id, user_address, timestamp FROM transactions WHERE status = 'pending'",
+  );
+  const claimablePositions = query(
+    `SELECT user_address, vault FROM positions
+     WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'`,
   );
 
   /** The agents' requests not yet seen fulfilled, by `vault:id`. */
@@ -137,23 +151,14 @@ export function createFulfiller(options: FulfillerOptions) {
    */
   function seed(): void {
     seen = { block: index.checkpoint()?.number ?? 0, logIndex: Number.MAX_SAFE_INTEGER };
-    const pending = index.db
-      .prepare(
-        "SELECT vault, request_id, user_address, timestamp FROM transactions WHERE status = 'pending'",
-      )
-      .all() as Array<{
+    const pending = pendingRequests('all') as Array<{
       vault: string;
       request_id: string;
       user_address: string;
       timestamp: number;
     }>;
     for (const row of pending) if (agentOf(row.user_address)) follow(row);
-    const claimable = index.db
-      .prepare(
-        `SELECT user_address, vault FROM positions
-         WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'`,
-      )
-      .all() as Array<{ user_address: string; vault: string }>;
+    const claimable = claimablePositions('all') as Array<{ user_address: string; vault: string }>;
     for (const row of claimable) claimFor(row.user_address, row.vault);
   }
 
@@ -162,7 +167,7 @@ export function createFulfiller(options: FulfillerOptions) {
    * scanPerLook of them (the rest at the next look).
    */
   function takeNew(): void {
-    const rows = indexedAfter.all(seen.block, seen.logIndex, limits.scanPerLook) as Array<{
+    const rows = indexedAfter('all', seen.block, seen.logIndex, limits.scanPerLook) as Array<{
       block_number: number;
       log_index: number;
       vault: string;
@@ -186,7 +191,7 @@ export function createFulfiller(options: FulfillerOptions) {
     const ids: bigint[] = [];
     for (const [key, entry] of followed) {
       if (entry.vault !== vault || entry.requestedAt > dueBy) continue;
-      const row = request.get(vault, entry.requestId) as
+      const row = request('get', vault, entry.requestId) as
         | { status: string; timestamp: number; user_address: string }
         | undefined;
       if (row?.status === 'pending') {
@@ -202,7 +207,7 @@ export function createFulfiller(options: FulfillerOptions) {
 
   async function fulfilDue(): Promise<void> {
     const now = clock.nowSeconds();
-    const vaults = vaultDelays.all() as Array<{ address: string; fulfillment_delay: number }>;
+    const vaults = vaultDelays('all') as Array<{ address: string; fulfillment_delay: number }>;
     for (const { address: vault, fulfillment_delay: delay } of vaults) {
       const dueBy = now - Number(delay);
       const limit = FULFIL_BATCH * FULFIL_TXS_PER_LOOK;
@@ -246,7 +251,7 @@ export function createFulfiller(options: FulfillerOptions) {
   }
 
   function dueIds(vault: string, dueBy: number, limit: number): bigint[] {
-    return (dueRequests.all(vault, dueBy, limit) as Array<{ request_id: string }>).map((row) =>
+    return (dueRequests('all', vault, dueBy, limit) as Array<{ request_id: string }>).map((row) =>
       BigInt(row.request_id),
     );
   }
@@ -268,7 +273,7 @@ export function createFulfiller(options: FulfillerOptions) {
   }
 
   async function claimOne(claim: Claim): Promise<void> {
-    const row = position.get(claim.controller.toLowerCase(), claim.vault) as
+    const row = position('get', claim.controller.toLowerCase(), claim.vault) as
       | { claimable_deposit: string; claimable_redeem: string }
       | undefined;
     const vault = getAddress(claim.vault);

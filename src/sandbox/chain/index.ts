@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
+import type { Chain, Hash, PublicClient, TransactionReceipt, Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses, VAULT_IDS } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
@@ -183,7 +183,12 @@ async function startOwnChain(
   });
   try {
     const { publicClient } = createChainClients(local.rpcUrl, CHAIN_ID, CHAIN_NAME);
-    index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0);
+    index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0, {
+      // Only blocks already in sandbox.db's chain log: then the index never holds a block
+      // that sandbox.db does not, unless sandbox.db lost it.
+      head: () => local.producer.head().number,
+      witnessFor: local.producer.head(),
+    });
     const indexed = index;
     const submitter: TxSubmitter = {
       async submit(submission) {
@@ -449,14 +454,9 @@ async function connectRemote(
   }
   const deployed = deployment;
   // Not a dev chain: blocks this deep are taken as final; a reorg above them is followed.
-  index = await openIndex(
-    options,
-    rpc,
-    chainId,
-    deployed,
-    dev ? 0 : REMOTE_FINALITY_DEPTH,
-    deployed.deployed_block ?? (await firstBlockWithCode(rpc, deployed.usdc)),
-  );
+  index = await openIndex(options, rpc, chainId, deployed, dev ? 0 : REMOTE_FINALITY_DEPTH, {
+    startBlock: deployed.deployed_block ?? (await firstBlockWithCode(rpc, deployed.usdc)),
+  });
   const indexed = index;
   const onboarder = createOnboarder({
     treasury,
@@ -520,32 +520,78 @@ const ACCRUE_GAS = 150_000n;
 const REMOTE_FINALITY_DEPTH = 12;
 const INDEX_FILE = 'index.db';
 
-/** Opens index.db, catches it up with the chain, and follows the chain from then on. */
+/**
+ * Opens index.db, catches it up with the chain, and follows the chain from then on. A damaged
+ * index.db is rebuilt from the chain. With `witnessFor` (the head of the chain rebuilt from
+ * sandbox.db), an index that holds what that chain does not is refused: sandbox.db has lost
+ * acknowledged writes.
+ */
 async function openIndex(
   options: ChainOptions,
   rpc: RpcClient,
   chainId: number,
   deployment: Deployment,
   finalityDepth: number,
-  startBlock?: number,
+  follow: {
+    startBlock?: number;
+    head?: () => number;
+    witnessFor?: { number: number; hash: Hash };
+  } = {},
 ): Promise<Indexer> {
+  const path = join(options.stateDir, INDEX_FILE);
   const index = createIndexer({
-    path: join(options.stateDir, INDEX_FILE),
+    path,
     rpc,
     chainId,
     deployment,
     finalityDepth,
-    ...(startBlock !== undefined && { startBlock: Math.max(1, startBlock) }),
+    ...(follow.startBlock !== undefined && { startBlock: Math.max(1, follow.startBlock) }),
+    ...(follow.head && { head: follow.head }),
     log: options.log,
   });
   try {
-    await index.syncTo();
+    if (follow.witnessFor) {
+      const missing = await index.missingFrom(follow.witnessFor);
+      if (missing) throw lostWritesError(options.stateDir, follow.witnessFor.number, missing);
+    }
+    await index.syncTo().catch(async (error: unknown) => {
+      // Damage that quick_check did not see, found by the first write to the file.
+      if (index.failure() === undefined) throw error;
+      await index.rebuild();
+    });
   } catch (error) {
     await index.close();
     throw error;
   }
   index.start();
   return index;
+}
+
+/**
+ * The refusal when index.db holds blocks or transactions that the chain rebuilt from
+ * sandbox.db does not: writes that were acknowledged (so in sandbox.db's write-ahead log,
+ * sandbox.db-wal) are gone from it. Starting anyway would serve a chain without them, and hand
+ * their agents' wallets to new agents.
+ */
+function lostWritesError(
+  stateDir: string,
+  chainHead: number,
+  missing: { indexedBlock: number; transactions: number },
+): StartupError {
+  const database = join(stateDir, 'sandbox.db');
+  const lost =
+    missing.indexedBlock > chainHead
+      ? `index.db has indexed blocks up to ${missing.indexedBlock}` +
+        (missing.transactions > 0
+          ? `, with ${missing.transactions} vault transaction(s) past it`
+          : '')
+      : `index.db holds ${missing.transactions} vault transaction(s) that its blocks no longer have`;
+  return new StartupError(
+    `${database} holds the chain up to block ${chainHead}, but ${lost}: writes that were acknowledged are missing from ${database}. ` +
+      `Was its write-ahead log ${database}-wal deleted or damaged after a crash, or an older copy of sandbox.db restored? ` +
+      'Restore the whole state directory from one backup; or, to go on without those writes, ' +
+      `delete ${join(stateDir, INDEX_FILE)} (it is rebuilt from the chain)`,
+  );
 }
 
 /**

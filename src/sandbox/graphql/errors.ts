@@ -31,6 +31,7 @@ const FROM_DATA_CODES: Record<DataErrorCode, GraphqlErrorCode> = {
   INVALID_API_KEY: 'UNAUTHENTICATED',
   RATE_LIMITED: 'RATE_LIMITED',
   INTERNAL_ERROR: 'INTERNAL_SERVER_ERROR',
+  INDEX_UNAVAILABLE: 'INDEX_UNAVAILABLE',
 };
 
 /** The HTTP status of a response that has no data, by its first error's code. */
@@ -93,7 +94,13 @@ export function formatGraphqlErrors(
   }
   const errors = flat.map(({ error, invalid }) => formatOne(error, invalid, log));
   const first = errors[0]?.extensions?.code as GraphqlErrorCode | undefined;
-  const statusCode = execution.data ? 200 : ((first && STATUS_OF[first]) ?? 200);
+  // An index being rebuilt answers no field truly, whatever else the document asked.
+  const unavailable = errors.some((error) => error.extensions?.code === 'INDEX_UNAVAILABLE');
+  const statusCode = unavailable
+    ? 503
+    : execution.data
+      ? 200
+      : ((first && STATUS_OF[first]) ?? 200);
   return { statusCode, response: { data: execution.data ?? null, errors } };
 }
 

@@ -1,3 +1,4 @@
+import { DataApiError } from '../errors.ts';
 import type { IndexCommit, Indexer } from '../indexer/indexer.ts';
 import type { DataQueries } from '../indexer/queries.ts';
 import type { Live } from './live.ts';
@@ -15,21 +16,37 @@ export function publishCommits(index: Indexer, queries: DataQueries, live: Live)
     const vaults = [...changes.vaults].filter((vault) => live.listened(`vault:${vault}`));
     const transactions = changes.transactions;
     if (vaults.length === 0 && transactions.length === 0) return;
-    setImmediate(() => {
-      if (vaults.length > 0) {
-        for (const summary of queries.summaries()) {
-          const topic = `vault:${summary.address.toLowerCase()}`;
-          if (vaults.includes(summary.address.toLowerCase())) {
-            live.publish(topic, { vaultUpdated: vaultRoot(summary, queries) });
+    setImmediate(
+      unlessIndexUnavailable(() => {
+        if (vaults.length > 0) {
+          for (const summary of queries.summaries()) {
+            const topic = `vault:${summary.address.toLowerCase()}`;
+            if (vaults.includes(summary.address.toLowerCase())) {
+              live.publish(topic, { vaultUpdated: vaultRoot(summary, queries) });
+            }
           }
         }
-      }
-      if (transactions.length === 0 || !live.listenedUnder('transactions:')) return;
-      for (const item of queries.transactionsAt(transactions)) {
-        const payload = { transactionCreated: transactionRoot(item) };
-        live.publish(`transactions:${item.vault.toLowerCase()}`, payload);
-        live.publish('transactions:*', payload);
-      }
-    });
+        if (transactions.length === 0 || !live.listenedUnder('transactions:')) return;
+        for (const item of queries.transactionsAt(transactions)) {
+          const payload = { transactionCreated: transactionRoot(item) };
+          live.publish(`transactions:${item.vault.toLowerCase()}`, payload);
+          live.publish('transactions:*', payload);
+        }
+      }),
+    );
   });
+}
+
+/**
+ * `publish`, except that an index that failed since its commit sends nothing (rather than
+ * throwing out of setImmediate): its rebuild ends with a commit that says every vault changed.
+ */
+function unlessIndexUnavailable(publish: () => void): () => void {
+  return () => {
+    try {
+      publish();
+    } catch (error) {
+      if (!(error instanceof DataApiError && error.code === 'INDEX_UNAVAILABLE')) throw error;
+    }
+  };
 }

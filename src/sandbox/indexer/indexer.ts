@@ -12,6 +12,7 @@ import {
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
+import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
 import {
   type BlockChanges,
   createProjection,
@@ -21,7 +22,7 @@ import {
   type VaultState,
 } from './projection.ts';
 import { type StateRow, toState } from './reads.ts';
-import { DERIVED_TABLES, openIndexDatabase } from './schema.ts';
+import { DERIVED_TABLES, openIndexDatabase, removeIndexFiles } from './schema.ts';
 import { totalAssetsAt } from './vault-math.ts';
 
 export interface IndexerOptions {
@@ -38,7 +39,14 @@ export interface IndexerOptions {
    * block 0 that is not the parent of its block 1.
    */
   startBlock?: number;
-  log: { warn(message: string): void };
+  /**
+   * The block the background poll indexes up to. Default: the chain's head less the
+   * finality depth. The sandbox's own chain gives the head of its chain log: a block is
+   * indexed only once it is in sandbox.db, so that the index, kept beside it, can tell when
+   * sandbox.db has lost blocks (see missingFrom).
+   */
+  head?: () => number;
+  log: { warn(message: string): void; error(message: string): void };
 }
 
 /** At most this many blocks are read and committed at once. */
@@ -47,6 +55,8 @@ const MAX_BLOCKS_PER_STEP = 500;
 const WAIT_SAMPLES = 1024;
 /** How often the chain's head is looked at, for activity that did not come through us. */
 export const INDEX_POLL_MS = 200;
+/** The longest pause between two tries of a poll that keeps failing. */
+const INDEX_RETRY_MAX_MS = 2000;
 /** A range that reads inconsistently (the chain moved while it was read) is read again… */
 const REREADS = 3;
 /** …after this pause, and then the sync fails and the poll tries again later. */
@@ -123,14 +133,15 @@ export function createIndexer(options: IndexerOptions) {
   const watched = [...vaults.keys(), usdc, registry] as Address[];
   const vaultTopics = new Set([...vaults.keys()].map((vault) => pad(vault as Hex).toLowerCase()));
   const identity = JSON.stringify({ chainId: options.chainId, contracts: watched });
-  const db: DatabaseSync = openIndexDatabase(options.path, identity);
-  const projection = createProjection(db, {
+  const projectionConfig = {
     usdc,
     registry,
     vaults: new Map(
       [...vaults].map(([address, id]) => [address, { async: VAULT_CONFIG[id].async }]),
     ),
-  });
+  };
+  let db: DatabaseSync = openIndexDatabase(options.path, identity, options.log.warn);
+  let projection = createProjection(db, projectionConfig);
   const finality = options.finalityDepth ?? 0;
   // On a dev chain, blocks are read whole and events come from receipts (see step()).
   const fromReceipts = finality === 0;
@@ -155,7 +166,7 @@ export function createIndexer(options: IndexerOptions) {
   const waits: number[] = [];
   let waitCount = 0;
 
-  const statements = {
+  const prepare = (db: DatabaseSync) => ({
     checkpoint: db.prepare(
       'SELECT number, hash, timestamp FROM blocks ORDER BY number DESC LIMIT 1',
     ),
@@ -171,7 +182,74 @@ export function createIndexer(options: IndexerOptions) {
       `INSERT INTO failed_calls (block_number, tx_index, tx_hash, from_address, to_address, input)
        VALUES (?, ?, ?, ?, ?, ?)`,
     ),
-  };
+  });
+  let statements = prepare(db);
+
+  /**
+   * Set once index.db has failed (a damaged page, a disk that no longer takes it): reads then
+   * answer IndexUnavailableError, never what the file says, until the file has been started
+   * afresh (`reopened`) and the chain indexed into it again.
+   */
+  let failure: { reason: string; reopened: boolean } | undefined;
+
+  function fail(error: unknown): string {
+    const reason = `index.db failed (${(error as Error).message})`;
+    if (!failure) {
+      options.log.error(
+        `${reason}: the data API answers 503 (INDEX_UNAVAILABLE) while it is rebuilt from the chain`,
+      );
+    }
+    failure = { reason, reopened: false };
+    // Every answer kept for the last version (the /v1 and GraphQL caches) is dropped.
+    version++;
+    return reason;
+  }
+
+  /** Deletes index.db and opens it empty: every block is indexed into it again. */
+  function reopen(): void {
+    try {
+      db.close();
+    } catch {
+      // A failed file may not close cleanly; it is deleted next.
+    }
+    removeIndexFiles(options.path);
+    db = openIndexDatabase(options.path, identity, options.log.warn);
+    projection = createProjection(db, projectionConfig);
+    statements = prepare(db);
+    lastCheckpoint = undefined;
+  }
+
+  /**
+   * Rebuilds a failed index.db from the chain, in the background poll. Its subscribers hear
+   * nothing of the blocks indexed again, and one reorg-like commit (every vault changed) once
+   * it answers again.
+   */
+  async function rebuild(): Promise<void> {
+    await serially(async () => {
+      if (closed || !failure || failure.reopened) return;
+      reopen();
+      failure.reopened = true;
+    });
+    await syncTo();
+    if (closed || !failure?.reopened) return;
+    failure = undefined;
+    version++;
+    committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+    options.log.warn(
+      `index.db was rebuilt from the chain (up to block ${checkpoint()?.number ?? 0}); the data API answers from it again`,
+    );
+  }
+
+  /** Runs a read of index.db: its file's failure is IndexUnavailableError, and starts a rebuild. */
+  function read<T>(work: () => T): T {
+    if (failure) throw new IndexUnavailableError(failure.reason);
+    try {
+      return work();
+    } catch (error) {
+      if (!isIndexFileFailure(error)) throw error;
+      throw new IndexUnavailableError(fail(error));
+    }
+  }
 
   /** The last indexed block as of `version` (every read asks for it: the index's time). */
   let lastCheckpoint: { version: number; block: Checkpoint | undefined } | undefined;
@@ -338,12 +416,21 @@ export function createIndexer(options: IndexerOptions) {
       rederive();
       db.exec('COMMIT');
       version++;
-      committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+      if (!failure) committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
     } catch (error) {
-      db.exec('ROLLBACK');
+      rollBackQuietly();
       projection.reset();
       lastCheckpoint = undefined;
       throw error;
+    }
+  }
+
+  /** Ends the open transaction; on a failed file SQLite may have ended it already. */
+  function rollBackQuietly(): void {
+    try {
+      db.exec('ROLLBACK');
+    } catch {
+      // No transaction left to roll back: the error that brought us here is what matters.
     }
   }
 
@@ -526,9 +613,10 @@ export function createIndexer(options: IndexerOptions) {
       }
       db.exec('COMMIT');
       version++;
-      committed(changes);
+      // A rebuild indexes old blocks again: nothing in them is news to a subscriber.
+      if (!failure) committed(changes);
     } catch (error) {
-      db.exec('ROLLBACK');
+      rollBackQuietly();
       // The cached vault states (and the last block) may hold what was rolled back.
       projection.reset();
       lastCheckpoint = undefined;
@@ -537,14 +625,80 @@ export function createIndexer(options: IndexerOptions) {
     return to < target ? 'more' : 'done';
   }
 
+  /**
+   * What index.db holds that the chain, whose head is `head`, does not: the index is a witness
+   * kept beside sandbox.db. Blocks past the chain's head are missing from it; so are the
+   * transactions the index saw in blocks that the chain now has with other hashes, when the
+   * chain's blocks of the same numbers lack them (a chain rebuilt after cheat methods keeps
+   * every transaction under new hashes: it misses nothing). Undefined when nothing is missing.
+   */
+  async function missingFrom(head: {
+    number: number;
+    hash: Hash;
+  }): Promise<{ indexedBlock: number; transactions: number } | undefined> {
+    try {
+      return await compareWith(head);
+    } catch (error) {
+      // A damaged index is no witness: it is rebuilt.
+      if (!isIndexFileFailure(error)) throw error;
+      fail(error);
+      return undefined;
+    }
+  }
+
+  async function compareWith(head: {
+    number: number;
+    hash: Hash;
+  }): Promise<{ indexedBlock: number; transactions: number } | undefined> {
+    const at = checkpoint();
+    if (!at) return undefined;
+    const seen = db.prepare(
+      `SELECT block_number, tx_hash FROM logs WHERE block_number > ?
+       UNION SELECT block_number, tx_hash FROM failed_calls WHERE block_number > ?`,
+    );
+    const witnessed = (above: number) =>
+      seen.all(above, above) as Array<{ block_number: number; tx_hash: Hash }>;
+    if (at.number > head.number) {
+      const transactions = new Set(witnessed(head.number).map((row) => row.tx_hash)).size;
+      return { indexedBlock: at.number, transactions };
+    }
+    const [onChain] = at.number === head.number ? [head] : await headers(at.number, at.number);
+    if (onChain?.hash === at.hash) return undefined;
+    const ancestor = await commonAncestor(at.number);
+    const rows = witnessed(ancestor);
+    const numbers = [...new Set(rows.map((row) => Number(row.block_number)))];
+    const blocks = await rpc.batch(
+      numbers.map((n) => ({ method: 'eth_getBlockByNumber', params: [toQuantity(n), false] })),
+    );
+    const txsAt = new Map(
+      numbers.map((n, i) => {
+        const block = blocks[i];
+        if (!block?.ok) throw block?.error ?? new Error(`block ${n} is not available`);
+        return [n, new Set(((block.value as RpcBlock | null)?.transactions ?? []) as Hash[])];
+      }),
+    );
+    const lost = new Set(
+      rows
+        .filter((row) => !txsAt.get(Number(row.block_number))?.has(row.tx_hash))
+        .map((row) => row.tx_hash),
+    );
+    return lost.size > 0 ? { indexedBlock: at.number, transactions: lost.size } : undefined;
+  }
+
   /** Indexes up to `target` (default: the chain's head, less the finality depth). */
   function syncTo(target?: number): Promise<void> {
     return serially(async () => {
       if (closed) return;
-      const goal = target ?? (await latestBlock()) - finality;
+      const goal = target ?? (options.head ? options.head() : (await latestBlock()) - finality);
       // One committed step at a time, until the goal; never a busy loop.
       for (let rereads = 0; !closed; ) {
-        const outcome = await step(goal);
+        let outcome: StepOutcome;
+        try {
+          outcome = await step(goal);
+        } catch (error) {
+          if (isIndexFileFailure(error)) fail(error);
+          throw error;
+        }
         if (outcome === 'done') return;
         if (outcome === 'more') {
           rereads = 0;
@@ -570,7 +724,8 @@ export function createIndexer(options: IndexerOptions) {
   async function reconcile(): Promise<string[]> {
     const corrected: string[] = [];
     await serially(async () => {
-      if (closed) return;
+      // A failed index is being rebuilt from the chain, which holds the vaults' state anyway.
+      if (closed || failure) return;
       const at = checkpoint();
       if (!at) return;
       const blockTag = { blockHash: at.hash };
@@ -647,6 +802,7 @@ export function createIndexer(options: IndexerOptions) {
         }
         db.exec('COMMIT');
       } catch (error) {
+        if (isIndexFileFailure(error)) throw new IndexUnavailableError(fail(error));
         db.exec('ROLLBACK');
         projection.reset();
         throw error;
@@ -658,15 +814,27 @@ export function createIndexer(options: IndexerOptions) {
   }
 
   return {
-    db,
+    /** index.db, for reads; run them through read(). Throws IndexUnavailableError while it has failed. */
+    get db(): DatabaseSync {
+      if (failure) throw new IndexUnavailableError(failure.reason);
+      return db;
+    },
+    read,
+    /** Why the index cannot answer (it failed and is being rebuilt), or undefined when it can. */
+    failure: (): string | undefined => failure?.reason,
     vaults,
     syncTo,
     reconcile,
+    /** Rebuilds index.db from the chain now, if it has failed (the poll does it otherwise). */
+    rebuild,
+    missingFrom,
     /**
      * Indexes up to `block` for a write about to be answered, and keeps how long that took
      * (waiting behind a poll included).
      */
     async syncForWrite(block?: number): Promise<void> {
+      // A failed index is rebuilt in the background; a write does not wait for that.
+      if (failure) return;
       const started = performance.now();
       try {
         await syncTo(block);
@@ -697,17 +865,40 @@ export function createIndexer(options: IndexerOptions) {
     },
     /** A value that changes whenever the index commits anything. */
     version: () => version,
-    /** The last indexed block. */
-    checkpoint,
+    /** The last indexed block; undefined while the index has failed. */
+    checkpoint(): Checkpoint | undefined {
+      if (failure) return undefined;
+      try {
+        return checkpoint();
+      } catch (error) {
+        if (!isIndexFileFailure(error)) throw error;
+        fail(error);
+        return undefined;
+      }
+    },
     /** Follows the chain in the background. */
     start(): void {
+      let failures = 0;
       const tick = () => {
+        // After failures the poll backs off, so that one that lasts is not retried (and
+        // logged) five times a second for ever.
+        const delay = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
         timer = setTimeout(() => {
-          syncTo().then(tick, (error: unknown) => {
-            options.log.warn(`indexing failed: ${(error as Error).message}; trying again`);
-            tick();
-          });
-        }, INDEX_POLL_MS);
+          (failure ? rebuild() : syncTo()).then(
+            () => {
+              failures = 0;
+              tick();
+            },
+            (error: unknown) => {
+              failures = Math.min(failures + 1, 16);
+              const next = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
+              options.log.warn(
+                `${failure ? 'rebuilding index.db' : 'indexing'} failed: ${(error as Error).message}; trying again in ${next / 1000} s`,
+              );
+              tick();
+            },
+          );
+        }, delay);
         timer.unref();
       };
       tick();
@@ -717,7 +908,11 @@ export function createIndexer(options: IndexerOptions) {
       closed = true;
       clearTimeout(timer);
       await running;
-      db.close();
+      try {
+        db.close();
+      } catch {
+        // Closed already by a rebuild that could not finish.
+      }
     },
   };
 }

@@ -17,6 +17,8 @@ import type {
 import type { SandboxChain } from '../chain/index.ts';
 import { DataApiError } from '../errors.ts';
 import type { Store } from '../store/index.ts';
+import { IndexUnavailableError } from './failure.ts';
+import type { Indexer } from './indexer.ts';
 import { nodeList } from './nodes.ts';
 import {
   firstActivityAt,
@@ -111,7 +113,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
     };
   };
 
-  return {
+  const answers = {
     /** Moves whenever any answer may change: the index committed, or an agent row changed. */
     version: () => `${chain.index.version()}:${store.agents.version()}`,
     /** A node key was used (its node is online for a while). */
@@ -227,6 +229,29 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
       return { address: getAddress(address), positions: userPositions(chain.index, address) };
     },
   };
+  // The node list is measured live; the rest comes from the index.
+  return readingIndex(answers, chain.index, ['version', 'nodeSeen', 'nodes']);
+}
+
+/**
+ * `answers` with each function but those named in `apart` run as a read of the index: while
+ * index.db has failed (and is rebuilt) each throws INDEX_UNAVAILABLE, never an answer read
+ * from a damaged file or one that misses the writes since.
+ */
+function readingIndex<T extends object>(answers: T, index: Indexer, apart: Array<keyof T>): T {
+  const reading = { ...answers } as Record<string, unknown>;
+  for (const [key, value] of Object.entries(answers)) {
+    if (typeof value !== 'function' || apart.includes(key as keyof T)) continue;
+    reading[key] = (...args: unknown[]) => {
+      try {
+        return index.read(() => value(...args));
+      } catch (error) {
+        if (!(error instanceof IndexUnavailableError)) throw error;
+        throw new DataApiError('INDEX_UNAVAILABLE', error.message);
+      }
+    };
+  }
+  return reading as T;
 }
 export type DataQueries = ReturnType<typeof createDataQueries>;
 

@@ -86,6 +86,18 @@ export function transactionsAt(
   });
 }
 
+/** Whether the index holds any vault transaction or position of `address`. */
+export function hasIndexedActivity(db: DatabaseSync, address: string): boolean {
+  const user = address.toLowerCase();
+  return (
+    statement(
+      db,
+      `SELECT 1 FROM transactions WHERE user_address = ?
+       UNION ALL SELECT 1 FROM positions WHERE user_address = ? LIMIT 1`,
+    ).get(user, user) !== undefined
+  );
+}
+
 /** When a user first did anything in a vault (a request, before any deposit), or undefined. */
 export function firstActivityAt(db: DatabaseSync, user: string, vault: string): number | undefined {
   const row = statement(

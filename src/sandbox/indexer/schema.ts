@@ -1,5 +1,7 @@
 import { closeSync, openSync, rmSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
+import { pageDamage } from '../store/db.ts';
+import { isIndexFileFailure } from './failure.ts';
 
 /**
  * index.db: the read model of the data API (/v1, and GraphQL after it), derived from the
@@ -150,9 +152,14 @@ export const DERIVED_TABLES = [
 
 /**
  * Opens index.db for the chain `identity` names (its id and the deployment's addresses),
- * starting over when the file is unreadable, of another format, or of another chain.
+ * starting over when the file is unreadable, damaged (its pages are checked, as sandbox.db's
+ * are), of another format, or of another chain. A damaged file is reported through `warn`.
  */
-export function openIndexDatabase(path: string, identity: string): DatabaseSync {
+export function openIndexDatabase(
+  path: string,
+  identity: string,
+  warn: (message: string) => void = () => {},
+): DatabaseSync {
   for (let attempt = 0; ; attempt++) {
     let db: DatabaseSync | undefined;
     try {
@@ -160,6 +167,8 @@ export function openIndexDatabase(path: string, identity: string): DatabaseSync 
       db = new DatabaseSync(path);
       // Derived data: a commit lost to a crash is indexed again from the chain.
       db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA busy_timeout = 5000;');
+      const damage = pageDamage(db);
+      if (damage) throw new DamagedIndexError(damage);
       db.exec(SCHEMA);
       const meta = (key: string) =>
         (
@@ -186,7 +195,17 @@ export function openIndexDatabase(path: string, identity: string): DatabaseSync 
         // Closing what failed is best effort.
       }
       if (attempt > 0) throw error;
-      for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+      if (error instanceof DamagedIndexError || isIndexFileFailure(error)) {
+        warn(`${path} is damaged (${(error as Error).message}): it is rebuilt from the chain`);
+      }
+      removeIndexFiles(path);
     }
   }
 }
+
+/** Deletes index.db with its WAL and shared-memory files, for a rebuild. */
+export function removeIndexFiles(path: string): void {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+}
+
+class DamagedIndexError extends Error {}

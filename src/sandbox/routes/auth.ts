@@ -11,6 +11,7 @@ import { strategyCountOf } from '../chain/strategies.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { issueNonce, registerAgent } from '../registration.ts';
 import { createSignerPool } from '../signatures/pool.ts';
+import { createWalletAllocator } from '../wallet-allocation.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerAuthRoutes(
@@ -19,6 +20,11 @@ export function registerAuthRoutes(
 ): void {
   const perWallet = createKeyedLock();
   const signers = createSignerPool();
+  const allocator = createWalletAllocator({ store, chain, log: app.log });
+  const wallets = {
+    reserve: allocator.reserve,
+    addressAt: (index: number) => chain.wallet(index).address,
+  };
   app.addHook('onClose', () => signers.close());
   app.get(
     '/api/v1/agent/auth/nonce',
@@ -39,14 +45,7 @@ export function registerAuthRoutes(
       // One registration per wallet at a time, so a duplicated request does not verify
       // its signature twice; the commit itself refuses a used nonce or a registered wallet.
       perWallet(request.body.wallet_address.toLowerCase(), () =>
-        registerAgent(
-          store,
-          clock,
-          request.body,
-          (index) => chain.wallet(index).address,
-          chain.onboarder,
-          signers.signerOf,
-        ),
+        registerAgent(store, clock, request.body, wallets, chain.onboarder, signers.signerOf),
       ),
   );
 

@@ -117,6 +117,7 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
       v1.addHook('onRequest', rateLimit);
       v1.setErrorHandler((error: FastifyError, request, reply) => {
         if (error instanceof DataApiError) {
+          if (error.code === 'INDEX_UNAVAILABLE') reply.header('retry-after', '1');
           return reply.code(DATA_ERROR_CODES[error.code]).send(error.body());
         }
         if (error instanceof TooManyPointsError) {

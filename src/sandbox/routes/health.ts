@@ -8,8 +8,13 @@ export function registerHealthRoutes(app: App, { limits, chain }: RouteDeps): vo
     { schema: { response: { 200: Health } }, onRequest: limits.public },
     async () => {
       const connected = await chain.isConnected();
+      const indexFailure = chain.index.failure();
+      const reason = !connected
+        ? "the chain's RPC endpoint does not answer, or the chain is being rebuilt"
+        : indexFailure && `${indexFailure}; /v1 and GraphQL answer 503 while it is rebuilt`;
       return {
-        status: connected ? 'ok' : 'degraded',
+        status: reason ? 'degraded' : 'ok',
+        ...(reason && { reason }),
         version: VERSION,
         chain_id: chain.chainId,
         chain_name: chain.chainName,

@@ -42,27 +42,33 @@ export function openDatabase(path: string, { durable = true } = {}): Database {
   }
 }
 
-/** How many of quick_check's findings a refusal quotes. */
-const FINDINGS_SHOWN = 3;
 const RESTORE =
   'restore the whole state directory from one backup, or start with a new --state directory';
 
-/**
- * Every page's structure (b-tree order, cell bounds, free list), without integrity_check's
- * cross-checking of indexes against tables: linear in the database's size, a few ms for MBs.
- */
+/** Refuses a database whose pages are damaged, quoting what quick_check found. */
 function checkPages(db: DatabaseSync, path: string): void {
+  const findings = pageDamage(db);
+  if (findings) throw new StartupError(`${path} is damaged (${findings}); ${RESTORE}`);
+}
+
+/** How many of quick_check's findings are quoted. */
+const FINDINGS_SHOWN = 3;
+
+/**
+ * What `PRAGMA quick_check` finds wrong with a database's pages (b-tree order, cell bounds,
+ * the free list, pages in no tree), or undefined when nothing: without integrity_check's
+ * cross-checking of indexes against tables, so linear in the file's size, a few ms for MBs.
+ */
+export function pageDamage(db: DatabaseSync): string | undefined {
   const rows = db.prepare(`PRAGMA quick_check(${FINDINGS_SHOWN})`).all() as Array<{
     quick_check: string;
   }>;
-  if (rows.length === 1 && rows[0]?.quick_check === 'ok') return;
+  if (rows.length === 1 && rows[0]?.quick_check === 'ok') return undefined;
   const findings = rows
     .flatMap((row) => row.quick_check.split('\n'))
     .filter((line) => line !== '' && !line.startsWith('*** in database'))
     .slice(0, FINDINGS_SHOWN);
-  throw new StartupError(
-    `${path} is damaged (PRAGMA quick_check: ${findings.join('; ')}); ${RESTORE}`,
-  );
+  return `PRAGMA quick_check: ${findings.join('; ')}`;
 }
 
 /** SQLite's primary result codes that mean the file is not a sound database. */

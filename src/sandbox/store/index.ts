@@ -67,14 +67,15 @@ export function openStore(
     meta,
     faucet: createFaucetStore(db),
     chainLog,
+    /** The lowest HD index an agent wallet may still be given. */
+    nextWalletIndex,
     /**
-     * Takes the next HD index for an agent wallet (call inside a transaction). Committed
-     * before the wallet is funded, so a crash mid-registration skips an index rather than
-     * reusing one.
+     * Takes HD index `index` (at or past nextWalletIndex(), checked by the wallet allocator)
+     * for an agent wallet; call inside a transaction. Committed before the wallet is funded,
+     * so a crash mid-registration skips an index rather than reusing one.
      */
-    takeWalletIndex(): number {
-      const index = nextWalletIndex();
-      meta.set('next_wallet_index', String(index + 1));
+    takeWalletIndex(index: number): number {
+      meta.set('next_wallet_index', String(Math.max(nextWalletIndex(), index + 1)));
       return index;
     },
     nonces: createNonceStore(db),

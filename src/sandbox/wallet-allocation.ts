@@ -1,0 +1,74 @@
+import type { Address } from 'viem';
+import { ChainUnavailableError } from './chain/errors.ts';
+import type { SandboxChain } from './chain/index.ts';
+import { usdcBalanceOf } from './chain/vaults.ts';
+import { IndexUnavailableError } from './indexer/failure.ts';
+import { hasIndexedActivity } from './indexer/reads.ts';
+import { createKeyedLock } from './keyed-lock.ts';
+import type { Store } from './store/index.ts';
+
+/** More used wallets than this in a row is no lost state but a fault: the registration fails. */
+const MAX_SKIPPED = 1000;
+
+/**
+ * Hands out the HD indexes of new agents' server-side wallets: the next one whose address has
+ * no history, neither on the chain (a transaction sent, an ETH or USDC balance) nor in the
+ * index. An address with history belongs to an agent that sandbox.db no longer knows (its
+ * writes were lost) or was used by someone else over the RPC URL: handing it out would give a
+ * new agent another's funds, and show another's history in /v1 as its own. Indexes are
+ * reserved here, one registration at a time, so that concurrent registrations each get their
+ * own; the registration's commit then takes it (store.takeWalletIndex).
+ */
+export function createWalletAllocator(deps: {
+  store: Store;
+  chain: SandboxChain;
+  log: { warn(message: string): void };
+}) {
+  const { store, chain } = deps;
+  const oneAtATime = createKeyedLock();
+  let lastReserved = -1;
+
+  async function hasHistory(address: Address): Promise<boolean> {
+    const [nonce, eth, usdc] = await Promise.all([
+      chain.publicClient.getTransactionCount({ address }),
+      chain.publicClient.getBalance({ address }),
+      usdcBalanceOf(chain, address),
+    ]);
+    if (nonce > 0 || eth > 0n || usdc > 0n) return true;
+    try {
+      return chain.index.read(() => hasIndexedActivity(chain.index.db, address));
+    } catch (error) {
+      // An index being rebuilt cannot say; the chain, which it is rebuilt from, has.
+      if (error instanceof IndexUnavailableError) return false;
+      throw error;
+    }
+  }
+
+  return {
+    /** The HD index for the next agent wallet: never one with history, never one reserved. */
+    reserve(): Promise<number> {
+      return oneAtATime('wallet index', async () => {
+        // A chain being rebuilt may not have the history yet: the registration is retried.
+        if (!(await chain.isConnected())) throw new ChainUnavailableError();
+        let index = Math.max(store.nextWalletIndex(), lastReserved + 1);
+        for (let skipped = 0; ; skipped++, index++) {
+          const { address } = chain.wallet(index);
+          if (!(await hasHistory(address))) break;
+          if (skipped >= MAX_SKIPPED) {
+            throw new Error(
+              `${MAX_SKIPPED} HD wallets in a row from ${index - skipped} have history`,
+            );
+          }
+          deps.log.warn(
+            `the server-side wallet at HD index ${index} (${address}) has history on the chain or in the index, ` +
+              'but no agent in sandbox.db owns it (lost writes, or someone used it over the RPC URL): ' +
+              'it is skipped, never handed to a new agent',
+          );
+        }
+        lastReserved = index;
+        return index;
+      });
+    },
+  };
+}
+export type WalletAllocator = ReturnType<typeof createWalletAllocator>;
