@@ -14,6 +14,7 @@ import {
   GRAPHQL_INTERVALS,
   GRAPHQL_PERIODS,
   HISTORY_INTERVALS,
+  HISTORY_MAX_POINTS,
   HISTORY_PERIODS,
 } from '../../api/schemas/index.ts';
 
@@ -24,8 +25,9 @@ import {
  * - depth: nested selections under an operation (fragments followed);
  * - aliases: aliased fields in the whole document;
  * - cost: the objects an answer can hold. A field that answers an object costs 1; one that
- *   answers a list costs its longest length (userTransactions its `limit`, vaultHistory its
- *   points, the others the size below); every field below a list costs that many times over.
+ *   answers a list costs its longest length (userTransactions its `limit`, vaultHistory the
+ *   points it will answer now, the others the size below); every field below a list costs
+ *   that many times over.
  *   Scalars are free. Introspection is counted for depth and aliases only.
  */
 
@@ -43,10 +45,7 @@ function tooComplex(message: string): GraphQLError {
   return new GraphQLError(message, { extensions: { code: 'QUERY_TOO_COMPLEX' } });
 }
 
-/**
- * An argument's literal value; undefined when it is a variable. The rule is static (mercurius
- * caches a document's validation), so a variable counts as its worst case.
- */
+/** An argument's literal value; undefined when it is a variable (which counts as its worst case). */
 function argument(field: FieldNode, name: string): unknown {
   const node = field.arguments?.find((arg) => arg.name.value === name)?.value;
   return node && literalOf(node);
@@ -64,8 +63,33 @@ function literalOf(node: ValueNode): unknown {
   }
 }
 
+/** A vault as vaultHistory's cost needs it: when its history starts. */
+export interface HistorySource {
+  /** The index's "now" (the last indexed block's time). */
+  now(): number;
+  /** The creation time of the vault at `address`, or of every vault when it is undefined. */
+  createdAt(address: string | undefined): number[];
+}
+
+/**
+ * The points vaultHistory answers for a vault created at `createdAt`, counted as
+ * indexer/vaults.ts lists them: one per interval end after the period's start, and now.
+ */
+export function historyPointCount(
+  createdAt: number,
+  now: number,
+  period: keyof typeof HISTORY_PERIODS,
+  interval: keyof typeof HISTORY_INTERVALS,
+): number {
+  const step = HISTORY_INTERVALS[interval];
+  const days = HISTORY_PERIODS[period];
+  const start = days === null ? createdAt : Math.max(createdAt, now - days * DAY);
+  const first = (Math.floor(start / step) + 1) * step;
+  return (first < now ? Math.ceil((now - first) / step) : 0) + 1;
+}
+
 /** How many items a list field can answer. */
-function listSize(field: FieldNode, limits: GraphqlLimits): number {
+function listSize(field: FieldNode, limits: GraphqlLimits, history: HistorySource): number {
   const name = field.name.value;
   if (name === 'userTransactions') {
     const given = argument(field, 'limit');
@@ -78,17 +102,28 @@ function listSize(field: FieldNode, limits: GraphqlLimits): number {
     return Number.isFinite(limit) && limit > 0 ? Math.min(limit, limits.maxLimit) : 1;
   }
   if (name === 'vaultHistory') {
-    // A period or interval given as a variable counts as a year, hourly.
-    const period = GRAPHQL_PERIODS[String(argument(field, 'period'))];
-    const step = GRAPHQL_INTERVALS[String(argument(field, 'interval'))] ?? '1h';
-    const days = (period === undefined ? undefined : HISTORY_PERIODS[period]) ?? 365;
-    return Math.ceil((days * DAY) / HISTORY_INTERVALS[step]) + 1;
+    // What it will answer now, which grows with chain time for ALL. A variable counts as its
+    // worst case: every vault, its whole history, hourly. Over HISTORY_MAX_POINTS the field
+    // answers an error instead, and costs that many.
+    const given = argument(field, 'address');
+    const period = GRAPHQL_PERIODS[String(argument(field, 'period'))] ?? 'all';
+    const interval = GRAPHQL_INTERVALS[String(argument(field, 'interval'))] ?? '1h';
+    const now = history.now();
+    let points = 1;
+    for (const createdAt of history.createdAt(typeof given === 'string' ? given : undefined)) {
+      points = Math.max(points, historyPointCount(createdAt, now, period, interval));
+    }
+    return Math.min(points, HISTORY_MAX_POINTS);
   }
   return LIST_SIZES[name] ?? DEFAULT_LIST_SIZE;
 }
 
-/** The three limits, as one validation rule (one walk of the document). */
-export function limitsRule(limits: GraphqlLimits) {
+/**
+ * The three limits, as one validation rule (one walk of the document). It runs on every
+ * request (nothing caches a document's validation), so vaultHistory is costed at the index's
+ * state then.
+ */
+export function limitsRule(limits: GraphqlLimits, history: HistorySource) {
   return (context: ValidationContext): ASTVisitor => {
     const fragments = new Map<string, FragmentDefinitionNode>();
     for (const definition of context.getDocument().definitions) {
@@ -130,7 +165,7 @@ export function limitsRule(limits: GraphqlLimits) {
               )?.getFields?.()[name]?.type;
           const typeName = fieldType?.toString() ?? '';
           const isList = typeName.startsWith('[');
-          const count = introspection ? 0 : isList ? listSize(selection, limits) : 1;
+          const count = introspection ? 0 : isList ? listSize(selection, limits, history) : 1;
           const below = measure(
             selection.selectionSet,
             typeName.replace(/[[\]!]/g, ''),
