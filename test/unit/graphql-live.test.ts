@@ -14,9 +14,14 @@ class FakeSocket extends EventEmitter {
   readyState = 1;
   bufferedAmount = 0;
   sent: string[] = [];
+  /** A message sent in fragments, until its last. */
+  private partial = '';
   closedWith: number | undefined;
-  send(data: string) {
-    this.sent.push(data);
+  send(data: string | Buffer, options: { fin?: boolean } = {}) {
+    this.partial += String(data);
+    if (options.fin === false) return;
+    this.sent.push(this.partial);
+    this.partial = '';
   }
   close(code: number) {
     this.closedWith = code;

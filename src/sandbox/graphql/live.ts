@@ -52,7 +52,7 @@ interface Member {
   state: SocketState;
   id: string;
   /** `{"id":…,"type":"next","payload":` with the id as JSON: the frame's start. */
-  prefix: string;
+  prefix: Buffer;
   group: Group;
   end(): void;
 }
@@ -65,9 +65,6 @@ interface Group {
   operationName: string | undefined;
   bytes: number;
   members: Set<Member>;
-  /** Events being executed or sent, in order. */
-  tail: Promise<void>;
-  pending: number;
 }
 
 /** A subscription's execution arguments, as socket.ts checked them. */
@@ -107,13 +104,23 @@ export function topicStream(topic: string): TopicStream {
   };
 }
 
-/** Members sent to between two turns of the event loop. */
-const SLICE = 256;
+/** The TCP socket under a WebSocket (ws keeps it as `_socket`), to batch its writes. */
+function netSocketOf(socket: WebSocket): { cork(): void; uncork(): void } | undefined {
+  const stream = (socket as unknown as { _socket?: { cork?: unknown; uncork?: unknown } })._socket;
+  return typeof stream?.cork === 'function' && typeof stream.uncork === 'function'
+    ? (stream as { cork(): void; uncork(): void })
+    : undefined;
+}
+
+/** Frames sent between two turns of the event loop (a socket's are never split). */
+const SLICE = 1024;
 
 export function createLive(options: LiveOptions) {
   const { limits } = options;
   const sockets = new Map<WebSocket, SocketState>();
   const topics = new Map<string, Map<string, Group>>();
+  /** Per topic, its events being executed or sent, in order. */
+  const queues = new Map<string, { tail: Promise<void>; pending: number }>();
   let documentBytes = 0;
   let subscriptions = 0;
   let dropped = 0;
@@ -155,7 +162,13 @@ export function createLive(options: LiveOptions) {
    * socket is closed with 4499 (its close frame waits behind what is unsent; ws destroys a
    * socket whose close is not answered in 30 s). Whether the frame was queued.
    */
-  function send(state: SocketState, text: string, bytes = Buffer.byteLength(text)): boolean {
+  function send(state: SocketState, frame: string | Buffer | Buffer[]): boolean {
+    const bytes =
+      typeof frame === 'string'
+        ? Buffer.byteLength(frame)
+        : Array.isArray(frame)
+          ? frame.reduce((sum, part) => sum + part.length, 0)
+          : frame.length;
     if (state.closing || state.socket.readyState !== state.socket.OPEN) return false;
     if (state.socket.bufferedAmount + bytes > limits.maxBufferedBytes) {
       dropped++;
@@ -166,10 +179,18 @@ export function createLive(options: LiveOptions) {
       close(state, CLOSE.tooSlow, `Too slow: more than ${limits.maxBufferedBytes} bytes unsent`);
       return false;
     }
-    if (!state.acknowledged && text.startsWith('{"type":"connection_ack"')) {
+    if (
+      !state.acknowledged &&
+      typeof frame === 'string' &&
+      frame.startsWith('{"type":"connection_ack"')
+    ) {
       state.acknowledged = true;
     }
-    state.socket.send(text);
+    if (Array.isArray(frame)) {
+      frame.forEach((part, i) => {
+        state.socket.send(part, { binary: false, fin: i === frame.length - 1 });
+      });
+    } else state.socket.send(frame, { binary: false });
     return true;
   }
 
@@ -219,8 +240,6 @@ export function createLive(options: LiveOptions) {
         operationName: operation.operationName,
         bytes,
         members: new Set(),
-        tail: Promise.resolve(),
-        pending: 0,
       };
       if (!groups) {
         groups = new Map();
@@ -233,7 +252,7 @@ export function createLive(options: LiveOptions) {
     const member: Member = {
       state,
       id,
-      prefix: `{"id":${JSON.stringify(id)},"type":"next","payload":`,
+      prefix: Buffer.from(`{"id":${JSON.stringify(id)},"type":"next","payload":`),
       group,
       end() {
         if (ended) return;
@@ -274,44 +293,63 @@ export function createLive(options: LiveOptions) {
   const listenedUnder = (prefix: string) => [...topics.keys()].some((t) => t.startsWith(prefix));
 
   /**
-   * Hands `payload` to every group on `topic`, without waiting for any: each group executes it
-   * once, after its earlier events, and sends the answer to its members. `shared` is the
-   * context every group's execution of one event shares (what it reads, it reads once).
+   * Hands `payload` to every group on `topic`, without waiting: once the topic's earlier events
+   * are out, each group executes it once, and every socket gets its members' frames in one
+   * write, a slice of sockets at a time. `shared` is the context every group's execution of
+   * one event shares (what it reads, it reads once).
    */
   function publish(topic: string, payload: unknown, shared: object = {}): void {
-    const groups = topics.get(topic);
-    if (!groups) return;
-    for (const group of groups.values()) {
-      if (group.pending >= limits.maxQueuedEvents) {
-        options.log.warn(
-          `a GraphQL subscription group fell ${group.pending} events behind on ${topic}; an event was skipped`,
-        );
-        continue;
-      }
-      group.pending++;
-      group.tail = group.tail
-        .then(() => deliver(group, payload, shared))
-        .catch((error: unknown) =>
-          options.log.warn(`a GraphQL event was not sent: ${String(error)}`),
-        )
-        .finally(() => {
-          group.pending--;
-        });
+    if (!topics.has(topic)) return;
+    let queue = queues.get(topic);
+    if (!queue) {
+      queue = { tail: Promise.resolve(), pending: 0 };
+      queues.set(topic, queue);
     }
+    if (queue.pending >= limits.maxQueuedEvents) {
+      options.log.warn(`GraphQL events on ${topic} fell ${queue.pending} behind; one was skipped`);
+      return;
+    }
+    const current = queue;
+    current.pending++;
+    current.tail = current.tail
+      .then(() => deliver(topic, payload, shared))
+      .catch((error: unknown) => options.log.warn(`a GraphQL event was not sent: ${String(error)}`))
+      .finally(() => {
+        current.pending--;
+        if (current.pending === 0 && queues.get(topic) === current) queues.delete(topic);
+      });
   }
 
-  async function deliver(group: Group, payload: unknown, shared: object): Promise<void> {
-    if (group.members.size === 0) return;
-    const result = await options.execute(group, payload, shared);
-    const body = `${JSON.stringify(options.format(result))}}`;
-    const bodyBytes = Buffer.byteLength(body);
-    const members = [...group.members];
-    for (let start = 0; start < members.length; start += SLICE) {
-      if (start > 0) await new Promise((resolve) => setImmediate(resolve));
-      for (const member of members.slice(start, start + SLICE)) {
-        if (!group.members.has(member)) continue;
-        if (send(member.state, member.prefix + body, member.prefix.length + bodyBytes)) published++;
+  async function deliver(topic: string, payload: unknown, shared: object): Promise<void> {
+    const bySocket = new Map<SocketState, Array<{ member: Member; body: Buffer }>>();
+    for (const group of [...(topics.get(topic)?.values() ?? [])]) {
+      const result = await options.execute(group, payload, shared);
+      const body = Buffer.from(`${JSON.stringify(options.format(result))}}`);
+      for (const member of group.members) {
+        let frames = bySocket.get(member.state);
+        if (!frames) {
+          frames = [];
+          bySocket.set(member.state, frames);
+        }
+        frames.push({ member, body });
       }
+    }
+    let inSlice = 0;
+    for (const [state, frames] of bySocket) {
+      if (inSlice >= SLICE) {
+        await new Promise((resolve) => setImmediate(resolve));
+        inSlice = 0;
+      }
+      inSlice += frames.length;
+      // ws writes each frame at once: corked, the socket's frames leave in one write.
+      const stream = netSocketOf(state.socket);
+      stream?.cork();
+      for (const { member, body } of frames) {
+        // The frame is the member's prefix and the shared body, sent as two fragments of one
+        // message: the body is never copied per member.
+        if (member.group.members.has(member) && send(state, [member.prefix, body])) published++;
+      }
+      stream?.uncork();
     }
   }
 
