@@ -2,7 +2,8 @@
  * Bench figures of /graphql under hostile load (issue 21, section 1), each measured in a serve
  * of its own so that one flood does not colour the next:
  *
- * - a deposit's latency with 10,000 subscriptions live on its topics, next to none;
+ * - a deposit's latency with 10,000 idle subscriptions (on other topics), and with 10,000
+ *   on its own topics (each has every event), next to none;
  * - serve's RSS through a flood of unique ~16 KiB documents at the node tier's rate;
  * - GET /health's p99 while one agent key sends error-heavy documents at its tier's rate,
  *   next to /health idle.
