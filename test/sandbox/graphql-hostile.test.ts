@@ -388,6 +388,43 @@ describe('rate tiers on a WebSocket (findings 1 and 2)', () => {
     expect(client.frames.filter((frame) => frame.type === 'pong').length).toBeLessThan(PER_MINUTE);
   });
 
+  it('counts a subscription’s cost against its tier when it starts (finding 7)', async () => {
+    const node = await admin(limited.app, 'POST', '/sandbox/nodes', {
+      name: 'subscribing node',
+      operator_address: '0x00000000000000000000000000000000000000de',
+    });
+    const client = rawSocket(limitedUrl);
+    await client.init({ apiKey: node.json().node_key });
+    const vault = limited.chain.deployment.vaults.moderate;
+    const live = async () =>
+      (await admin(limited.app, 'GET', '/sandbox/info')).json().graphql.subscriptions as number;
+    const errorOf = (id: string) =>
+      client.frames.find((frame) => frame.id === id && frame.type === 'error');
+    // A vault with its strategies costs 101 (100 strategies at most): two requests each. The
+    // node's 12 a minute: connection_init 1, then five such subscriptions 10, and the sixth's
+    // second request is over the limit.
+    for (let i = 0; i < 6; i++) {
+      client.send({
+        id: `heavy${i}`,
+        type: 'subscribe',
+        payload: {
+          query: `subscription { vaultUpdated(address: "${vault}") { strategies { id } } }`,
+        },
+      });
+      await until(
+        async () => ({ count: await live(), error: errorOf(`heavy${i}`) }),
+        ({ count, error }) => count === i + 1 || error !== undefined,
+      );
+    }
+    expect(await live()).toBe(5);
+    expect(errorOf('heavy5').payload[0]).toMatchObject({
+      message: expect.stringMatching(/costs 101, 2 requests of your tier/),
+      extensions: { code: 'RATE_LIMITED' },
+    });
+    client.socket.close();
+    await until(live, (count) => count === 0);
+  });
+
   it('counts every upgrade in its IP’s tier, a socket that never sends connection_init too', async () => {
     // The ping test's upgrade counted one; these take the rest of the minute's budget.
     const silent = Array.from({ length: PER_MINUTE - 1 }, () => rawSocket(limitedUrl));

@@ -69,6 +69,11 @@ export const GRAPHQL_LIMITS = {
   /** Subscriptions open at once on one WebSocket. */
   maxSubscriptionsPerSocket: 20,
   /**
+   * A subscribe counts one request of its tier per this much of its cost (at least one), when
+   * it starts: every event it receives is that work again.
+   */
+  subscriptionCostPerRequest: 100,
+  /**
    * Events waiting to be executed and sent for one group of like subscriptions (same topic,
    * document, variables); past it an event is skipped for the group.
    */

@@ -1,8 +1,10 @@
 import {
   type ASTVisitor,
+  type DocumentNode,
   type FieldNode,
   type FragmentDefinitionNode,
   GraphQLError,
+  type GraphQLSchema,
   Kind,
   type SelectionSetNode,
   type ValidationContext,
@@ -118,139 +120,158 @@ function listSize(field: FieldNode, limits: GraphqlLimits, history: HistorySourc
   return LIST_SIZES[name] ?? DEFAULT_LIST_SIZE;
 }
 
+/** An operation's depth and cost (see above), by its name ('' when it has none). */
+export interface OperationMeasure {
+  name: string;
+  depth: number;
+  cost: number;
+}
+
+/**
+ * The depth and cost of each operation in `document`: one walk, each fragment measured once
+ * (cost is linear in how many times it repeats, and a fragment spread twice in each of 40
+ * nested fragments would otherwise be walked 2^40 times: a 2 KB document that held the event
+ * loop).
+ */
+export function measureOperations(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  limits: GraphqlLimits,
+  history: HistorySource,
+): OperationMeasure[] {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) {
+      fragments.set(definition.name.value, definition);
+    }
+  }
+  const fragmentMeasures = new Map<string, { depth: number; cost: number }>();
+  /** Fragments being measured: a cycle is reported by graphql-js's NoFragmentCyclesRule. */
+  const measuring = new Set<string>();
+
+  /** Depth and cost of a selection set whose fields each repeat `times` times. */
+  function measure(
+    set: SelectionSetNode,
+    parentType: string,
+    times: number,
+  ): { depth: number; cost: number } {
+    let depth = 0;
+    let cost = 0;
+    for (const selection of set.selections) {
+      let inner: { depth: number; cost: number } | undefined;
+      if (selection.kind === Kind.FIELD && !selection.selectionSet) {
+        inner = { depth: 1, cost: 0 };
+      } else if (selection.kind === Kind.FIELD && selection.selectionSet) {
+        const name = selection.name.value;
+        const introspection = name.startsWith('__');
+        const fieldType = introspection
+          ? undefined
+          : (
+              schema.getType(parentType) as
+                | { getFields?: () => Record<string, { type: { toString(): string } }> }
+                | undefined
+            )?.getFields?.()[name]?.type;
+        const typeName = fieldType?.toString() ?? '';
+        const isList = typeName.startsWith('[');
+        const count = introspection ? 0 : isList ? listSize(selection, limits, history) : 1;
+        const below = measure(
+          selection.selectionSet,
+          typeName.replace(/[[\]!]/g, ''),
+          introspection ? 0 : times * Math.max(count, 1),
+        );
+        inner = { depth: below.depth + 1, cost: times * count + below.cost };
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        inner = measure(
+          selection.selectionSet,
+          selection.typeCondition?.name.value ?? parentType,
+          times,
+        );
+      } else {
+        const name = selection.name.value;
+        const fragment = fragments.get(name);
+        if (!fragment || measuring.has(name)) continue;
+        let unit = fragmentMeasures.get(name);
+        if (!unit) {
+          measuring.add(name);
+          unit = measure(fragment.selectionSet, fragment.typeCondition.name.value, 1);
+          measuring.delete(name);
+          fragmentMeasures.set(name, unit);
+        }
+        inner = { depth: unit.depth, cost: times * unit.cost };
+      }
+      depth = Math.max(depth, inner.depth);
+      cost += inner.cost;
+    }
+    return { depth, cost };
+  }
+
+  const measures: OperationMeasure[] = [];
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+    const root =
+      definition.operation === 'query'
+        ? schema.getQueryType()
+        : definition.operation === 'subscription'
+          ? schema.getSubscriptionType()
+          : schema.getMutationType();
+    const { depth, cost } = measure(definition.selectionSet, root?.name ?? '', 1);
+    measures.push({ name: definition.name?.value ?? '', depth, cost });
+  }
+  return measures;
+}
+
 /**
  * The three limits, as one validation rule (one walk of the document). It runs on every
  * request (nothing caches a document's validation), so vaultHistory is costed at the index's
  * state then.
  */
 export function limitsRule(limits: GraphqlLimits, history: HistorySource) {
-  return (context: ValidationContext): ASTVisitor => {
-    const fragments = new Map<string, FragmentDefinitionNode>();
-    for (const definition of context.getDocument().definitions) {
-      if (definition.kind === Kind.FRAGMENT_DEFINITION) {
-        fragments.set(definition.name.value, definition);
-      }
-    }
-    const schema = context.getSchema();
-    /**
-     * Each fragment's depth and cost at `times` 1, measured once: cost is linear in `times`,
-     * and a fragment spread twice in each of 40 nested fragments would otherwise be walked
-     * 2^40 times (a 2 KB document that held the event loop).
-     */
-    const fragmentMeasures = new Map<string, { depth: number; cost: number }>();
-    /** Fragments being measured: a cycle is reported by graphql-js's NoFragmentCyclesRule. */
-    const measuring = new Set<string>();
-
-    /** Depth and cost of a selection set whose fields each repeat `times` times. */
-    function measure(
-      set: SelectionSetNode,
-      parentType: string,
-      times: number,
-    ): { depth: number; cost: number } {
-      let depth = 0;
-      let cost = 0;
-      for (const selection of set.selections) {
-        let inner: { depth: number; cost: number } | undefined;
-        if (selection.kind === Kind.FIELD && !selection.selectionSet) {
-          inner = { depth: 1, cost: 0 };
-        } else if (selection.kind === Kind.FIELD && selection.selectionSet) {
-          const name = selection.name.value;
-          const introspection = name.startsWith('__');
-          const fieldType = introspection
-            ? undefined
-            : (
-                schema.getType(parentType) as
-                  | { getFields?: () => Record<string, { type: { toString(): string } }> }
-                  | undefined
-              )?.getFields?.()[name]?.type;
-          const typeName = fieldType?.toString() ?? '';
-          const isList = typeName.startsWith('[');
-          const count = introspection ? 0 : isList ? listSize(selection, limits, history) : 1;
-          const below = measure(
-            selection.selectionSet,
-            typeName.replace(/[[\]!]/g, ''),
-            introspection ? 0 : times * Math.max(count, 1),
-          );
-          inner = { depth: below.depth + 1, cost: times * count + below.cost };
-        } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-          inner = measure(
-            selection.selectionSet,
-            selection.typeCondition?.name.value ?? parentType,
-            times,
-          );
-        } else {
-          const name = selection.name.value;
-          const fragment = fragments.get(name);
-          if (!fragment || measuring.has(name)) continue;
-          let unit = fragmentMeasures.get(name);
-          if (!unit) {
-            measuring.add(name);
-            unit = measure(fragment.selectionSet, fragment.typeCondition.name.value, 1);
-            measuring.delete(name);
-            fragmentMeasures.set(name, unit);
+  return (context: ValidationContext): ASTVisitor => ({
+    Document: {
+      leave(document) {
+        let aliases = 0;
+        const countAliases = (set: SelectionSetNode | undefined) => {
+          for (const selection of set?.selections ?? []) {
+            if (selection.kind === Kind.FIELD && selection.alias) aliases++;
+            if (selection.kind !== Kind.FRAGMENT_SPREAD) countAliases(selection.selectionSet);
           }
-          inner = { depth: unit.depth, cost: times * unit.cost };
+        };
+        for (const definition of document.definitions) {
+          if (
+            definition.kind === Kind.OPERATION_DEFINITION ||
+            definition.kind === Kind.FRAGMENT_DEFINITION
+          ) {
+            countAliases(definition.selectionSet);
+          }
         }
-        depth = Math.max(depth, inner.depth);
-        cost += inner.cost;
-      }
-      return { depth, cost };
-    }
-
-    return {
-      Document: {
-        leave(document) {
-          let aliases = 0;
-          const countAliases = (set: SelectionSetNode | undefined) => {
-            for (const selection of set?.selections ?? []) {
-              if (selection.kind === Kind.FIELD && selection.alias) aliases++;
-              if (selection.kind !== Kind.FRAGMENT_SPREAD) countAliases(selection.selectionSet);
-            }
-          };
-          for (const definition of document.definitions) {
-            if (
-              definition.kind === Kind.OPERATION_DEFINITION ||
-              definition.kind === Kind.FRAGMENT_DEFINITION
-            ) {
-              countAliases(definition.selectionSet);
-            }
-          }
-          if (aliases > limits.maxAliases) {
+        if (aliases > limits.maxAliases) {
+          context.reportError(
+            tooComplex(
+              `the document has ${aliases} aliases; at most ${limits.maxAliases} are allowed`,
+            ),
+          );
+        }
+        const measures = measureOperations(context.getSchema(), document, limits, history);
+        for (const { name: given, depth, cost } of measures) {
+          const name = given ? ` ${given}` : '';
+          if (depth > limits.maxDepth) {
             context.reportError(
               tooComplex(
-                `the document has ${aliases} aliases; at most ${limits.maxAliases} are allowed`,
+                `operation${name} is ${depth} levels deep; at most ${limits.maxDepth} are allowed`,
               ),
             );
           }
-          for (const definition of document.definitions) {
-            if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
-            const root =
-              definition.operation === 'query'
-                ? schema.getQueryType()
-                : definition.operation === 'subscription'
-                  ? schema.getSubscriptionType()
-                  : schema.getMutationType();
-            const { depth, cost } = measure(definition.selectionSet, root?.name ?? '', 1);
-            const name = definition.name ? ` ${definition.name.value}` : '';
-            if (depth > limits.maxDepth) {
-              context.reportError(
-                tooComplex(
-                  `operation${name} is ${depth} levels deep; at most ${limits.maxDepth} are allowed`,
-                ),
-              );
-            }
-            if (cost > limits.maxCost) {
-              context.reportError(
-                tooComplex(
-                  `operation${name} costs ${cost} (the objects its answer can hold); at most ${limits.maxCost} is allowed: ask for smaller pages or fewer nested lists`,
-                ),
-              );
-            }
+          if (cost > limits.maxCost) {
+            context.reportError(
+              tooComplex(
+                `operation${name} costs ${cost} (the objects its answer can hold); at most ${limits.maxCost} is allowed: ask for smaller pages or fewer nested lists`,
+              ),
+            );
           }
-        },
+        }
       },
-    };
-  };
+    },
+  });
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import {
   createSourceEventStream,
+  type DocumentNode,
   type GraphQLError,
   type GraphQLFieldResolver,
   type GraphQLFormattedError,
@@ -27,7 +28,8 @@ import { CLOSE, type Live, type SocketState } from './live.ts';
  * - the upgrade counted one request (routes/graphql.ts); connection_init with a key of its own
  *   counts one in that key's tier, else it is refused with 4290 if the upgrade was over its
  *   limit; then each ping and each subscribe counts one in the socket's tier (over the limit:
- *   4290 for a ping, a RATE_LIMITED error for a subscribe);
+ *   4290 for a ping, a RATE_LIMITED error for a subscribe), and a subscription one more per
+ *   subscriptionCostPerRequest of its cost;
  * - a subscribe is checked (size, tokens, validation with the limits, one subscription
  *   operation) before it is kept; its errors are in the standard shape.
  */
@@ -70,6 +72,8 @@ export interface SocketProtocolOptions {
   rules: readonly ValidationRule[];
   /** At most this many tokens in a document. */
   maxTokens: number;
+  /** The cost of the operation `operationName` (or the only one) of `document`. */
+  costOf(document: DocumentNode, operationName: string | undefined): number;
   /** The Subscription fields' subscribe resolver: it answers a TopicStream. */
   subscribeResolver: GraphQLFieldResolver<unknown, unknown>;
   /** The caller for an API key (throws for a key that is none). */
@@ -186,6 +190,22 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
             `a ${operation.operation} is not served over the WebSocket: send it over HTTP (POST /graphql)`,
           ),
         ];
+      }
+      // Its cost counts when it starts, one request per subscriptionCostPerRequest (the
+      // subscribe above was the first).
+      const caller = options.callerOf(state.key, request.ip);
+      const cost = options.costOf(document, operationName);
+      for (let n = 1; n < Math.ceil(cost / limits.subscriptionCostPerRequest); n++) {
+        const over = await options.count(request, caller);
+        if (over) {
+          return [
+            graphqlError(
+              'RATE_LIMITED',
+              `this subscription costs ${cost}, ${Math.ceil(cost / limits.subscriptionCostPerRequest)} requests of your tier; rate limit exceeded: retry in ${over.retryAfter} s`,
+              { retryAfter: over.retryAfter },
+            ),
+          ];
+        }
       }
       const variables = (payload.variables ?? undefined) as Record<string, unknown> | undefined;
       const stream = await createSourceEventStream({

@@ -8,7 +8,12 @@ import { GRAPHQL_LIMITS, type GraphqlLimits } from '../../api/schemas/index.ts';
 import { DataApiError } from '../errors.ts';
 import { formatGraphqlErrors, graphqlError } from '../graphql/errors.ts';
 import { GRAPHIQL_HTML } from '../graphql/graphiql.ts';
-import { type HistorySource, httpOperationsRule, limitsRule } from '../graphql/limits.ts';
+import {
+  type HistorySource,
+  httpOperationsRule,
+  limitsRule,
+  measureOperations,
+} from '../graphql/limits.ts';
 import { createLive, type Live } from '../graphql/live.ts';
 import { publishCommits } from '../graphql/publish.ts';
 import { createResolvers, createSubscribeResolver } from '../graphql/resolvers.ts';
@@ -79,6 +84,10 @@ export async function registerGraphqlRoutes(
     rules: [...specifiedRules, limitsOfDocuments],
     maxTokens: MAX_TOKENS,
     subscribeResolver: createSubscribeResolver(data.queries),
+    costOf: (document, operationName) => {
+      const measures = measureOperations(schema as GraphQLSchema, document, limits, history);
+      return (measures.find((m) => m.name === operationName) ?? measures[0])?.cost ?? 0;
+    },
     callerOf: data.dataCaller,
     count: data.countRequest,
     formatErrors: (errors) => [
