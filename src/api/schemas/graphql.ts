@@ -73,10 +73,7 @@ export const GRAPHQL_LIMITS = {
    * it starts: every event it receives is that work again.
    */
   subscriptionCostPerRequest: 100,
-  /**
-   * Events waiting to be executed and sent for one group of like subscriptions (same topic,
-   * document, variables); past it an event is skipped for the group.
-   */
+  /** Events of one topic waiting to be executed and sent; past it an event is skipped. */
   maxQueuedEvents: 256,
   /**
    * Bytes waiting in a socket's send buffer, whatever the frame (a pong too); a frame that

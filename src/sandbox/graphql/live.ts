@@ -11,8 +11,9 @@ import { graphqlError } from './errors.ts';
  *   maxBufferedBytes, whatever the frame (a pong, an acknowledgement, an event), is closed with
  *   4499 and nothing more is queued for it. A client that stops reading costs at most that.
  * - Subscriptions with the same topic, document, variables and operation are one group: an
- *   event is executed once per group, serialised once, and the same text is sent to each of
- *   its members, a slice at a time so that a large fan-out never holds the event loop.
+ *   event is executed once per group and serialised once, and each socket gets its members'
+ *   frames in one write, a slice of sockets at a time so that a large fan-out never holds the
+ *   event loop. A topic's events go out in order, at most maxQueuedEvents waiting.
  * - Topics are per vault (`vault:0x…`, `transactions:0x…`) plus `transactions:*`, so a
  *   publish touches only the groups it is for.
  * - The documents groups keep are bounded in bytes (maxLiveDocumentBytes, counted by source
