@@ -16,6 +16,12 @@ import autocannon from 'autocannon';
 import { type Client, createClient } from 'graphql-ws';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startAnvil } from '../src/sandbox/chain/anvil.ts';
+import {
+  type BenchTools,
+  depositsUnderSubscriptions,
+  healthUnderErrorFlood,
+  rssUnderDocumentFlood,
+} from './graphql-hardening.ts';
 
 const QUICK = process.argv.includes('--quick');
 const BIN = fileURLToPath(new URL('../bin/agentctl.js', import.meta.url));
@@ -765,6 +771,72 @@ try {
   );
   row('  per socket (connection_init acknowledged)', fmt(memory.perSocket / 1024, 2));
   row(`  per subscription (${memory.subscriptions} in all)`, fmt(memory.perSubscription / 1024, 2));
+  console.log();
+
+  // /graphql under hostile load (bench/graphql-hardening.ts), each in a serve of its own.
+  const tools: BenchTools = {
+    startServe: (args) => startChild([BIN, 'serve', '--port', '0', ...args]),
+    stop,
+    registerAgent: registerOne,
+    adminToken: ADMIN_TOKEN,
+    quick: QUICK,
+  };
+  const fanOut = await depositsUnderSubscriptions(tools);
+  row(
+    `deposit latency, ms (one agent, one after another)`,
+    'p50'.padStart(10),
+    'p99'.padStart(10),
+    'target'.padStart(10),
+  );
+  row('  no subscription', fmt(fanOut.none.p50), fmt(fanOut.none.p99));
+  row(
+    `  ${fanOut.subscriptions} idle subscriptions (on another vault's topics, no event for them)`,
+    fmt(fanOut.elsewhere.p50),
+    fmt(fanOut.elsewhere.p99),
+    `≤ ${(2 * fanOut.none.p50).toFixed(0)} p50`.padStart(10),
+  );
+  row(
+    `  ${fanOut.subscriptions} on its topics (${fanOut.distinct} distinct, ${fanOut.eventsPerDeposit.toFixed(0)} events, ~2 KB each, a deposit)`,
+    fmt(fanOut.subscribed.p50),
+    fmt(fanOut.subscribed.p99),
+    '(800-1,200 before)'.padStart(10),
+  );
+  const flood = await rssUnderDocumentFlood(tools);
+  row(
+    `serve RSS, MiB (${flood.sent} unique 16 KiB documents in ${flood.seconds} s, node tier; ${flood.refused} refused)`,
+    'before'.padStart(10),
+    'peak'.padStart(10),
+    'end'.padStart(10),
+    '10 s after'.padStart(10),
+    'target'.padStart(10),
+  );
+  row(
+    '',
+    fmt(flood.before, 0),
+    fmt(flood.peak, 0),
+    fmt(flood.end, 0),
+    fmt(flood.after, 0),
+    '< 512'.padStart(10),
+  );
+  const errors = await healthUnderErrorFlood(tools);
+  row(
+    `GET /health latency, ms (${errors.seconds} s each)`,
+    'p50'.padStart(10),
+    'p99'.padStart(10),
+    'target'.padStart(10),
+  );
+  row('  idle', fmt(errors.idle.p50), fmt(errors.idle.p99));
+  row(
+    `  one agent key sending 100-error documents at 300/min (${errors.sent} sent, ${errors.refused} refused)`,
+    fmt(errors.loaded.p50),
+    fmt(errors.loaded.p99),
+    '≈ 50 p99'.padStart(10),
+  );
+  row(
+    '  each of those documents, answered in',
+    fmt(errors.documents.p50),
+    fmt(errors.documents.p99),
+  );
 } finally {
   await Promise.all([stop(temporary.child), stop(durable.child), stop(bare.child)]);
   rmSync(stateRoot, { recursive: true, force: true });

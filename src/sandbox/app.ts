@@ -106,7 +106,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
   registerWalletRoutes(app, deps);
   let live: Live | undefined;
   registerSandboxAdminRoutes(app, deps, options, {
-    graphql: () => live?.stats() ?? { sockets: 0, subscriptions: 0, events_sent: 0, dropped: 0 },
+    graphql: () =>
+      live?.stats() ?? {
+        sockets: 0,
+        subscriptions: 0,
+        distinct_subscriptions: 0,
+        events_sent: 0,
+        dropped: 0,
+      },
   });
   const data = registerDataRoutes(app, deps);
   live = await registerGraphqlRoutes(app, deps, data, {

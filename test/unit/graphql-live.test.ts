@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { GRAPHQL_LIMITS } from '../../src/api/schemas/index.ts';
 import { CLOSE, createLive } from '../../src/sandbox/graphql/live.ts';
@@ -6,154 +7,133 @@ import { CLOSE, createLive } from '../../src/sandbox/graphql/live.ts';
 /**
  * The subscription hub alone, on stand-in sockets: a socket whose client stopped reading is
  * a fault that a real one shows only after megabytes of kernel buffers, so `bufferedAmount`
- * is set here instead.
+ * is set here instead (test/sandbox/graphql-hostile.test.ts has the real one).
  */
 class FakeSocket extends EventEmitter {
+  readonly OPEN = 1;
+  readyState = 1;
   bufferedAmount = 0;
-  sent: unknown[] = [];
+  sent: string[] = [];
+  /** A message sent in fragments, until its last. */
+  private partial = '';
   closedWith: number | undefined;
-  send(data: unknown) {
-    this.sent.push(data);
+  send(data: string | Buffer, options: { fin?: boolean } = {}) {
+    this.partial += String(data);
+    if (options.fin === false) return;
+    this.sent.push(this.partial);
+    this.partial = '';
   }
-  terminated = false;
   close(code: number) {
     this.closedWith = code;
-    this.emit('close');
-  }
-  terminate() {
-    this.terminated = true;
+    this.readyState = 2;
     this.emit('close');
   }
 }
 
 const limits = {
   ...GRAPHQL_LIMITS,
-  maxQueuedEvents: 3,
   maxBufferedBytes: 1000,
   maxSubscriptionsPerSocket: 3,
+  connectionInitTimeoutMs: 20,
+  maxLiveDocumentBytes: 400,
 };
-const warnings: string[] = [];
-const live = () =>
-  createLive({
-    limits,
-    callerOf: (key) => {
-      if (key !== undefined && key !== 'good') throw new Error('not a key');
-      return { tier: 'public', id: 'x' };
-    },
-    log: { warn: (message) => warnings.push(message) },
-  });
 
-function open(hub: ReturnType<typeof live>) {
-  const socket = new FakeSocket();
-  hub.accept(socket as never);
-  socket.emit('message', Buffer.from(JSON.stringify({ type: 'connection_init' })), false);
-  return {
-    socket,
-    state: hub.stateOf(socket as never) as NonNullable<ReturnType<typeof hub.stateOf>>,
-  };
+function live() {
+  const executed: unknown[] = [];
+  const hub = createLive({
+    limits,
+    execute: (operation, payload) => {
+      executed.push([operation.variables, payload]);
+      return { data: { event: payload, variables: operation.variables ?? null } };
+    },
+    format: (result) => result,
+    log: { warn() {}, info() {} },
+  });
+  return { hub, executed };
 }
 
+function open(hub: ReturnType<typeof live>['hub']) {
+  const socket = new FakeSocket();
+  const state = hub.accept(socket as never, undefined);
+  hub.send(state, '{"type":"connection_ack"}');
+  return { socket, state };
+}
+
+const operation = (topic: string, variables?: Record<string, unknown>) => ({
+  topic,
+  source: 'subscription { x }',
+  document: parse('subscription { x }'),
+  variables,
+  operationName: undefined,
+});
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
+
 describe('the subscription hub', () => {
-  it('delivers in order to every subscriber of a topic, and to no other', async () => {
-    const hub = live();
+  it('executes an event once per group of like subscriptions, and sends each member its frame', async () => {
+    const { hub, executed } = live();
     const a = open(hub);
     const b = open(hub);
-    const one = hub.subscribe(a.state, 'vault:1');
-    const two = hub.subscribe(b.state, 'vault:1');
-    const other = hub.subscribe(b.state, 'vault:2');
+    hub.join(a.state, 'one', operation('vault:1'));
+    hub.join(b.state, 'two', operation('vault:1'));
+    hub.join(b.state, 'three', operation('vault:1', { v: 1 }));
+    hub.join(b.state, 'other', operation('vault:2'));
     hub.publish('vault:1', 'first');
     hub.publish('vault:1', 'second');
-    expect(await one.next()).toEqual({ value: 'first', done: false });
-    expect(await one.next()).toEqual({ value: 'second', done: false });
-    expect(await two.next()).toEqual({ value: 'first', done: false });
-    let got = false;
-    other.next().then(() => {
-      got = true;
-    });
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(got).toBe(false);
+    await settle();
+    expect(executed).toEqual([
+      [undefined, 'first'],
+      [{ v: 1 }, 'first'],
+      [undefined, 'second'],
+      [{ v: 1 }, 'second'],
+    ]);
+    expect(a.socket.sent.slice(1).map((frame) => JSON.parse(frame))).toEqual([
+      { id: 'one', type: 'next', payload: { data: { event: 'first', variables: null } } },
+      { id: 'one', type: 'next', payload: { data: { event: 'second', variables: null } } },
+    ]);
+    expect(b.socket.sent.slice(1).map((frame) => JSON.parse(frame).id)).toEqual([
+      'two',
+      'three',
+      'two',
+      'three',
+    ]);
   });
 
-  it('drops a subscriber that falls behind, without holding up the others', async () => {
-    const hub = live();
-    const slow = open(hub);
-    const fast = open(hub);
-    hub.subscribe(slow.state, 'transactions:*'); // never read
-    const reader = hub.subscribe(fast.state, 'transactions:*');
-    for (let i = 0; i < 5; i++) {
-      hub.publish('transactions:*', i);
-      expect(await reader.next()).toEqual({ value: i, done: false });
-    }
-    expect(slow.socket.terminated).toBe(true);
-    expect(fast.socket.terminated).toBe(false);
-    expect(hub.stats()).toMatchObject({ sockets: 1, subscriptions: 1, dropped: 1 });
-    expect(warnings.at(-1)).toMatch(/fell 3 events behind/);
-  });
-
-  it('drops a socket whose unsent bytes pass the bound', () => {
-    const hub = live();
+  it('closes a socket with 4499 when any frame would pass its unsent bound, a pong too', () => {
+    const { hub } = live();
     const stalled = open(hub);
-    hub.subscribe(stalled.state, 'vault:1');
-    stalled.socket.bufferedAmount = 5000;
-    hub.publish('vault:1', 'x');
-    expect(stalled.socket.terminated).toBe(true);
-    expect(hub.stats().subscriptions).toBe(0);
+    hub.join(stalled.state, '1', operation('vault:1'));
+    stalled.socket.bufferedAmount = 990;
+    expect(hub.send(stalled.state, '{"type":"pong"}')).toBe(false);
+    expect(stalled.socket.closedWith).toBe(CLOSE.tooSlow);
+    expect(hub.stats()).toMatchObject({ sockets: 0, subscriptions: 0, dropped: 1 });
   });
 
-  it('ends a socket’s subscriptions when it closes, and caps them per socket', async () => {
-    const hub = live();
+  it('closes a socket not acknowledged in time with 4408, and not one that was', async () => {
+    const { hub } = live();
+    const silent = new FakeSocket();
+    hub.accept(silent as never, undefined);
+    const acknowledged = open(hub);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(silent.closedWith).toBe(CLOSE.initTimeout);
+    expect(acknowledged.socket.closedWith).toBeUndefined();
+  });
+
+  it('caps subscriptions per socket and distinct documents in bytes, and frees both', async () => {
+    const { hub } = live();
     const { socket, state } = open(hub);
-    const subs = [1, 2, 3].map(() => hub.subscribe(state, 'vault:1'));
-    expect(() => hub.subscribe(state, 'vault:1')).toThrow(/at most 3 subscriptions/);
-    expect(hub.stats().subscriptions).toBe(3);
+    const subs = ['1', '2', '3'].map((id) => hub.join(state, id, operation('vault:1', { id })));
+    expect(() => hub.join(state, '4', operation('vault:1'))).toThrow(/at most 3 subscriptions/);
+    const other = open(hub);
+    expect(() =>
+      hub.join(other.state, 'big', { ...operation('vault:1'), source: 'x'.repeat(300) }),
+    ).toThrow(/as many distinct subscriptions/);
+    // The same document as a live one is no new group.
+    hub.join(other.state, 'same', operation('vault:1', { id: '1' }));
     const waiting = subs[0]?.next();
     socket.close(1000);
     expect(await waiting).toEqual({ value: undefined, done: true });
-    expect(hub.stats()).toMatchObject({ sockets: 0, subscriptions: 0 });
-  });
-
-  it('sends every error frame in the standard shape, and any other frame as it was', () => {
-    const hub = live();
-    const socket = new FakeSocket();
-    hub.accept(socket as never);
-    const next = '{"type":"next","id":"1","payload":{"data":{"x":1}}}';
-    (socket as unknown as { send(data: string): void }).send(next);
-    (socket as unknown as { send(data: string): void }).send(
-      '{"type":"error","id":"2","payload":[{"message":"Syntax Error: Expected Name, found <EOF>.","locations":[{"line":1,"column":9}]},{"message":"Cannot read properties of null"}]}',
-    );
-    expect(socket.sent[0]).toBe(next);
-    expect(JSON.parse(socket.sent[1] as string)).toEqual({
-      type: 'error',
-      id: '2',
-      payload: [
-        {
-          message: 'Syntax Error: Expected Name, found <EOF>.',
-          locations: [{ line: 1, column: 9 }],
-          path: [],
-          extensions: { code: 'GRAPHQL_PARSE_FAILED' },
-        },
-        {
-          message: 'Cannot read properties of null',
-          locations: [],
-          path: [],
-          extensions: { code: 'BAD_USER_INPUT' },
-        },
-      ],
-    });
-  });
-
-  it('closes a socket that sends connection_init twice (4429) or a bad key (4403)', () => {
-    const hub = live();
-    const twice = open(hub);
-    twice.socket.emit('message', Buffer.from(JSON.stringify({ type: 'connection_init' })), false);
-    expect(twice.socket.closedWith).toBe(CLOSE.tooManyInits);
-    const forged = new FakeSocket();
-    hub.accept(forged as never);
-    forged.emit(
-      'message',
-      Buffer.from(JSON.stringify({ type: 'connection_init', payload: { apiKey: 'bad' } })),
-      false,
-    );
-    expect(forged.closedWith).toBe(CLOSE.unauthorised);
+    expect(hub.stats()).toMatchObject({ sockets: 1, subscriptions: 1 });
+    hub.join(other.state, 'big', { ...operation('vault:1'), source: 'x'.repeat(300) });
   });
 });

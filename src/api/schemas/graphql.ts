@@ -59,14 +59,32 @@ export const GRAPHQL_LIMITS = {
   maxLimit: DATA_PAGE_MAX_LIMIT,
   /** Bytes of a query document. */
   maxQueryBytes: 16 * 1024,
+  /**
+   * Errors in one answer (validation stops there): an answer's errors cost what the document
+   * does, not what it can be made to fail.
+   */
+  maxErrors: 20,
   /** A WebSocket must send connection_init within this, or it is closed with 4408. */
   connectionInitTimeoutMs: 10_000,
   /** Subscriptions open at once on one WebSocket. */
   maxSubscriptionsPerSocket: 20,
-  /** Events waiting to be sent to one subscription; a subscriber further behind is dropped. */
+  /**
+   * A subscribe counts one request of its tier per this much of its cost (at least one), when
+   * it starts: every event it receives is that work again.
+   */
+  subscriptionCostPerRequest: 100,
+  /** Events of one topic waiting to be executed and sent; past it an event is skipped. */
   maxQueuedEvents: 256,
-  /** Bytes waiting in a socket's send buffer; a socket further behind is dropped. */
+  /**
+   * Bytes waiting in a socket's send buffer, whatever the frame (a pong too); a frame that
+   * would pass it closes the socket with 4499.
+   */
   maxBufferedBytes: 1024 * 1024,
+  /**
+   * Text of the distinct subscription documents held at once (with their variables), in all:
+   * their parsed form is up to about 50 times this. A new distinct one past it is refused.
+   */
+  maxLiveDocumentBytes: 1024 * 1024,
 } as const;
 export type GraphqlLimits = { -readonly [K in keyof typeof GRAPHQL_LIMITS]: number };
 

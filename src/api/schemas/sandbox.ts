@@ -73,12 +73,14 @@ export const SandboxInfo = z.object({
     write_wait_ms_p99: z.number().nullable(),
   }),
   /**
-   * GraphQL subscriptions: open WebSockets and subscriptions, events handed to subscribers
-   * so far, and subscribers dropped for falling behind.
+   * GraphQL subscriptions: open WebSockets and subscriptions, the distinct ones among them
+   * (same topic, document and variables: each event is executed once for them), events sent
+   * to subscribers so far, and sockets dropped for not reading what they are sent.
    */
   graphql: z.object({
     sockets: z.number().int(),
     subscriptions: z.number().int(),
+    distinct_subscriptions: z.number().int(),
     events_sent: z.number().int(),
     dropped: z.number().int(),
   }),

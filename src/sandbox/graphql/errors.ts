@@ -77,12 +77,15 @@ interface LoggedError extends Error {
 
 /**
  * Every error as the spec's standard shape: message, locations, path (the field's, when the
- * error belongs to a field or an argument of one; empty otherwise) and extensions.code. An error no code was given for is
- * an internal one: logged, and answered as "internal server error".
+ * error belongs to a field or an argument of one; empty otherwise) and extensions.code. An
+ * error no code was given for is an internal one: logged, and answered as "internal server
+ * error". At most `maxErrors` are answered (graphql-js stops validating there too), and the
+ * work is linear in the document: its fields are indexed once, whatever the errors' number.
  */
 export function formatGraphqlErrors(
   execution: ExecutionResult & { statusCode?: number },
   log: { error(object: unknown, message: string): void },
+  maxErrors = Number.POSITIVE_INFINITY,
 ): { statusCode: number; response: FormattedExecutionResult } {
   const flat: Array<{ error: LoggedError; invalid: boolean }> = [];
   for (const error of (execution.errors ?? []) as readonly LoggedError[]) {
@@ -92,7 +95,10 @@ export function formatGraphqlErrors(
       for (const one of inner as LoggedError[]) flat.push({ error: one, invalid: true });
     } else flat.push({ error, invalid: false });
   }
-  const errors = flat.map(({ error, invalid }) => formatOne(error, invalid, log));
+  const fields = new Map<string, FieldIndex | undefined>();
+  const errors = flat
+    .slice(0, maxErrors)
+    .map(({ error, invalid }) => formatOne(error, invalid, log, fields));
   const first = errors[0]?.extensions?.code as GraphqlErrorCode | undefined;
   // An index being rebuilt answers no field truly, whatever else the document asked.
   const unavailable = errors.some((error) => error.extensions?.code === 'INDEX_UNAVAILABLE');
@@ -108,6 +114,7 @@ function formatOne(
   error: LoggedError,
   invalid: boolean,
   log: { error(object: unknown, message: string): void },
+  fields: Map<string, FieldIndex | undefined>,
 ): GraphQLFormattedError {
   const original = error.originalError ?? undefined;
   const given = (error.extensions?.code ?? original?.extensions?.code) as string | undefined;
@@ -123,6 +130,9 @@ function formatOne(
   } else if (error instanceof GraphQLError && !original && !error.path) {
     // A validation error (no field ran): about a value given, or about the document.
     code = INPUT_PROBLEM.test(message) ? 'BAD_USER_INPUT' : 'GRAPHQL_VALIDATION_FAILED';
+  } else if (error instanceof GraphQLError && !error.path && /^Variable "\$/.test(message)) {
+    // A variable's value that does not coerce (the scalar's own error is the original).
+    code = 'BAD_USER_INPUT';
   } else if (invalid) {
     code = 'BAD_USER_INPUT';
   } else {
@@ -136,7 +146,7 @@ function formatOne(
     }
   }
   const locations = error.locations ? [...error.locations] : [];
-  const path = error.path ? [...error.path] : (fieldPathAt(error) ?? []);
+  const path = error.path ? [...error.path] : (fieldPathAt(error, fields) ?? []);
   const { code: _ignored, ...rest } = {
     ...(original?.extensions ?? {}),
     ...(error.extensions ?? {}),
@@ -150,65 +160,74 @@ function formatOne(
 }
 
 /**
- * The response path of the field an error points into (an argument's bad value, say), from
- * the document it was found in; undefined when it points at no field.
+ * A document's fields in the order they start, each with its response path and the field it
+ * is nested in: built in one walk, then asked once per error.
  */
-function fieldPathAt(error: LoggedError): Array<string | number> | undefined {
-  const offset = error.positions?.[0];
-  const body = error.source?.body;
-  if (offset === undefined || body === undefined) return undefined;
+interface FieldIndex {
+  starts: number[];
+  ends: number[];
+  parents: number[];
+  names: string[];
+}
+
+function indexFields(body: string): FieldIndex | undefined {
   let document: ReturnType<typeof parse>;
   try {
     document = parse(body);
   } catch {
     return undefined;
   }
-  let found: string[] | undefined;
-  const path: string[] = [];
+  const index: FieldIndex = { starts: [], ends: [], parents: [], names: [] };
+  const open: number[] = [];
   visit(document, {
     Field: {
       enter(node) {
-        path.push(node.alias?.value ?? node.name.value);
-        if (node.loc && node.loc.start <= offset && offset < node.loc.end) found = [...path];
+        index.starts.push(node.loc?.start ?? -1);
+        index.ends.push(node.loc?.end ?? -1);
+        index.parents.push(open.at(-1) ?? -1);
+        index.names.push(node.alias?.value ?? node.name.value);
+        open.push(index.starts.length - 1);
       },
       leave() {
-        path.pop();
+        open.pop();
       },
     },
   });
-  return found;
+  return index;
 }
 
 /**
- * A WebSocket frame as it leaves: an `error` frame's errors in the standard shape, with a code
- * (by their message when mercurius gave none: it sends a parse failure or a malformed
- * message's error bare). Any other frame is passed through untouched.
+ * The response path of the innermost field an error points into (an argument's bad value,
+ * say); undefined when it points at no field. Fields start in document order, so the last one
+ * that starts at or before the error's offset, or one of the fields it is nested in, is it.
  */
-export function normaliseErrorFrame(data: unknown): unknown {
-  if (typeof data !== 'string' || !data.startsWith('{"type":"error"')) return data;
-  let frame: { type: string; id?: unknown; payload?: unknown };
-  try {
-    frame = JSON.parse(data);
-  } catch {
-    return data;
+function fieldPathAt(
+  error: LoggedError,
+  fields: Map<string, FieldIndex | undefined>,
+): Array<string | number> | undefined {
+  const offset = error.positions?.[0];
+  const body = error.source?.body;
+  if (offset === undefined || body === undefined) return undefined;
+  if (!fields.has(body)) fields.set(body, indexFields(body));
+  const index = fields.get(body);
+  if (!index) return undefined;
+  let low = 0;
+  let high = index.starts.length - 1;
+  let found = -1;
+  while (low <= high) {
+    const middle = (low + high) >> 1;
+    if ((index.starts[middle] as number) <= offset) {
+      found = middle;
+      low = middle + 1;
+    } else high = middle - 1;
   }
-  if (!Array.isArray(frame.payload)) return data;
-  const payload = frame.payload.map((error: Partial<GraphQLFormattedError> | null) => {
-    const message = String(error?.message ?? 'bad request');
-    const extensions = error?.extensions ?? {};
-    const code =
-      extensions.code ??
-      (/^Syntax Error/.test(message)
-        ? 'GRAPHQL_PARSE_FAILED'
-        : error?.locations && !INPUT_PROBLEM.test(message)
-          ? 'GRAPHQL_VALIDATION_FAILED'
-          : 'BAD_USER_INPUT');
-    return {
-      message,
-      locations: error?.locations ?? [],
-      path: error?.path ?? [],
-      extensions: { ...extensions, code },
-    };
-  });
-  return JSON.stringify({ ...frame, payload });
+  while (found >= 0 && offset >= (index.ends[found] as number)) {
+    found = index.parents[found] as number;
+  }
+  if (found < 0) return undefined;
+  const path: string[] = [];
+  for (let at = found; at >= 0; at = index.parents[at] as number) {
+    path.unshift(index.names[at] as string);
+  }
+  return path;
 }

@@ -1,160 +1,203 @@
+import type { DocumentNode, ExecutionResult } from 'graphql';
 import type { WebSocket } from 'ws';
 import type { GraphqlLimits } from '../../api/schemas/index.ts';
-import type { DataCaller } from '../plugins/rate-limit.ts';
-import { graphqlError, normaliseErrorFrame } from './errors.ts';
+import { graphqlError } from './errors.ts';
 
 /**
- * Subscriptions' plumbing: the WebSockets, their subscriptions, and topics to publish on.
+ * Subscriptions' plumbing: the WebSockets, what may be sent to them, their subscriptions, and
+ * topics to publish on. The protocol itself (graphql-transport-ws) is socket.ts's.
  *
- * - A socket must send connection_init within connectionInitTimeoutMs (else it is closed with
- *   4408), once (a second is closed with 4429), with a key the data API knows if it sends
- *   one (else 4403). Its tier is the key's, counted per subscribe.
- * - A socket holds at most maxSubscriptionsPerSocket subscriptions at once.
- * - Publishing never waits for a subscriber: each subscription has its own queue. A
- *   subscriber that falls behind (maxQueuedEvents waiting, or maxBufferedBytes unsent in its
- *   socket) is dropped: its socket is closed, and the others carry on.
+ * - Every frame to a socket leaves through send(): a socket whose unsent bytes would pass
+ *   maxBufferedBytes, whatever the frame (a pong, an acknowledgement, an event), is closed with
+ *   4499 and nothing more is queued for it. A client that stops reading costs at most that.
+ * - Subscriptions with the same topic, document, variables and operation are one group: an
+ *   event is executed once per group and serialised once, and each socket gets its members'
+ *   frames in one write, a slice of sockets at a time so that a large fan-out never holds the
+ *   event loop. A topic's events go out in order, at most maxQueuedEvents waiting.
  * - Topics are per vault (`vault:0x…`, `transactions:0x…`) plus `transactions:*`, so a
- *   publish touches only the subscribers it is for.
+ *   publish touches only the groups it is for.
+ * - The documents groups keep are bounded in bytes (maxLiveDocumentBytes, counted by source
+ *   length); a new distinct subscription past it is refused.
  */
 
-export interface SocketState {
-  socket: WebSocket;
-  /** The API key connection_init sent (checked then), which its operations count against. */
-  key: unknown;
-  /** Ends each of its subscriptions (run when the socket closes). */
-  ends: Set<() => void>;
-}
-
-interface Subscriber {
-  state: SocketState;
-  queue: unknown[];
-  wake: ((result: IteratorResult<unknown>) => void) | undefined;
-  done: boolean;
-}
-
-/** The WebSocket close codes of graphql-transport-ws, and ours for a slow subscriber. */
+/** The WebSocket close codes of graphql-transport-ws, and ours. */
 export const CLOSE = {
   badRequest: 4400,
-  unauthorised: 4403,
+  unauthorised: 4401,
+  forbidden: 4403,
   initTimeout: 4408,
+  subscriberExists: 4409,
   tooManyInits: 4429,
-  /** Ours: connection_init was over the rate tier's limit (HTTP's 429, times ten). */
+  /** Ours: over the rate tier's limit (HTTP's 429, times ten). */
   rateLimited: 4290,
+  /** Ours: the client does not read what it is sent (past maxBufferedBytes unsent). */
   tooSlow: 4499,
 } as const;
 
-/** The messages a graphql-transport-ws client may send. */
-const CLIENT_MESSAGES = new Set(['connection_init', 'ping', 'pong', 'subscribe', 'complete']);
-
-/** Why a client's graphql-transport-ws message is malformed, or undefined when it is not. */
-function malformed(message: unknown): string | undefined {
-  if (!isObject(message)) return 'a message must be a JSON object';
-  const { type, id, payload } = message;
-  if (typeof type !== 'string' || !CLIENT_MESSAGES.has(type)) return 'unknown message type';
-  if (type === 'subscribe' || type === 'complete') {
-    if (typeof id !== 'string' || id === '') return `${type} needs an id`;
-  }
-  if (type === 'subscribe') {
-    if (!isObject(payload)) return 'subscribe needs a payload';
-    if (typeof payload.query !== 'string')
-      return 'the query must be a GraphQL document as a string';
-    if (!isOptional(payload.variables, isObject)) return 'variables must be an object';
-    if (!isOptional(payload.operationName, (v) => typeof v === 'string')) {
-      return 'operationName must be a string';
-    }
-    if (!isOptional(payload.extensions, isObject)) return 'extensions must be an object';
-  }
-  return undefined;
+export interface SocketState {
+  socket: WebSocket;
+  /** The API key the socket's requests count against (connection_init's, else the upgrade's). */
+  key: unknown;
+  /** Whether connection_ack has been sent: until then the init timeout closes the socket. */
+  acknowledged: boolean;
+  /** Its subscriptions, by id. */
+  subscriptions: Map<string, Member>;
+  /** Whether it was closed by the server: nothing more is sent to it. */
+  closing: boolean;
+  /** Set when its upgrade was over its tier's limit: the seconds to wait. */
+  overLimit?: number | undefined;
 }
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-const isOptional = (value: unknown, ok: (value: unknown) => boolean) =>
-  value === undefined || value === null || ok(value);
+
+/** One subscription: a socket's id in a group. */
+interface Member {
+  state: SocketState;
+  id: string;
+  /** `{"id":…,"type":"next","payload":` with the id as JSON: the frame's start. */
+  prefix: Buffer;
+  group: Group;
+  end(): void;
+}
+
+interface Group {
+  key: string;
+  topic: string;
+  document: DocumentNode;
+  variables: Record<string, unknown> | undefined;
+  operationName: string | undefined;
+  bytes: number;
+  members: Set<Member>;
+}
+
+/** A subscription's execution arguments, as socket.ts checked them. */
+export interface Operation {
+  topic: string;
+  /** The document's text: with the variables and the operation name, the group's key. */
+  source: string;
+  document: DocumentNode;
+  variables: Record<string, unknown> | undefined;
+  operationName: string | undefined;
+}
 
 export interface LiveOptions {
   limits: GraphqlLimits;
-  /** The caller for an API key sent in connection_init (throws for a key that is none). */
-  callerOf(key: unknown, ip: string): DataCaller;
-  log: { warn(message: string): void };
+  /** Runs a group's selection on an event: once per group and event. */
+  execute(
+    operation: Omit<Operation, 'topic' | 'source'>,
+    payload: unknown,
+    shared: object,
+  ): Promise<ExecutionResult> | ExecutionResult;
+  /** The answer of an execution as it is sent (errors in the standard shape). */
+  format(result: ExecutionResult): unknown;
+  log: { warn(message: string): void; info(object: object, message: string): void };
 }
+
+/**
+ * What a Subscription field's subscribe answers: the topic its events are published on
+ * (socket.ts reads it; graphql-js wants an async iterable there).
+ */
+export interface TopicStream extends AsyncIterable<never> {
+  topic: string;
+}
+export function topicStream(topic: string): TopicStream {
+  return {
+    topic,
+    [Symbol.asyncIterator]: () => ({ next: async () => ({ value: undefined, done: true }) }),
+  };
+}
+
+/** The TCP socket under a WebSocket (ws keeps it as `_socket`), to batch its writes. */
+function netSocketOf(socket: WebSocket): { cork(): void; uncork(): void } | undefined {
+  const stream = (socket as unknown as { _socket?: { cork?: unknown; uncork?: unknown } })._socket;
+  return typeof stream?.cork === 'function' && typeof stream.uncork === 'function'
+    ? (stream as { cork(): void; uncork(): void })
+    : undefined;
+}
+
+/** Frames sent between two turns of the event loop (a socket's are never split). */
+const SLICE = 1024;
 
 export function createLive(options: LiveOptions) {
   const { limits } = options;
-  const topics = new Map<string, Set<Subscriber>>();
   const sockets = new Map<WebSocket, SocketState>();
+  const topics = new Map<string, Map<string, Group>>();
+  /** Per topic, its events being executed or sent, in order. */
+  const queues = new Map<string, { tail: Promise<void>; pending: number }>();
+  let documentBytes = 0;
+  let subscriptions = 0;
   let dropped = 0;
   let published = 0;
 
-  function drop(state: SocketState, why: string): void {
-    if (!sockets.has(state.socket)) return;
-    dropped++;
-    options.log.warn(`a GraphQL subscriber was disconnected: ${why}`);
-    sockets.delete(state.socket);
-    // terminate(), not close(): a close frame would queue behind what it cannot take.
-    state.socket.terminate();
-  }
-
-  /** Takes a new WebSocket: its connection_init is checked here, before mercurius acts on it. */
-  function accept(socket: WebSocket, ip = ''): void {
-    const state: SocketState = { socket, key: undefined, ends: new Set() };
+  /** Takes a new WebSocket; the init timeout runs from here. */
+  function accept(socket: WebSocket, key: unknown): SocketState {
+    const state: SocketState = {
+      socket,
+      key,
+      acknowledged: false,
+      subscriptions: new Map(),
+      closing: false,
+    };
     sockets.set(socket, state);
-    // mercurius sends some errors (a document that does not parse, a malformed message)
-    // without a code: every error frame leaves in the standard shape.
-    const send = socket.send.bind(socket) as (data: unknown, ...rest: unknown[]) => void;
-    socket.send = ((data: unknown, ...rest: unknown[]) =>
-      send(normaliseErrorFrame(data), ...rest)) as typeof socket.send;
-    let initialised = false;
     const timer = setTimeout(() => {
-      if (!initialised) socket.close(CLOSE.initTimeout, 'Connection initialisation timeout');
+      if (!state.acknowledged) close(state, CLOSE.initTimeout, 'Connection initialisation timeout');
     }, limits.connectionInitTimeoutMs);
     timer.unref();
-    // The protocol closes the socket with 4400 on a message it cannot take; mercurius would
-    // answer some with an error frame holding its internals, and act on others.
-    const strict = socket.protocol === 'graphql-transport-ws';
-    socket.on('message', (data: Buffer, isBinary: boolean) => {
-      let message: { type?: unknown; payload?: unknown };
-      try {
-        message = JSON.parse(isBinary ? data.toString() : String(data));
-      } catch {
-        if (strict) socket.close(CLOSE.badRequest, 'Invalid message: not JSON');
-        return;
-      }
-      const problem = strict ? malformed(message) : undefined;
-      if (problem) {
-        socket.close(CLOSE.badRequest, `Invalid message: ${problem}`);
-        return;
-      }
-      if (message?.type !== 'connection_init') return;
-      if (initialised) {
-        socket.close(CLOSE.tooManyInits, 'Too many initialisation requests');
-        return;
-      }
-      initialised = true;
-      clearTimeout(timer);
-      const payload = (message.payload ?? {}) as Record<string, unknown>;
-      const headers = (payload.headers ?? {}) as Record<string, unknown>;
-      const key = payload.apiKey ?? payload['x-api-key'] ?? headers['x-api-key'];
-      try {
-        options.callerOf(key, ip);
-        state.key = key;
-      } catch (error) {
-        socket.close(CLOSE.unauthorised, `Forbidden: ${(error as Error).message}`.slice(0, 120));
-      }
-    });
     socket.on('close', () => {
       clearTimeout(timer);
       sockets.delete(socket);
-      for (const end of [...state.ends]) end();
+      for (const member of [...state.subscriptions.values()]) member.end();
     });
+    return state;
   }
 
-  /** Closes a socket whose connection_init was over its tier's limit. */
-  function refuseRateLimited(state: SocketState, retryAfter: number): void {
-    state.socket.close(CLOSE.rateLimited, `Rate limited: retry in ${retryAfter} s`);
+  /** Closes `state`'s socket with `code`; nothing more is sent to it. */
+  function close(state: SocketState, code: number, reason: string): void {
+    if (state.closing) return;
+    state.closing = true;
+    sockets.delete(state.socket);
+    for (const member of [...state.subscriptions.values()]) member.end();
+    state.socket.close(code, reason);
+  }
+
+  /**
+   * Sends `text` to `state`'s socket, unless its unsent bytes would pass the bound: then the
+   * socket is closed with 4499 (its close frame waits behind what is unsent; ws destroys a
+   * socket whose close is not answered in 30 s). Whether the frame was queued.
+   */
+  function send(state: SocketState, frame: string | Buffer | Buffer[]): boolean {
+    const bytes =
+      typeof frame === 'string'
+        ? Buffer.byteLength(frame)
+        : Array.isArray(frame)
+          ? frame.reduce((sum, part) => sum + part.length, 0)
+          : frame.length;
+    if (state.closing || state.socket.readyState !== state.socket.OPEN) return false;
+    if (state.socket.bufferedAmount + bytes > limits.maxBufferedBytes) {
+      dropped++;
+      options.log.info(
+        { unsent: state.socket.bufferedAmount },
+        'a GraphQL WebSocket was closed: its client does not read what it is sent',
+      );
+      close(state, CLOSE.tooSlow, `Too slow: more than ${limits.maxBufferedBytes} bytes unsent`);
+      return false;
+    }
+    if (
+      !state.acknowledged &&
+      typeof frame === 'string' &&
+      frame.startsWith('{"type":"connection_ack"')
+    ) {
+      state.acknowledged = true;
+    }
+    if (Array.isArray(frame)) {
+      frame.forEach((part, i) => {
+        state.socket.send(part, { binary: false, fin: i === frame.length - 1 });
+      });
+    } else state.socket.send(frame, { binary: false });
+    return true;
   }
 
   /** Whether `state`'s socket may hold one more subscription. */
-  const hasRoom = (state: SocketState) => state.ends.size < limits.maxSubscriptionsPerSocket;
+  const hasRoom = (state: SocketState) =>
+    state.subscriptions.size < limits.maxSubscriptionsPerSocket;
   const fullError = () =>
     graphqlError(
       'BAD_USER_INPUT',
@@ -162,43 +205,83 @@ export function createLive(options: LiveOptions) {
     );
 
   /**
-   * A subscription of `state`'s socket to `topic`: an async iterator of what is published
-   * there, until the client completes it or the socket closes.
+   * Adds `id` of `state`'s socket to the group of `operation` (made if new), and answers an
+   * iterator that yields nothing and is done once the subscription ends: the hub sends its
+   * events. Throws a GraphQL error when the socket is full, or the server holds as many
+   * distinct documents as it may.
    */
-  function subscribe(state: SocketState, topic: string): AsyncIterableIterator<unknown> {
+  function join(
+    state: SocketState,
+    id: string,
+    operation: Operation,
+  ): AsyncIterableIterator<never> {
     if (!hasRoom(state)) throw fullError();
-    const subscriber: Subscriber = { state, queue: [], wake: undefined, done: false };
-    let set = topics.get(topic);
-    if (!set) {
-      set = new Set();
-      topics.set(topic, set);
-    }
-    set.add(subscriber);
-    const end = (): IteratorResult<unknown> => {
-      if (!subscriber.done) {
-        subscriber.done = true;
-        state.ends.delete(end);
-        const members = topics.get(topic);
-        members?.delete(subscriber);
-        if (members?.size === 0) topics.delete(topic);
-        subscriber.queue.length = 0;
-        subscriber.wake?.({ value: undefined, done: true });
-        subscriber.wake = undefined;
+    const key = JSON.stringify([
+      operation.source,
+      operation.variables ?? null,
+      operation.operationName ?? null,
+    ]);
+    let groups = topics.get(operation.topic);
+    let group = groups?.get(key);
+    if (!group) {
+      const bytes = key.length;
+      if (documentBytes + bytes > limits.maxLiveDocumentBytes) {
+        throw graphqlError(
+          'RATE_LIMITED',
+          'the server holds as many distinct subscriptions as it may; subscribe to a document others use, or retry later',
+          { retryAfter: 60 },
+        );
       }
-      return { value: undefined, done: true };
-    };
-    state.ends.add(end);
-    return {
-      next: () => {
-        if (subscriber.queue.length > 0) {
-          return Promise.resolve({ value: subscriber.queue.shift(), done: false });
+      documentBytes += bytes;
+      group = {
+        key,
+        topic: operation.topic,
+        document: operation.document,
+        variables: operation.variables,
+        operationName: operation.operationName,
+        bytes,
+        members: new Set(),
+      };
+      if (!groups) {
+        groups = new Map();
+        topics.set(operation.topic, groups);
+      }
+      groups.set(key, group);
+    }
+    let finish: ((result: IteratorResult<never>) => void) | undefined;
+    let ended = false;
+    const member: Member = {
+      state,
+      id,
+      prefix: Buffer.from(`{"id":${JSON.stringify(id)},"type":"next","payload":`),
+      group,
+      end() {
+        if (ended) return;
+        ended = true;
+        subscriptions--;
+        state.subscriptions.delete(id);
+        group.members.delete(member);
+        if (group.members.size === 0) {
+          documentBytes -= group.bytes;
+          const members = topics.get(group.topic);
+          members?.delete(group.key);
+          if (members?.size === 0) topics.delete(group.topic);
         }
-        if (subscriber.done) return Promise.resolve({ value: undefined, done: true });
-        return new Promise((resolve) => {
-          subscriber.wake = resolve;
-        });
+        finish?.({ value: undefined, done: true });
       },
-      return: () => Promise.resolve(end()),
+    };
+    group.members.add(member);
+    state.subscriptions.set(id, member);
+    subscriptions++;
+    const done = new Promise<IteratorResult<never>>((resolve) => {
+      finish = resolve;
+    });
+    return {
+      next: () => (ended ? Promise.resolve({ value: undefined, done: true }) : done),
+      return: () => {
+        member.end();
+        return Promise.resolve({ value: undefined, done: true });
+      },
       [Symbol.asyncIterator]() {
         return this;
       },
@@ -206,48 +289,100 @@ export function createLive(options: LiveOptions) {
   }
 
   /** Whether anyone listens on `topic` (so that nothing is built for no one). */
-  const listened = (topic: string) => (topics.get(topic)?.size ?? 0) > 0;
+  const listened = (topic: string) => topics.has(topic);
   /** Whether anyone listens on a topic that starts with `prefix`. */
   const listenedUnder = (prefix: string) => [...topics.keys()].some((t) => t.startsWith(prefix));
 
-  /** Hands `payload` to every subscriber of `topic`, without waiting for any of them. */
-  function publish(topic: string, payload: unknown): void {
-    const set = topics.get(topic);
-    if (!set) return;
-    for (const subscriber of [...set]) {
-      if (subscriber.done) continue;
-      const { state } = subscriber;
-      if (
-        subscriber.queue.length >= limits.maxQueuedEvents ||
-        state.socket.bufferedAmount > limits.maxBufferedBytes
-      ) {
-        drop(state, `it fell ${subscriber.queue.length} events behind on ${topic}`);
-        continue;
+  /**
+   * Hands `payload` to every group on `topic`, without waiting: once the topic's earlier events
+   * are out, each group executes it once, and every socket gets its members' frames in one
+   * write, a slice of sockets at a time. `shared` is the context every group's execution of
+   * one event shares (what it reads, it reads once).
+   */
+  function publish(topic: string, payload: unknown, shared: object = {}): void {
+    if (!topics.has(topic)) return;
+    let queue = queues.get(topic);
+    if (!queue) {
+      queue = { tail: Promise.resolve(), pending: 0 };
+      queues.set(topic, queue);
+    }
+    if (queue.pending >= limits.maxQueuedEvents) {
+      options.log.warn(`GraphQL events on ${topic} fell ${queue.pending} behind; one was skipped`);
+      return;
+    }
+    const current = queue;
+    current.pending++;
+    current.tail = current.tail
+      .then(() => deliver(topic, payload, shared))
+      .catch((error: unknown) => options.log.warn(`a GraphQL event was not sent: ${String(error)}`))
+      .finally(() => {
+        current.pending--;
+        if (current.pending === 0 && queues.get(topic) === current) queues.delete(topic);
+      });
+  }
+
+  async function deliver(topic: string, payload: unknown, shared: object): Promise<void> {
+    const bySocket = new Map<SocketState, Array<{ member: Member; body: Buffer }>>();
+    for (const group of [...(topics.get(topic)?.values() ?? [])]) {
+      const result = await options.execute(group, payload, shared);
+      const body = Buffer.from(`${JSON.stringify(options.format(result))}}`);
+      for (const member of group.members) {
+        let frames = bySocket.get(member.state);
+        if (!frames) {
+          frames = [];
+          bySocket.set(member.state, frames);
+        }
+        frames.push({ member, body });
       }
-      published++;
-      if (subscriber.wake) {
-        const wake = subscriber.wake;
-        subscriber.wake = undefined;
-        wake({ value: payload, done: false });
-      } else subscriber.queue.push(payload);
+    }
+    let inSlice = 0;
+    for (const [state, frames] of bySocket) {
+      if (inSlice >= SLICE) {
+        await new Promise((resolve) => setImmediate(resolve));
+        inSlice = 0;
+      }
+      inSlice += frames.length;
+      // ws writes each frame at once: corked, the socket's frames leave in one write.
+      const stream = netSocketOf(state.socket);
+      stream?.cork();
+      for (const { member, body } of frames) {
+        // The frame is the member's prefix and the shared body, sent as two fragments of one
+        // message: the body is never copied per member.
+        if (member.group.members.has(member) && send(state, [member.prefix, body])) published++;
+      }
+      stream?.uncork();
+    }
+  }
+
+  /** Sends a protocol ping to every acknowledged socket (the server's keep-alive). */
+  function pingAll(): void {
+    for (const state of [...sockets.values()]) {
+      if (state.acknowledged) send(state, '{"type":"ping"}');
     }
   }
 
   return {
     accept,
-    refuseRateLimited,
-    subscribe,
+    close,
+    send,
+    join,
     hasRoom,
     fullError,
     publish,
+    pingAll,
     listened,
     listenedUnder,
-    stateOf: (socket: WebSocket) => sockets.get(socket),
     /** For /sandbox/info and the benchmark. */
     stats: () => {
-      let subscriptions = 0;
-      for (const set of topics.values()) subscriptions += set.size;
-      return { sockets: sockets.size, subscriptions, events_sent: published, dropped };
+      let groups = 0;
+      for (const set of topics.values()) groups += set.size;
+      return {
+        sockets: sockets.size,
+        subscriptions,
+        distinct_subscriptions: groups,
+        events_sent: published,
+        dropped,
+      };
     },
   };
 }

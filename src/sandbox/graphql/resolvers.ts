@@ -1,5 +1,5 @@
 import { Kind, print, type ValueNode } from 'graphql';
-import type { IResolvers, MercuriusLoaders } from 'mercurius';
+import type { IResolvers } from 'mercurius';
 import type { z } from 'zod';
 import {
   DataAddress,
@@ -13,16 +13,18 @@ import {
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import { type DataQueries, strategyItem } from '../indexer/queries.ts';
 import { isoTime } from '../indexer/reads.ts';
+import type { IndexedStrategy } from '../indexer/strategies.ts';
 import { VAULT_FEES, type VaultSummary, vaultItem } from '../indexer/vaults.ts';
 import { fromQueryError, graphqlError } from './errors.ts';
-import type { Live, SocketState } from './live.ts';
+import { type TopicStream, topicStream } from './live.ts';
 
 /**
  * The GraphQL resolvers. Every answer comes from the same functions as /v1's
  * (indexer/queries.ts), mapped onto the spec's types: enums in upper case, APY windows as
  * day7/day30, a position's or transaction's vault as a whole Vault. Nested vaults and
- * strategies are batched by loaders: a list of vaults with their strategies, or of
- * transactions with their vaults, reads the index a fixed number of times.
+ * strategies come from the index's per-commit reads, grouped once per commit: a list of
+ * vaults with their strategies, or of transactions with their vaults, reads the index a fixed
+ * number of times, over HTTP and for every subscription group alike.
  */
 
 /** A Vault as resolvers hand it on: its fields, with the APY windows read on first use. */
@@ -141,7 +143,8 @@ function notLiteral(type: 'BigInt' | 'DateTime', node: ValueNode): TypeError {
   return new TypeError(`${type} must be written as ${as}; got ${print(node)}`);
 }
 
-export function createResolvers(queries: DataQueries, live: Live): IResolvers {
+export function createResolvers(queries: DataQueries): IResolvers {
+  const nested = createNestedReads(queries);
   return {
     BigInt: {
       serialize: toBigIntText,
@@ -262,81 +265,80 @@ export function createResolvers(queries: DataQueries, live: Live): IResolvers {
         }),
     },
 
-    Subscription: {
-      vaultUpdated: {
-        subscribe: (_root: unknown, args: { address: string }, context: { live?: SocketState }) =>
-          answer(() => {
-            const vault = queries.vaultAt(address('address', args.address));
-            return live.subscribe(liveState(context), `vault:${vault.address.toLowerCase()}`);
-          }),
-      },
-      transactionCreated: {
-        subscribe: (
-          _root: unknown,
-          args: { vaultAddress?: string | null },
-          context: { live?: SocketState },
-        ) =>
-          answer(() => {
-            if (args.vaultAddress === undefined || args.vaultAddress === null) {
-              return live.subscribe(liveState(context), 'transactions:*');
-            }
-            const vault = queries.vaultAt(address('vaultAddress', args.vaultAddress));
-            return live.subscribe(
-              liveState(context),
-              `transactions:${vault.address.toLowerCase()}`,
-            );
-          }),
-      },
-    },
+    Vault: { strategies: (vault: VaultRoot) => nested.strategiesOf(vault.address) },
+    Transaction: { vault: (item: { vault: string }) => nested.vaultAt(item.vault) },
+    UserPosition: { vault: (item: { vault: string }) => nested.vaultAt(item.vault) },
   } as IResolvers;
 }
 
-function liveState(context: { live?: SocketState }): SocketState {
-  if (!context.live) throw graphqlError('BAD_USER_INPUT', 'subscriptions need a WebSocket');
-  return context.live;
+/**
+ * The subscribe resolver of the Subscription fields: each names the topic its events are
+ * published on, which the hub (live.ts) delivers. Given to graphql-js's
+ * createSourceEventStream by socket.ts (mercurius runs no subscriptions here).
+ */
+export function createSubscribeResolver(queries: DataQueries) {
+  const subscribers: Record<string, (args: Record<string, unknown>) => TopicStream> = {
+    vaultUpdated: (args) => {
+      const vault = queries.vaultAt(address('address', args.address));
+      return topicStream(`vault:${vault.address.toLowerCase()}`);
+    },
+    transactionCreated: (args) => {
+      if (args.vaultAddress === undefined || args.vaultAddress === null) {
+        return topicStream('transactions:*');
+      }
+      const vault = queries.vaultAt(address('vaultAddress', args.vaultAddress));
+      return topicStream(`transactions:${vault.address.toLowerCase()}`);
+    },
+  };
+  return (
+    _root: unknown,
+    args: Record<string, unknown>,
+    _context: unknown,
+    info: { fieldName: string },
+  ) =>
+    answer(() => {
+      const subscribe = subscribers[info.fieldName];
+      if (!subscribe)
+        throw graphqlError('BAD_USER_INPUT', `${info.fieldName} is not a subscription`);
+      return subscribe(args);
+    });
 }
 
-/** Nested resolvers that read the index once for a whole batch. */
-export function createLoaders(queries: DataQueries): MercuriusLoaders {
-  const vaultsByAddress = (addresses: string[]) => {
-    const wanted = new Set(addresses.map((a) => a.toLowerCase()));
-    const found = new Map<string, VaultRoot>();
-    for (const summary of queries.summaries()) {
-      const key = summary.address.toLowerCase();
-      if (wanted.has(key)) found.set(key, vaultRoot(summary, queries));
-    }
-    return addresses.map((a) => found.get(a.toLowerCase()) ?? null);
-  };
+/**
+ * A vault's strategies and the vault at an address, grouped once per index commit: the
+ * queries' reads are per commit already (the same arrays until the next), so the grouping is
+ * keyed by them.
+ */
+function createNestedReads(queries: DataQueries) {
+  const strategiesByVault = new WeakMap<readonly IndexedStrategy[], Map<string, unknown[]>>();
+  const vaultsByAddress = new WeakMap<readonly VaultSummary[], Map<string, VaultRoot>>();
   return {
-    Vault: {
-      strategies: {
-        loader: async (batch: Array<{ obj: VaultRoot }>) => {
-          const byVault = new Map<string, unknown[]>();
-          // The vault detail's strategies: the live ones in the vault (no agent names needed).
-          for (const s of queries.strategies()) {
-            if (!s.vault) continue;
-            const list = byVault.get(s.vault) ?? [];
-            list.push({ ...strategyItem(s, null), status: upper(s.status) });
-            byVault.set(s.vault, list);
-          }
-          return batch.map(({ obj }) => byVault.get(obj.address) ?? []);
-        },
-        opts: { cache: false },
-      },
+    /** The vault detail's strategies: the live ones in the vault (no agent names needed). */
+    strategiesOf(vault: string): unknown[] {
+      const all = queries.strategies();
+      let byVault = strategiesByVault.get(all);
+      if (!byVault) {
+        byVault = new Map();
+        for (const s of all) {
+          if (!s.vault) continue;
+          const list = byVault.get(s.vault) ?? [];
+          list.push({ ...strategyItem(s, null), status: upper(s.status) });
+          byVault.set(s.vault, list);
+        }
+        strategiesByVault.set(all, byVault);
+      }
+      return byVault.get(vault) ?? [];
     },
-    Transaction: {
-      vault: {
-        loader: async (batch: Array<{ obj: { vault: string } }>) =>
-          vaultsByAddress(batch.map(({ obj }) => obj.vault)),
-        opts: { cache: false },
-      },
+    vaultAt(address: string): VaultRoot | null {
+      const all = queries.summaries();
+      let byAddress = vaultsByAddress.get(all);
+      if (!byAddress) {
+        byAddress = new Map(
+          all.map((summary) => [summary.address.toLowerCase(), vaultRoot(summary, queries)]),
+        );
+        vaultsByAddress.set(all, byAddress);
+      }
+      return byAddress.get(address.toLowerCase()) ?? null;
     },
-    UserPosition: {
-      vault: {
-        loader: async (batch: Array<{ obj: { vault: string } }>) =>
-          vaultsByAddress(batch.map(({ obj }) => obj.vault)),
-        opts: { cache: false },
-      },
-    },
-  } as MercuriusLoaders;
+  };
 }

@@ -1,22 +1,33 @@
+import { createHash } from 'node:crypto';
 import websocket from '@fastify/websocket';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { GraphQLError, type GraphQLSchema, parse, specifiedRules, validate } from 'graphql';
+import { execute, type GraphQLSchema, getOperationAST, specifiedRules } from 'graphql';
+import { GRAPHQL_TRANSPORT_WS_PROTOCOL } from 'graphql-ws';
 import mercurius from 'mercurius';
 import { GRAPHQL_LIMITS, type GraphqlLimits } from '../../api/schemas/index.ts';
 import { DataApiError } from '../errors.ts';
 import { formatGraphqlErrors, graphqlError } from '../graphql/errors.ts';
 import { GRAPHIQL_HTML } from '../graphql/graphiql.ts';
-import { httpOperationsRule, limitsRule } from '../graphql/limits.ts';
-import { createLive, type Live, type SocketState } from '../graphql/live.ts';
+import {
+  type HistorySource,
+  httpOperationsRule,
+  limitsRule,
+  measureOperations,
+} from '../graphql/limits.ts';
+import { createLive, type Live } from '../graphql/live.ts';
 import { publishCommits } from '../graphql/publish.ts';
-import { createLoaders, createResolvers } from '../graphql/resolvers.ts';
+import { createResolvers, createSubscribeResolver } from '../graphql/resolvers.ts';
 import { SCHEMA_SDL } from '../graphql/schema.ts';
+import { createSocketProtocol } from '../graphql/socket.ts';
+import { indexTime } from '../indexer/reads.ts';
 import { type DataAccess, rateLimitedError } from './data.ts';
 import { ANSWER_CACHE_LIMITS, createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 /** At most this many tokens in a document: parsing stops there. */
 const MAX_TOKENS = 4000;
+/** The server pings every acknowledged WebSocket this often. */
+const KEEP_ALIVE_MS = 30_000;
 
 export interface GraphqlOptions {
   /** Serve GraphiQL to a browser at GET /graphql. */
@@ -29,7 +40,7 @@ export interface GraphqlOptions {
  * Part B's GraphQL half at /graphql (mercurius): queries over POST (and GET), subscriptions
  * over WebSocket with graphql-transport-ws, GraphiQL for a browser. It reads the same index
  * through the same functions as /v1, and counts against the same rate tiers: one HTTP
- * request, one WebSocket upgrade or one subscribe is one request. Limits are
+ * request, one WebSocket upgrade, ping or subscribe is one request. Limits are
  * GRAPHQL_LIMITS (src/api/schemas/graphql.ts), documented in docs/data-api.md.
  */
 export async function registerGraphqlRoutes(
@@ -39,16 +50,67 @@ export async function registerGraphqlRoutes(
   options: GraphqlOptions,
 ): Promise<Live> {
   const limits: GraphqlLimits = { ...GRAPHQL_LIMITS, ...options.limits };
-  const live = createLive({ limits, callerOf: data.dataCaller, log: app.log });
+  const history: HistorySource = {
+    now: () => indexTime(deps.chain.index),
+    createdAt: (address) =>
+      data.queries
+        .summaries()
+        .filter((vault) => address === undefined || sameAddress(vault.address, address))
+        .map((vault) => vault.createdAt),
+  };
+  const limitsOfDocuments = limitsRule(limits, history);
+  let schema: GraphQLSchema | undefined;
+  const live = createLive({
+    limits,
+    execute: (operation, payload, shared) =>
+      execute({
+        schema: schema as GraphQLSchema,
+        document: operation.document,
+        rootValue: payload,
+        contextValue: shared,
+        variableValues: operation.variables,
+        operationName: operation.operationName,
+      }),
+    format: (result) =>
+      result.errors?.length
+        ? formatGraphqlErrors(result, app.log, limits.maxErrors).response
+        : result,
+    log: app.log,
+  });
+  const openSocket = createSocketProtocol({
+    live,
+    limits,
+    schema: () => schema as GraphQLSchema,
+    rules: [...specifiedRules, limitsOfDocuments],
+    maxTokens: MAX_TOKENS,
+    subscribeResolver: createSubscribeResolver(data.queries),
+    costOf: (document, operationName) => {
+      const measures = measureOperations(schema as GraphQLSchema, document, limits, history);
+      return (measures.find((m) => m.name === operationName) ?? measures[0])?.cost ?? 0;
+    },
+    callerOf: data.dataCaller,
+    count: data.countRequest,
+    formatErrors: (errors) => [
+      ...(formatGraphqlErrors({ errors }, app.log, limits.maxErrors).response.errors ?? []),
+    ],
+    log: app.log,
+  });
   const unpublish = publishCommits(deps.chain.index, data.queries, live);
-  app.addHook('onClose', async () => unpublish());
-  const rules = [...specifiedRules, limitsRule(limits)];
+  // The server's keep-alive: a ping to every acknowledged socket.
+  const keepAlive = setInterval(() => live.pingAll(), KEEP_ALIVE_MS);
+  keepAlive.unref();
+  app.addHook('onClose', async () => {
+    clearInterval(keepAlive);
+    unpublish();
+  });
 
   // A query's answer depends on the index alone, as /v1's do: it is served pre-serialised, per
   // request document, until the index commits or an agent row changes. nodeStats reports live
   // nodes (GET /v1/nodes is not cached either), so a document that names it is never kept.
   const answers = createResponseCache<string>(ANSWER_CACHE_LIMITS);
   const pending = new WeakMap<FastifyRequest, { key: string; version: unknown }>();
+  /** Upgrades over their tier's limit, with the seconds to wait. */
+  const overLimit = new WeakMap<FastifyRequest, number>();
 
   /** Rate tiers, the request's shape, and GraphiQL for a browser. */
   async function guard(request: FastifyRequest, reply: FastifyReply) {
@@ -64,9 +126,24 @@ export async function registerGraphqlRoutes(
     }
     // A key that is none is refused here (401), a WebSocket's too.
     const caller = data.dataCaller(request.headers['x-api-key'], request.ip);
-    // A WebSocket counts at its connection_init, in the tier of the key sent there.
-    if (request.ws) return;
+    // Every request counts, a WebSocket's upgrade too (in its IP's tier, or its X-API-Key's).
     const exceeded = await data.countRequest(request, caller);
+    if (request.ws) {
+      // Only graphql-transport-ws is spoken: the legacy graphql-ws protocol
+      // (subscriptions-transport-ws) and any other are refused before the upgrade.
+      const offered = String(request.headers['sec-websocket-protocol'] ?? '').split(',');
+      if (!offered.some((name) => name.trim() === GRAPHQL_TRANSPORT_WS_PROTOCOL)) {
+        throw new DataApiError(
+          'INVALID_PARAMETER',
+          `the WebSocket subprotocol must be ${GRAPHQL_TRANSPORT_WS_PROTOCOL} (the npm graphql-ws client's); the legacy graphql-ws protocol is not served`,
+        );
+      }
+      // Over the limit, the socket may still name a key of its own in connection_init (a key
+      // is not held to its IP's public limit); without one it is closed with 4290 then, where
+      // a client sees the reason (a refused upgrade is only a failed connection).
+      if (exceeded) overLimit.set(request, exceeded.retryAfter);
+      return;
+    }
     if (exceeded) {
       reply.header('retry-after', String(exceeded.retryAfter));
       throw rateLimitedError(exceeded);
@@ -107,7 +184,10 @@ export async function registerGraphqlRoutes(
       throw new DataApiError('INVALID_PARAMETER', '"operationName" must be a string');
     }
     if (/\bnodeStats\b/.test(source)) return;
-    const key = `${request.method} ${request.method === 'POST' ? JSON.stringify(body) : request.url}`;
+    // A body can be 64 KiB: the key is its digest, so that a kept answer costs its own bytes.
+    const key = createHash('sha256')
+      .update(`${request.method} ${request.method === 'POST' ? JSON.stringify(body) : request.url}`)
+      .digest('base64');
     const version = data.queries.version();
     const kept = answers.lookup(key, version);
     if (kept) return reply.type('application/json; charset=utf-8').send(kept);
@@ -131,115 +211,77 @@ export async function registerGraphqlRoutes(
     scope.setValidatorCompiler(() => (value) => ({ value }));
     scope.setSerializerCompiler(() => (value) => JSON.stringify(value));
     scope.addHook('onSend', keepAnswer);
-    // Registered here, not by mercurius, to reach its server and bound a message's size.
-    await scope.register(websocket, { options: { maxPayload: 4 * limits.maxQueryBytes } });
-    scope.websocketServer.on('connection', (socket, raw) =>
-      live.accept(socket, raw.socket.remoteAddress ?? ''),
-    );
-    // mercurius logs as an error every subscribe its resolver refused; a client's mistake (a
-    // code given, or no field reached) is no fault of the server's, and is logged at info.
-    const log = scope.log;
-    scope.log = Object.assign(Object.create(log), {
-      error(object: unknown, ...rest: unknown[]) {
-        if (clientMistakes(object)) {
-          return log.info({ errors: object.map(String) }, 'a GraphQL subscribe was refused');
-        }
-        return (log.error as (...args: unknown[]) => void)(object, ...rest);
+    // mercurius's GET /graphql also takes the WebSockets, run by socket.ts (graphql-ws's
+    // server) rather than mercurius's own: this hook runs before @fastify/websocket's (added
+    // below), which then makes the route upgrade.
+    scope.addHook('onRoute', (route) => {
+      if (route.url === '/graphql' && route.method === 'GET') {
+        route.wsHandler = (socket, request) => openSocket(socket, request, overLimit.get(request));
+      }
+    });
+    await scope.register(websocket, {
+      options: {
+        maxPayload: 4 * limits.maxQueryBytes,
+        handleProtocols: (protocols) =>
+          protocols.has(GRAPHQL_TRANSPORT_WS_PROTOCOL) ? GRAPHQL_TRANSPORT_WS_PROTOCOL : false,
+      },
+      // A socket's error is the client's doing (a frame over maxPayload, a bad frame, a reset
+      // connection): logged at info, and the socket ends.
+      errorHandler: (error, socket, request) => {
+        request.log.info(
+          { code: (error as { code?: string }).code, message: error.message },
+          'a GraphQL WebSocket was closed on a client error',
+        );
+        socket.terminate();
       },
     });
     await scope.register(mercurius, {
       schema: SCHEMA_SDL,
-      resolvers: createResolvers(data.queries, live),
-      loaders: createLoaders(data.queries),
+      resolvers: createResolvers(data.queries),
       path: '/graphql',
       graphiql: false,
       allowBatchedQueries: false,
-      validationRules: [limitsRule(limits), httpOperationsRule],
-      graphql: { parseOptions: { maxTokens: MAX_TOKENS } },
+      validationRules: [limitsOfDocuments, httpOperationsRule],
+      // mercurius would keep the ASTs of 2,048 documents (16 KiB of text is megabytes of AST),
+      // bounded in entries only: a document is parsed and validated for each request instead
+      // (a millisecond or two for the largest allowed), and answers are kept by answers above.
+      cache: false,
+      graphql: {
+        parseOptions: { maxTokens: MAX_TOKENS },
+        // graphql-js adds one error saying it stopped: maxErrors in all.
+        validateOptions: { maxErrors: limits.maxErrors - 1 },
+      },
       errorFormatter: (execution, context) =>
-        formatGraphqlErrors(execution, (context.reply?.log ?? app.log) as typeof app.log),
+        formatGraphqlErrors(
+          execution,
+          (context.reply?.log ?? app.log) as typeof app.log,
+          limits.maxErrors,
+        ),
       // Not in openapi.json: GraphQL describes itself (schema.graphql, introspection).
       additionalRouteOptions: { preHandler: guard, schema: { hide: true } },
-      subscription: {
-        // Run at connection_init, before it is acknowledged: the socket counts one request
-        // in the tier of the key sent there (live.accept checked it), else of the upgrade's
-        // X-API-Key, else of its IP; over the limit it is closed with 4290.
-        context: async (socket, request) => {
-          const state = live.stateOf(socket as never);
-          if (state && state.socket.readyState === state.socket.OPEN) {
-            state.key ??= request.headers['x-api-key'];
-            const exceeded = await data.countRequest(
-              request,
-              data.dataCaller(state.key, request.ip),
-            );
-            if (exceeded) live.refuseRateLimited(state, exceeded.retryAfter);
-          }
-          return { live: state };
-        },
-        keepAlive: 30_000,
-      },
     });
-    // mercurius runs no validation on a subscription: the same rules run here, before it keeps
-    // anything for the subscription, and every subscribe (a bad one too) counts as a request
-    // of the socket's tier, as on /v1.
-    const checked = new WeakSet<object>();
-    scope.graphql.addHook(
-      'preSubscriptionParsing',
-      async (schema: GraphQLSchema, source: string, context) => {
-        checked.add(context);
-        const { request, live: state } = context as unknown as {
-          request: FastifyRequest;
-          live?: SocketState;
-        };
-        const exceeded = await data.countRequest(request, data.dataCaller(state?.key, request.ip));
-        if (exceeded) {
-          throw graphqlError('RATE_LIMITED', rateLimitedError(exceeded).message, {
-            retryAfter: exceeded.retryAfter,
-          });
-        }
-        if (Buffer.byteLength(source) > limits.maxQueryBytes) {
-          throw graphqlError(
-            'BAD_USER_INPUT',
-            `the query is ${Buffer.byteLength(source)} bytes; at most ${limits.maxQueryBytes} are allowed`,
-          );
-        }
-        if (state && !live.hasRoom(state)) throw live.fullError();
-        const errors = validate(schema, parse(source, { maxTokens: MAX_TOKENS }), rules);
-        if (errors.length > 0) {
-          const { response } = formatGraphqlErrors({ errors }, app.log);
-          const first = errors[0] as GraphQLError;
-          const formatted = response.errors?.[0];
-          throw new GraphQLError(first.message, {
-            nodes: first.nodes ?? null,
-            source: first.source ?? null,
-            positions: first.positions ?? null,
-            path: formatted?.path ?? null,
-            extensions: formatted?.extensions ?? {},
-          });
-        }
-      },
-    );
-    // mercurius runs the hook above only for a query sent as a string; one sent as an object
-    // (an AST) would skip the checks, so its socket is closed as a protocol error.
-    scope.graphql.addHook('preSubscriptionExecution', async (_schema, _document, context) => {
-      if (checked.has(context)) return;
-      const state = (context as unknown as { live?: SocketState }).live;
-      state?.socket.close(4400, 'the query must be a string');
-      throw graphqlError('BAD_USER_INPUT', 'the query must be a GraphQL document as a string');
+    schema = scope.graphql.schema;
+    // mercurius reads a GET request's operation before running it, and a document with no
+    // operation by that name made it throw a TypeError (answered as a server fault).
+    scope.graphql.addHook('preValidation', async (_schema, document, context) => {
+      const request = (context as unknown as { reply?: FastifyReply }).reply?.request;
+      if (request?.method !== 'GET') return;
+      const name = (request.query as Record<string, unknown>).operationName;
+      const operationName = typeof name === 'string' ? name : undefined;
+      if (!getOperationAST(document, operationName)) {
+        throw graphqlError(
+          'BAD_USER_INPUT',
+          operationName === undefined
+            ? 'the document must hold one operation, or name one in operationName'
+            : `the document has no operation named ${JSON.stringify(operationName)}`,
+        );
+      }
     });
   });
   return live;
 }
 
-/** Whether `value` is a list of GraphQL errors that are all the client's doing. */
-function clientMistakes(value: unknown): value is GraphQLError[] {
-  const mistake = (error: unknown) => {
-    if (!(error instanceof GraphQLError)) return false;
-    const code = error.extensions?.code;
-    return error.path === undefined || (code !== undefined && code !== 'INTERNAL_SERVER_ERROR');
-  };
-  return Array.isArray(value) && value.length > 0 && value.every(mistake);
-}
+const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
 /**
  * `variables` must be an object (or absent, or null); over GET it is that object as JSON text.

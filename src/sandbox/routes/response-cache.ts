@@ -6,7 +6,8 @@ export const ANSWER_CACHE_LIMITS = { maxEntries: 2000, maxBytes: 32 * 1024 * 102
 /**
  * Pre-serialised answers for reads that many clients repeat (the leaderboard, the stats).
  * Each entry is kept until `version` changes: callers pass a value that every write which
- * changes the answer moves (a store's change counter, the chain's head).
+ * changes the answer moves (a store's change counter, the chain's head). A string key counts
+ * toward maxBytes with its answer: a key can be as long as a request (a URL, a body).
  */
 export function createResponseCache<Key>(options: { maxEntries?: number; maxBytes?: number } = {}) {
   // Many keys (one per URL, say) between two writes must not grow memory without bound.
@@ -37,14 +38,17 @@ export function createResponseCache<Key>(options: { maxEntries?: number; maxByte
   function keep(key: Key, before: unknown, now: unknown, body: Buffer): void {
     // A write that landed while the answer was built makes it stale already.
     if (now !== before || cachedVersion !== before || entries.has(key)) return;
-    if (body.length > maxBytes) return;
-    if (entries.size >= maxEntries || bytes + body.length > maxBytes) clear();
+    const size = body.length + (typeof key === 'string' ? Buffer.byteLength(key) : 0);
+    if (size > maxBytes) return;
+    if (entries.size >= maxEntries || bytes + size > maxBytes) clear();
     entries.set(key, body);
-    bytes += body.length;
+    bytes += size;
   }
 
   return {
     lookup,
+    /** What is kept: entries, and their bytes (answers and keys). */
+    size: () => ({ entries: entries.size, bytes }),
     keep,
     async send(
       reply: FastifyReply,

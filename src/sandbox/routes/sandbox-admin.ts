@@ -39,7 +39,7 @@ export interface AdminDeps {
 
 /** What the admin API reports of the rest of the service. */
 export interface AdminReports {
-  graphql: () => { sockets: number; subscriptions: number; events_sent: number; dropped: number };
+  graphql: () => SandboxInfo['graphql'];
 }
 
 /** The sandbox admin API under /sandbox: not part of the live service. */
