@@ -5,7 +5,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses, VAULT_IDS } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
-import { createIndexer, type Indexer } from '../indexer/indexer.ts';
+import { createIndexer, type Indexer, type IndexerOptions } from '../indexer/indexer.ts';
 import type { Store } from '../store/index.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
 import { AgentOnboarding, SandboxVault } from './contracts/artifacts.ts';
@@ -39,6 +39,12 @@ export type { Deployment } from './deployment.ts';
 export type { ChainLogger } from './local-chain.ts';
 
 const DEPLOYMENT_FILE = 'deployment.json';
+/**
+ * AGENTCTL_CHECKPOINTS=manual: no automatic checkpoints, only POST /sandbox/checkpoint and a
+ * graceful shutdown's (tests and the bench arrange a long log with it; see
+ * docs/state-directory.md).
+ */
+const MANUAL_CHECKPOINTS_ENV = 'AGENTCTL_CHECKPOINTS';
 /** How long /health trusts its last look at the RPC endpoint. */
 const CONNECTION_CHECK_MS = 1000;
 
@@ -171,10 +177,21 @@ async function startOwnChain(
     clock: options.clock,
     log: options.log,
     revertReason: tracedRevertReason,
+    automaticCheckpoints: process.env[MANUAL_CHECKPOINTS_ENV] !== 'manual',
+    // The index goes back to the rebuilt chain (blocks it held may be gone or replaced)
+    // before the rebuild counts as done.
+    afterRebuild: async () => {
+      await index?.syncTo();
+    },
   });
   try {
-    const { publicClient } = createChainClients(local.rpcUrl, CHAIN_ID, CHAIN_NAME);
-    index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0);
+    const { publicClient } = createChainClients(local.nodeUrl, CHAIN_ID, CHAIN_NAME, local.fetch);
+    // Only logged blocks are indexed: a rebuild brings back every one of them, so the index
+    // is never ahead of a rebuilt chain. It waits while the chain is rebuilt.
+    index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0, undefined, {
+      ceiling: () => local.producer.head().number,
+      paused: () => local.recovering(),
+    });
     const indexed = index;
     const submitter: TxSubmitter = {
       async submit(submission) {
@@ -247,7 +264,8 @@ async function startOwnChain(
       isConnected: connectionCheck(local.rpc, () => local.recovering()),
       nowSeconds: () => options.clock.nowSeconds(),
       stateVersion: () => local.producer.head().number,
-      checkpoint: () => local.checkpoint(),
+      // Asked for: taken even without new blocks, to keep what cheat methods changed.
+      checkpoint: () => local.checkpoint({ evenWithoutNewBlocks: true }),
       close: async () => {
         await fulfiller.stop();
         await onboarder.stop();
@@ -517,6 +535,7 @@ async function openIndex(
   deployment: Deployment,
   finalityDepth: number,
   startBlock?: number,
+  following: Pick<IndexerOptions, 'ceiling' | 'paused'> = {},
 ): Promise<Indexer> {
   const index = createIndexer({
     path: join(options.stateDir, INDEX_FILE),
@@ -525,6 +544,7 @@ async function openIndex(
     deployment,
     finalityDepth,
     ...(startBlock !== undefined && { startBlock: Math.max(1, startBlock) }),
+    ...following,
     log: options.log,
   });
   try {

@@ -26,6 +26,13 @@ export interface IndexerOptions {
    * block 0 that is not the parent of its block 1.
    */
   startBlock?: number;
+  /**
+   * The highest block that may be indexed (on the sandbox's own chain, the last logged one:
+   * a rebuild brings back every logged block, so the index is never ahead of a rebuilt chain).
+   */
+  ceiling?: () => number;
+  /** True while the chain cannot be read (it is being rebuilt): the background poll waits. */
+  paused?: () => boolean;
   log: { warn(message: string): void };
 }
 
@@ -186,8 +193,27 @@ export function createIndexer(options: IndexerOptions) {
     return next;
   }
 
-  async function latestBlock(): Promise<number> {
-    return Number(await rpc.call<Hex>('eth_blockNumber'));
+  /** The chain's head block: its number and hash. */
+  async function latestHead(): Promise<{ number: number; hash: Hash }> {
+    const block = await rpc.call<RpcBlock>('eth_getBlockByNumber', ['latest', false]);
+    return { number: Number(block.number), hash: block.hash };
+  }
+
+  /**
+   * Goes back to the chain when it no longer holds the last indexed block: it went back
+   * below it, or holds another block at its height (a rebuilt chain, anvil_reorg). A chain
+   * that moved on is checked as it is read (step()).
+   */
+  async function followBack(head: { number: number; hash: Hash }): Promise<void> {
+    const at = checkpoint();
+    if (!at || head.number > at.number || (head.number === at.number && head.hash === at.hash)) {
+      return;
+    }
+    const ancestor = await commonAncestor(head.number);
+    options.log.warn(
+      `the chain no longer holds indexed block ${at.number}: the index goes back to block ${ancestor} and follows the chain`,
+    );
+    rollBack(ancestor);
   }
 
   const headerCalls = (from: number, to: number, whole = false) =>
@@ -515,7 +541,13 @@ export function createIndexer(options: IndexerOptions) {
   function syncTo(target?: number): Promise<void> {
     return serially(async () => {
       if (closed) return;
-      const goal = target ?? (await latestBlock()) - finality;
+      let goal = target;
+      if (goal === undefined) {
+        const head = await latestHead();
+        await followBack(head);
+        goal = head.number - finality;
+      }
+      if (options.ceiling) goal = Math.min(goal, options.ceiling());
       // One committed step at a time, until the goal; never a busy loop.
       for (let rereads = 0; !closed; ) {
         const outcome = await step(goal);
@@ -579,6 +611,10 @@ export function createIndexer(options: IndexerOptions) {
     start(): void {
       const tick = () => {
         timer = setTimeout(() => {
+          if (options.paused?.()) {
+            tick();
+            return;
+          }
           syncTo().then(tick, (error: unknown) => {
             options.log.warn(`indexing failed: ${(error as Error).message}; trying again`);
             tick();
