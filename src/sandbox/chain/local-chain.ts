@@ -32,11 +32,18 @@ import { type RpcGateway, startRpcGateway } from './rpc-gateway.ts';
 
 /**
  * A checkpoint is taken once this many blocks are logged after the last one… A rebuild after
- * anvil dies replays them one by one, a few ms each (anvil computes each block's state root).
+ * anvil dies replays them one by one, several ms each (anvil computes each block's state root),
+ * so this bounds a rebuild to about a second.
  */
-export const CHECKPOINT_EVERY_BLOCKS = 250;
-/** …or when blocks have waited this long, so that a rebuild never replays for long. */
-const CHECKPOINT_AFTER_MS = 5_000;
+export const CHECKPOINT_EVERY_BLOCKS = 100;
+/** …or when blocks have waited this long, so that a rebuild never replays for long… */
+const CHECKPOINT_AFTER_MS = 2_000;
+/**
+ * …but an automatic checkpoint follows the last one only after this many times the pause it
+ * made (writes wait while anvil dumps the chain): a big chain is dumped less often, and writes
+ * never wait for checkpoints more than 1/20 of the time.
+ */
+const CHECKPOINT_SPACING = 20;
 /** A checkpoint the chain kept moving under (blocks mined over the RPC URL) is tried again. */
 const CHECKPOINT_TRIES = 3;
 /** Replayed blocks whose hashes are read back in one request. */
@@ -109,6 +116,8 @@ export async function startLocalChain(options: LocalChainOptions) {
   let closing = false;
   let recovering: Promise<void> | undefined;
   let checkpointing: Promise<number> | undefined;
+  /** When the last checkpoint's dump ended, and how long writes waited for it. */
+  let lastCheckpoint = { at: performance.now(), pauseMs: 0 };
   let deployment: Deployment;
   let head: BlockHead;
 
@@ -210,9 +219,11 @@ export async function startLocalChain(options: LocalChainOptions) {
       const pointer = readPointer(store);
       let taken: { at: BlockHead; state: Hex } | undefined;
       for (let tries = 1; ; tries++) {
+        const paused = performance.now();
         const outcome = await producer.exclusive(() =>
           dumpChain(pointer, request.evenWithoutNewBlocks ?? false),
         );
+        lastCheckpoint = { at: performance.now(), pauseMs: performance.now() - paused };
         if (outcome !== 'moved') {
           taken = outcome;
           break;
@@ -293,8 +304,15 @@ export async function startLocalChain(options: LocalChainOptions) {
   };
 
   const automatic = options.automaticCheckpoints ?? true;
+  /** Whether an automatic checkpoint may run now, `sinceMs` at least after the last one. */
+  const spaced = (sinceMs: number) =>
+    automatic &&
+    !recovering &&
+    !closing &&
+    performance.now() - lastCheckpoint.at >=
+      Math.max(sinceMs, CHECKPOINT_SPACING * lastCheckpoint.pauseMs);
   const maybeCheckpoint = () => {
-    if (automatic && producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
+    if (spaced(0) && producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
       checkpointInBackground();
     }
   };
@@ -309,10 +327,10 @@ export async function startLocalChain(options: LocalChainOptions) {
   }, POLL_MS);
   poller.unref();
   const timer = setInterval(() => {
-    if (automatic && !recovering && !closing && producer.head().number > readPointer(store).block) {
+    if (spaced(CHECKPOINT_AFTER_MS) && producer.head().number > readPointer(store).block) {
       checkpointInBackground();
     }
-  }, CHECKPOINT_AFTER_MS);
+  }, CHECKPOINT_AFTER_MS / 4);
   timer.unref();
 
   return {
