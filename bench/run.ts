@@ -22,6 +22,7 @@ import {
   healthUnderErrorFlood,
   rssUnderDocumentFlood,
 } from './graphql-hardening.ts';
+import { measureRecovery } from './recovery.ts';
 
 const QUICK = process.argv.includes('--quick');
 const BIN = fileURLToPath(new URL('../bin/agentctl.js', import.meta.url));
@@ -656,6 +657,13 @@ try {
   const rebuilt = await restart();
   const afterRebuild = await restart();
   Object.assign(durable, await startChild([...SERVE_ARGS, ...durableArgs]));
+  const recovery = await measureRecovery({
+    bin: BIN,
+    stateDir: freshState()[1] as string,
+    adminToken: ADMIN_TOKEN,
+    blocks: QUICK ? 200 : 1000,
+    writers: 6,
+  });
 
   const events = await eventLatency(temporary, temporary.keys[0] as string);
   const memory = await idleMemory();
@@ -742,6 +750,31 @@ try {
   row(
     '  transactions indexed: before / rebuilt / next start',
     `${withIndex.indexed} / ${rebuilt.indexed} / ${afterRebuild.indexed}`.padStart(22),
+  );
+  console.log();
+
+  row(
+    'recovery: kill -9 to a write acknowledged again, ms (--state)',
+    `${recovery.blocksAtServeKill} blk`.padStart(10),
+    '0 blk'.padStart(10),
+    'target'.padStart(10),
+  );
+  row(
+    '  serve killed, 6 agents writing: from the new serve start',
+    fmt(recovery.serveKillMs, 0),
+    fmt(recovery.serveKillEmptyLogMs, 0),
+    '≤ 2000'.padStart(10),
+  );
+  row('    of which to its ready line', fmt(recovery.serveReadyMs, 0));
+  row(
+    `  anvil killed (${recovery.blocksAtAnvilKill} blk since the checkpoint): from the kill`,
+    fmt(recovery.anvilKillMs, 0),
+    fmt(recovery.anvilKillEmptyLogMs, 0),
+    '≤ 2000'.padStart(10),
+  );
+  row('  peer: graceful restart, from the new serve start', fmt(recovery.cleanRestartMs, 0));
+  row(
+    `  writes acknowledged meanwhile ${recovery.acknowledged}, answered other than 200/503 ${recovery.unexpected}`,
   );
   console.log();
 

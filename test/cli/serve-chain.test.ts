@@ -53,7 +53,7 @@ describe('serve with the chain', () => {
     expect(existsSync(join(state, 'anvil-load-state.json'))).toBe(false);
   });
 
-  it('keeps every acknowledged transaction through kill -9, and leaves no anvil behind', async () => {
+  it('keeps every acknowledged transaction through kill -9, takes over its anvil, and leaves no anvil behind', async () => {
     const state = join(serves.dir(), 'state');
     const first = await serve(['--state', state]);
     const apiKey = await registerAgent(first.url);
@@ -83,7 +83,9 @@ describe('serve with the chain', () => {
     expect(isRunning(firstAnvil as number)).toBe(true);
 
     const second = await serve(['--state', state]);
-    expect(isRunning(firstAnvil as number)).toBe(false);
+    // The anvil the killed serve left running holds the logged chain: it is taken over.
+    expect(Number(readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ')[0])).toBe(firstAnvil);
+    expect(second.stderr()).not.toContain('is not used');
     const info = SandboxInfo.parse((await request(second.url, 'GET', '/sandbox/info')).body);
     const reader = createPublicClient({ transport: http(info.rpc_url) });
     const agentAddress = deposit.body.agent_address as Address;
@@ -114,6 +116,8 @@ describe('serve with the chain', () => {
       apiKey,
     );
     expect(again.status).toBe(200);
+    await stop(second);
+    expect(isRunning(firstAnvil as number)).toBe(false);
   });
 
   it('keeps chain time and yield across a graceful restart', async () => {
@@ -130,6 +134,8 @@ describe('serve with the chain', () => {
     expect(deposit.status).toBe(200);
     await request(first.url, 'POST', '/sandbox/clock/advance', { seconds: 30 * 24 * 3600 });
     const before = SandboxInfo.parse((await request(first.url, 'GET', '/sandbox/info')).body);
+    // The block the advance mined (the clock read after it may be a second later already).
+    const advanced = await createPublicClient({ transport: http(before.rpc_url) }).getBlock();
     const valueBefore = Number(
       (await request(first.url, 'GET', '/api/v1/agent/vault/positions', undefined, apiKey)).body
         .positions[0].value_usdc,
@@ -146,7 +152,8 @@ describe('serve with the chain', () => {
     expect(info.clock.offset_seconds).toBeGreaterThanOrEqual(before.clock.offset_seconds);
     const reader = createPublicClient({ transport: http(info.rpc_url) });
     const block = await reader.getBlock();
-    expect(Number(block.timestamp)).toBeGreaterThanOrEqual(before.clock.now);
+    expect(block.timestamp).toBeGreaterThanOrEqual(advanced.timestamp);
+    expect(Number(advanced.timestamp)).toBeGreaterThanOrEqual(before.clock.now - 30);
     // Only the restored chain has the deposit, and the yield it earned over the month.
     const receipt = await reader.getTransactionReceipt({ hash: deposit.body.deposit_tx });
     expect(receipt.status).toBe('success');

@@ -354,7 +354,7 @@ describe('connections', () => {
       exited.then((code) => reject(new Error(`serve exited (${code}):\n${out}\n${err}`)));
     });
     running.push(sandbox);
-    expect(sandbox.stdout()).toMatch(/at most 128 connections at once \(open-file limit 256\)/);
+    expect(sandbox.stdout()).toMatch(/at most 64 connections at once \(open-file limit 256\)/);
     const { apiKey } = await registerOver(sandbox.url);
     const first = await openRaw(sandbox.url);
     // Far more sockets than the process has file descriptors for.
@@ -363,7 +363,7 @@ describe('connections', () => {
     );
     await new Promise((resolve) => setTimeout(resolve, 300));
     const open = flood.filter((connection) => connection && !connection.socket.destroyed);
-    expect(open.length).toBeLessThanOrEqual(128);
+    expect(open.length).toBeLessThanOrEqual(64);
     // A deposit on a connection the server holds succeeds: the write path needs no new descriptor.
     const body = JSON.stringify({ vault_id: 'moderate', amount_usdc: 1 });
     first.socket.write(

@@ -111,9 +111,7 @@ export async function startAnvil(options: {
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
   // Recorded before anything can go wrong, so a serve killed during start-up is cleaned up too:
   // the anvil's pid, then the pid of the serve that owns it.
-  if (child.pid !== undefined) {
-    writeFileSync(pidFile, `${child.pid} ${process.pid}\n`, { mode: 0o600 });
-  }
+  if (child.pid !== undefined) writePidFile(options.stateDir, child.pid);
   let rpcUrl: string;
   try {
     rpcUrl = await waitForListening(child, binary);
@@ -122,6 +120,8 @@ export async function startAnvil(options: {
     throw error;
   }
   const pid = child.pid as number;
+  // With its port, so that a serve started after a kill -9 of this one can take it over.
+  writePidFile(options.stateDir, pid, Number(new URL(rpcUrl).port));
   return {
     rpcUrl,
     pid,
@@ -135,6 +135,80 @@ export async function startAnvil(options: {
         clearTimeout(timer);
       }
       rmSync(pidFile, { force: true });
+    },
+  };
+}
+
+/** anvil.pid: the anvil's pid, the pid of the serve that owns it, and its port once known. */
+function writePidFile(stateDir: string, anvilPid: number, port?: number): void {
+  writeFileSync(
+    join(stateDir, PID_FILE),
+    `${anvilPid} ${process.pid}${port === undefined ? '' : ` ${port}`}\n`,
+    { mode: 0o600 },
+  );
+}
+
+function readPidFile(stateDir: string): { anvil?: number; serve?: number; port?: number } {
+  const [anvil, serve, port] = readFileSync(join(stateDir, PID_FILE), 'utf8')
+    .trim()
+    .split(/\s+/)
+    .map(Number);
+  const valid = (n: number | undefined) =>
+    n !== undefined && Number.isInteger(n) && n > 0 ? n : undefined;
+  return { anvil: valid(anvil), serve: valid(serve), port: valid(port) };
+}
+
+/**
+ * The anvil a serve of this state dir left running when it was killed (kill -9), which the
+ * next serve takes over rather than rebuilding its chain: its pid and port. Undefined when
+ * there is none, or its serve still runs. Call only while holding the state dir's lock.
+ */
+export function survivingAnvil(stateDir: string): { pid: number; port: number } | undefined {
+  if (!existsSync(join(stateDir, PID_FILE))) return undefined;
+  const found = readPidFile(stateDir);
+  if (found.anvil === undefined || found.port === undefined) return undefined;
+  if (found.serve !== undefined && found.serve !== process.pid && isRunning(found.serve)) {
+    return undefined;
+  }
+  return isAnvil(found.anvil) && startedFor(found.anvil, stateDir)
+    ? { pid: found.anvil, port: found.port }
+    : undefined;
+}
+
+/** How often a taken-over anvil, not our child, is checked to be still running. */
+const ADOPTED_CHECK_MS = 100;
+
+/**
+ * An anvil found running by `survivingAnvil`, as this serve's own: anvil.pid names this serve
+ * from now on, and its end is noticed by looking at its pid (it is not our child).
+ */
+export function adoptAnvil(stateDir: string, found: { pid: number; port: number }): AnvilProcess {
+  writePidFile(stateDir, found.pid, found.port);
+  const alive = () => isAnvil(found.pid);
+  let timer: NodeJS.Timeout | undefined;
+  const exited = new Promise<void>((resolveExit) => {
+    timer = setInterval(() => {
+      if (alive()) return;
+      clearInterval(timer);
+      resolveExit();
+    }, ADOPTED_CHECK_MS);
+    timer.unref();
+  });
+  return {
+    rpcUrl: `http://127.0.0.1:${found.port}`,
+    pid: found.pid,
+    running: alive,
+    exited,
+    async stop() {
+      if (alive()) {
+        killQuietly(found.pid, 'SIGTERM');
+        for (let waited = 0; alive() && waited < 3000; waited += 20) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        if (alive()) killQuietly(found.pid);
+      }
+      clearInterval(timer);
+      rmSync(join(stateDir, PID_FILE), { force: true });
     },
   };
 }
@@ -192,19 +266,17 @@ export function stopAbandonedAnvil(dir: string, { ownerGone = false } = {}): boo
     if (ownerGone) for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
     return true;
   }
-  const [anvilPid, servePid] = readFileSync(pidFile, 'utf8').trim().split(/\s+/).map(Number);
+  const { anvil: anvilPid, serve: servePid } = readPidFile(dir);
   if (!ownerGone && servePid !== undefined && isRunning(servePid)) return false;
-  if (anvilPid !== undefined && Number.isInteger(anvilPid) && anvilPid > 0 && isAnvil(anvilPid)) {
-    killQuietly(anvilPid);
-  }
+  if (anvilPid !== undefined && isAnvil(anvilPid)) killQuietly(anvilPid);
   if (ownerGone) for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
   rmSync(pidFile, { force: true });
   return true;
 }
 
-function killQuietly(pid: number): void {
+function killQuietly(pid: number, signal: NodeJS.Signals = 'SIGKILL'): void {
   try {
-    process.kill(pid, 'SIGKILL');
+    process.kill(pid, signal);
   } catch {
     // Already gone.
   }
@@ -232,6 +304,17 @@ export function anvilsStartedFor(dir: string): number[] {
     }
   }
   return found;
+}
+
+/** Whether the anvil `pid` was started for `dir` (its environment says so; true without /proc). */
+function startedFor(pid: number, dir: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8')
+      .split('\0')
+      .includes(`${STATE_DIR_MARKER}=${dir}`);
+  } catch {
+    return !existsSync('/proc/self');
+  }
 }
 
 /** Only kill the pid if it still is an anvil: pids are reused. */

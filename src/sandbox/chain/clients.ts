@@ -27,7 +27,12 @@ export const SANDBOX_FEES: FeePolicy = {
 export const SANDBOX_BASE_FEE = parseGwei('1');
 
 /** viem clients for the routes' reads and the dev methods, on one keep-alive transport. */
-export function createChainClients(rpcUrl: string, chainId: number, chainName: string) {
+export function createChainClients(
+  rpcUrl: string,
+  chainId: number,
+  chainName: string,
+  fetchFn: typeof fetch = nodeFetch,
+) {
   const chain = defineChain({
     id: chainId,
     name: chainName,
@@ -36,7 +41,7 @@ export function createChainClients(rpcUrl: string, chainId: number, chainName: s
   });
   // No automatic retries: a resent eth_sendRawTransaction whose first attempt landed would
   // be reported as a failure of a transaction that happened.
-  const transport = http(rpcUrl, { retryCount: 0, timeout: 30_000, fetchFn: nodeFetch });
+  const transport = http(rpcUrl, { retryCount: 0, timeout: 30_000, fetchFn });
   const publicClient: PublicClient<Transport, Chain> = createPublicClient({
     chain,
     transport,

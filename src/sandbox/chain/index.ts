@@ -5,7 +5,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses, VAULT_IDS } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
-import { createIndexer, type Indexer } from '../indexer/indexer.ts';
+import { createIndexer, type Indexer, type IndexerOptions } from '../indexer/indexer.ts';
 import type { Store } from '../store/index.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
 import { AgentOnboarding, SandboxVault } from './contracts/artifacts.ts';
@@ -39,6 +39,12 @@ export type { Deployment } from './deployment.ts';
 export type { ChainLogger } from './local-chain.ts';
 
 const DEPLOYMENT_FILE = 'deployment.json';
+/**
+ * AGENTCTL_CHECKPOINTS=manual: no automatic checkpoints, only POST /sandbox/checkpoint and a
+ * graceful shutdown's (tests and the bench arrange a long log with it; see
+ * docs/state-directory.md).
+ */
+const MANUAL_CHECKPOINTS_ENV = 'AGENTCTL_CHECKPOINTS';
 /** How long /health trusts its last look at the RPC endpoint. */
 const CONNECTION_CHECK_MS = 1000;
 
@@ -180,13 +186,21 @@ async function startOwnChain(
       await index?.syncTo(block);
       await index?.reconcile();
     },
+    automaticCheckpoints: process.env[MANUAL_CHECKPOINTS_ENV] !== 'manual',
+    // The index goes back to the rebuilt chain (blocks it held may be gone or replaced)
+    // before the rebuild counts as done.
+    afterRebuild: async () => {
+      await index?.syncTo();
+    },
   });
   try {
-    const { publicClient } = createChainClients(local.rpcUrl, CHAIN_ID, CHAIN_NAME);
+    const { publicClient } = createChainClients(local.nodeUrl, CHAIN_ID, CHAIN_NAME, local.fetch);
     index = await openIndex(options, local.rpc, CHAIN_ID, local.deployment, 0, {
       // Only blocks already in sandbox.db's chain log: then the index never holds a block
-      // that sandbox.db does not, unless sandbox.db lost it.
-      head: () => local.producer.head().number,
+      // that sandbox.db does not, unless sandbox.db lost it, and a rebuild, which brings back
+      // every logged block, never finds it ahead. It waits while the chain is rebuilt.
+      ceiling: () => local.producer.head().number,
+      paused: () => local.recovering(),
       witnessFor: local.producer.head(),
     });
     const indexed = index;
@@ -262,7 +276,8 @@ async function startOwnChain(
       isConnected: connectionCheck(local.rpc, () => local.recovering()),
       nowSeconds: () => options.clock.nowSeconds(),
       stateVersion: () => local.producer.head().number,
-      checkpoint: () => local.checkpoint(),
+      // Asked for: taken even without new blocks, to keep what cheat methods changed.
+      checkpoint: () => local.checkpoint({ evenWithoutNewBlocks: true }),
       close: async () => {
         await fulfiller.stop();
         await onboarder.stop();
@@ -534,9 +549,8 @@ async function openIndex(
   finalityDepth: number,
   follow: {
     startBlock?: number;
-    head?: () => number;
     witnessFor?: { number: number; hash: Hash };
-  } = {},
+  } & Pick<IndexerOptions, 'ceiling' | 'paused'> = {},
 ): Promise<Indexer> {
   const path = join(options.stateDir, INDEX_FILE);
   const index = createIndexer({
@@ -546,7 +560,8 @@ async function openIndex(
     deployment,
     finalityDepth,
     ...(follow.startBlock !== undefined && { startBlock: Math.max(1, follow.startBlock) }),
-    ...(follow.head && { head: follow.head }),
+    ...(follow.ceiling && { ceiling: follow.ceiling }),
+    ...(follow.paused && { paused: follow.paused }),
     log: options.log,
   });
   try {

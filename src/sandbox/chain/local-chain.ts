@@ -6,7 +6,7 @@ import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
 import type { Store } from '../store/index.ts';
-import { type AnvilProcess, startAnvil } from './anvil.ts';
+import { type AnvilProcess, adoptAnvil, startAnvil, survivingAnvil } from './anvil.ts';
 import {
   CHECKPOINT_FORMAT,
   type Checkpoint,
@@ -20,21 +20,40 @@ import { SANDBOX_BASE_FEE } from './clients.ts';
 import { type Deployment, describeMisplaced, findMisplacedContracts } from './deployment.ts';
 import { ChainUnavailableError } from './errors.ts';
 import { GENESIS } from './genesis.ts';
+import { nodeFetch } from './http.ts';
 import {
   type BlockHead,
   type BlockProducer,
+  ChainDivergedError,
   createBlockProducer,
   type LoggedBlock,
 } from './producer.ts';
-import { createRpcClient, type RpcClient } from './rpc.ts';
+import { createRpcClient, type RpcBlock, type RpcClient, toQuantity } from './rpc.ts';
+import { type RpcGateway, startRpcGateway } from './rpc-gateway.ts';
 
-/** A checkpoint is taken once this many blocks are logged after the last one… */
-export const CHECKPOINT_EVERY_BLOCKS = 2000;
-/** …or when blocks have waited this long, so that a restart never replays for long. */
-const CHECKPOINT_AFTER_MS = 60_000;
+/**
+ * A checkpoint is taken once this many blocks are logged after the last one… A rebuild after
+ * anvil dies replays them one by one, several ms each (anvil computes each block's state root),
+ * so this bounds a rebuild to about a second.
+ */
+export const CHECKPOINT_EVERY_BLOCKS = 100;
+/** …or when blocks have waited this long, so that a rebuild never replays for long… */
+const CHECKPOINT_AFTER_MS = 2_000;
+/**
+ * …but an automatic checkpoint follows the last one only after this many times the pause it
+ * made (writes wait while anvil dumps the chain): a big chain is dumped less often, and writes
+ * never wait for checkpoints more than 1/20 of the time.
+ */
+const CHECKPOINT_SPACING = 20;
+/** A checkpoint the chain kept moving under (blocks mined over the RPC URL) is tried again. */
+const CHECKPOINT_TRIES = 3;
+/** Replayed blocks whose hashes are read back in one request. */
+const HEADERS_PER_READ = 500;
 /** How often blocks mined, and transactions sent, by others over the RPC URL are picked up. */
 const POLL_MS = 250;
 const META_CHECKPOINT = 'chain_checkpoint';
+/** The contracts' addresses in the chain last restored: a taken-over anvil is checked against them. */
+const META_DEPLOYMENT = 'chain_deployment';
 /** The checkpoint's state, written for anvil --load-state while anvil starts. */
 const LOAD_STATE_FILE = 'anvil-load-state.json';
 
@@ -58,6 +77,16 @@ export interface LocalChainOptions {
    * made permanent. A failure is logged; the checkpoint stands.
    */
   afterCheckpoint?(block: number): Promise<void>;
+  /**
+   * Checkpoints by block count and by time; when false (a test's or the bench's knob, see
+   * docs/state-directory.md), only on request and at a graceful shutdown.
+   */
+  automaticCheckpoints?: boolean;
+  /**
+   * Runs once a rebuilt chain is reachable again, before the rebuild counts as done (the
+   * index rolls back to it): until then /health says degraded.
+   */
+  afterRebuild?(): Promise<void>;
 }
 
 /** Where the chain was last checkpointed: the genesis, or a file in chain/. */
@@ -69,35 +98,51 @@ interface CheckpointPointer {
 /**
  * The sandbox's own chain: an anvil that mines only when the block producer says so, rebuilt
  * at start (and whenever anvil dies or the chain is changed under it) from the last
- * checkpoint and the chain log. Checkpoints run in the background, off the write path.
+ * checkpoint and the chain log, or taken over as it is when a killed serve left it running.
+ * Others reach it through the RPC gateway; the sandbox's own calls go straight to anvil. Both
+ * are shut while the chain is rebuilt. Checkpoints run in the background, off the write path.
  */
 export async function startLocalChain(options: LocalChainOptions) {
   const { store, stateDir, log } = options;
+  const gateway: RpcGateway = await startRpcGateway();
+  /** True while the chain is rebuilt: the sandbox's own calls fail as if anvil were down. */
+  let rebuilding = false;
+  const ownFetch = ((input: string | URL, init?: RequestInit) =>
+    rebuilding
+      ? Promise.reject(new TypeError('fetch failed: the chain is being rebuilt'))
+      : nodeFetch(input, init)) as typeof fetch;
   let anvil: AnvilProcess | undefined;
-  let rpc: RpcClient | undefined;
-  // A free port at first; a restarted anvil keeps it, so the RPC URL never changes.
+  // A free port at first; a restarted anvil keeps it, so the sandbox's own URL never changes.
   let port = 0;
-  /** Starts anvil from a state file; the RPC client is made once, for the first one. */
+  /** Starts anvil from a state file; answers a client for the rebuild, which bypasses the gate. */
   const launch = async (loadState: string): Promise<RpcClient> => {
     anvil = await startAnvil({ stateDir, mining: 'manual', port, loadState });
     port = Number(new URL(anvil.rpcUrl).port);
-    rpc ??= createRpcClient(anvil.rpcUrl);
-    return rpc;
+    return createRpcClient(anvil.rpcUrl);
   };
   let closing = false;
   let recovering: Promise<void> | undefined;
   let checkpointing: Promise<number> | undefined;
+  /** When the last checkpoint's dump ended, and how long writes waited for it. */
+  let lastCheckpoint = { at: performance.now(), pauseMs: 0 };
   let deployment: Deployment;
   let head: BlockHead;
 
   try {
-    ({ deployment, head } = await restore(options, launch));
+    ({ deployment, head } =
+      (await takeOver(options, (found) => {
+        anvil = found;
+        port = Number(new URL(found.rpcUrl).port);
+      })) ?? (await restore(options, launch)));
+    gateway.openTo(port);
   } catch (error) {
     await anvil?.stop();
+    await gateway.stop();
     throw error;
   }
-  const started = anvil as AnvilProcess;
-  const chainRpc = rpc as RpcClient;
+  const nodeUrl = `http://127.0.0.1:${port}`;
+  // The producer's, the checkpoints', the index's and (with ownFetch) the routes' calls.
+  const chainRpc = createRpcClient(nodeUrl, ownFetch);
 
   const producer: BlockProducer = createBlockProducer({
     rpc: chainRpc,
@@ -127,12 +172,15 @@ export async function startLocalChain(options: LocalChainOptions) {
       if (!closing && process === anvil) void recover('anvil exited');
     });
   };
-  watchAnvil(started);
+  watchAnvil(anvil as AnvilProcess);
 
   /**
-   * Restarts anvil on the same port and rebuilds the chain from the checkpoint and the log.
-   * Each attempt holds the producer's gate; between attempts writes run (and fail with 503
-   * against the dead chain) rather than hang. Gives up only when serve shuts down.
+   * Restarts anvil and rebuilds the chain from the checkpoint and the log, with the gateway
+   * and the sandbox's own calls shut: no one reads a chain that is only partly rebuilt (a
+   * route answers 503 instead) or sends transactions into it. Writes that arrive
+   * meanwhile wait for the producer's gate, and go into the rebuilt chain. Each attempt holds
+   * the gate; between attempts writes run (and fail with 503 against the closed gateway)
+   * rather than hang. Gives up only when serve shuts down.
    */
   function recover(why: string): Promise<void> {
     if (closing) return Promise.resolve();
@@ -141,14 +189,22 @@ export async function startLocalChain(options: LocalChainOptions) {
       for (let attempt = 1; !closing; attempt++) {
         try {
           const restored = await producer.exclusive(async () => {
+            rebuilding = true;
+            gateway.close();
             await anvil?.stop();
             try {
-              return await restore(options, launch);
+              const rebuilt = await restore(options, launch);
+              gateway.openTo(port);
+              rebuilding = false;
+              return rebuilt;
             } finally {
               if (anvil) watchAnvil(anvil);
             }
           });
           producer.setHead(restored.head);
+          await options.afterRebuild?.().catch((error: unknown) => {
+            log.warn(`after the rebuild: ${(error as Error).message}`);
+          });
           log.warn(`the chain is back at block ${restored.head.number}`);
           return;
         } catch (error) {
@@ -166,26 +222,33 @@ export async function startLocalChain(options: LocalChainOptions) {
 
   /**
    * Dumps the chain while no block is being made, writes the dump beside the state (fsynced),
-   * then cuts the log back to it, and resolves with the block it holds. A chain that went back
-   * or lost the protocol's contracts is not checkpointed: the last good checkpoint and the log
-   * are kept, the chain is rebuilt, and the promise rejects saying why.
+   * then cuts the log back to it, and resolves with the block it holds. Blocks others mined
+   * over the RPC URL are logged first: they are part of the chain. A chain that no longer
+   * extends the log or lost the protocol's contracts is not checkpointed: the last good
+   * checkpoint and the log are kept, the chain is rebuilt, and the promise rejects saying why.
    */
-  function checkpoint(): Promise<number> {
+  function checkpoint(request: { evenWithoutNewBlocks?: boolean } = {}): Promise<number> {
     checkpointing ??= (async () => {
       const pointer = readPointer(store);
-      const taken = await producer.exclusive(async () => {
-        if (recovering) throw new Error('the chain is being rebuilt; try again shortly');
-        const at = producer.head();
-        if (at.number === pointer.block) return undefined;
-        const problem = await checkChain(chainRpc, at, deployment);
-        if (problem) {
-          log.warn(`not checkpointing: ${problem}; keeping the last good state`);
-          void recover(problem);
-          throw new Error(`${problem}; the last good state is kept and the chain rebuilt`);
+      let taken: { at: BlockHead; state: Hex } | undefined;
+      for (let tries = 1; ; tries++) {
+        const paused = performance.now();
+        const outcome = await producer.exclusive(() =>
+          dumpChain(pointer, request.evenWithoutNewBlocks ?? false),
+        );
+        lastCheckpoint = { at: performance.now(), pauseMs: performance.now() - paused };
+        if (outcome !== 'moved') {
+          taken = outcome;
+          break;
         }
-        return { at, state: await chainRpc.call<Hex>('anvil_dumpState') };
-      });
+        if (tries === CHECKPOINT_TRIES) {
+          throw new Error(
+            'the chain kept changing while it was dumped (blocks mined over the RPC URL); the next checkpoint takes it',
+          );
+        }
+      }
       if (!taken) return pointer.block;
+      const at = taken.at;
       // The blocks the dump holds must be in the log on disk before the dump is: a start
       // adopts a checkpoint only when the log knows its block.
       await store.sync();
@@ -193,40 +256,79 @@ export async function startLocalChain(options: LocalChainOptions) {
         format: CHECKPOINT_FORMAT,
         sandbox_id: options.sandboxId,
         chain_id: GENESIS.chain_id,
-        block_number: taken.at.number,
-        block_hash: taken.at.hash,
-        block_timestamp: taken.at.timestamp,
+        block_number: at.number,
+        block_hash: at.hash,
+        block_timestamp: at.timestamp,
         deployment,
         state: taken.state,
       };
       await writeCheckpoint(stateDir, file, () => crashAt('crash-before-checkpoint'));
       crashAt('crash-in-checkpoint');
       store.transaction(() => {
-        writePointer(store, { block: taken.at.number, hash: taken.at.hash });
-        store.chainLog.truncateThrough(taken.at.number);
+        writePointer(store, { block: at.number, hash: at.hash });
+        store.chainLog.truncateThrough(at.number);
       });
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
-      removeCheckpointsExcept(stateDir, taken.at.number);
-      await options.afterCheckpoint?.(taken.at.number).catch((error: unknown) => {
-        log.warn(`after the checkpoint at block ${taken.at.number}: ${(error as Error).message}`);
+      removeCheckpointsExcept(stateDir, at.number);
+      await options.afterCheckpoint?.(at.number).catch((error: unknown) => {
+        log.warn(`after the checkpoint at block ${at.number}: ${(error as Error).message}`);
       });
-      return taken.at.number;
+      return at.number;
     })().finally(() => {
       checkpointing = undefined;
     });
     return checkpointing;
   }
 
+  /**
+   * The chain's state at the logged head, or undefined when the checkpoint already holds that
+   * block (unless `again`: changes made with cheat methods create no block), or 'moved' when
+   * someone mined while anvil dumped it (the dump is then of a later block). Call inside
+   * exclusive().
+   */
+  async function dumpChain(pointer: CheckpointPointer, again: boolean) {
+    if (recovering) throw new Error('the chain is being rebuilt; try again shortly');
+    let problem: string | undefined;
+    try {
+      await producer.logOthersBlocks();
+    } catch (error) {
+      if (!(error instanceof ChainDivergedError)) throw error;
+      problem = error.message;
+    }
+    const at = producer.head();
+    // The genesis is built in: a start never reads a checkpoint of it.
+    const kept = !again || at.number === GENESIS.block_number;
+    if (!problem && at.number === pointer.block && kept) return undefined;
+    problem ??= await missingContracts(chainRpc, deployment);
+    if (problem) {
+      log.warn(`not checkpointing: ${problem}; keeping the last good state`);
+      void recover(problem);
+      throw new Error(`${problem}; the last good state is kept and the chain rebuilt`);
+    }
+    const state = await chainRpc.call<Hex>('anvil_dumpState');
+    const after = await latestHead(chainRpc);
+    if (after.number !== at.number || after.hash !== at.hash) return 'moved' as const;
+    return { at, state };
+  }
+
   /** A checkpoint nobody waits for: a failure is logged; the log still has every block. */
   const checkpointInBackground = () => {
     checkpoint().catch((error: unknown) => {
-      log.error(`checkpoint failed: ${(error as Error).message}`);
+      log.warn(`checkpoint failed: ${(error as Error).message}`);
     });
   };
 
+  const automatic = options.automaticCheckpoints ?? true;
+  /** Whether an automatic checkpoint may run now, `sinceMs` at least after the last one. */
+  const spaced = (sinceMs: number) =>
+    automatic &&
+    !recovering &&
+    !closing &&
+    performance.now() - lastCheckpoint.at >=
+      Math.max(sinceMs, CHECKPOINT_SPACING * lastCheckpoint.pauseMs);
   const maybeCheckpoint = () => {
-    if (producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
+    if (spaced(0) && producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
       checkpointInBackground();
     }
   };
@@ -241,14 +343,18 @@ export async function startLocalChain(options: LocalChainOptions) {
   }, POLL_MS);
   poller.unref();
   const timer = setInterval(() => {
-    if (!recovering && !closing && producer.head().number > readPointer(store).block) {
+    if (spaced(CHECKPOINT_AFTER_MS) && producer.head().number > readPointer(store).block) {
       checkpointInBackground();
     }
-  }, CHECKPOINT_AFTER_MS);
+  }, CHECKPOINT_AFTER_MS / 4);
   timer.unref();
 
   return {
-    rpcUrl: started.rpcUrl,
+    /** The RPC URL others use (the gateway's). */
+    rpcUrl: gateway.url,
+    /** anvil's own URL, and the fetch the sandbox's own clients must use with it. */
+    nodeUrl,
+    fetch: ownFetch,
     rpc: chainRpc,
     deployment,
     producer,
@@ -267,6 +373,7 @@ export async function startLocalChain(options: LocalChainOptions) {
       await checkpointing?.catch(() => undefined);
       if (options.checkpoint && anvil?.running()) await checkpoint().catch(() => undefined);
       await anvil?.stop();
+      await gateway.stop();
     },
   };
 }
@@ -302,15 +409,19 @@ function writePointer(store: Store, pointer: CheckpointPointer): void {
 }
 
 /**
- * Starts anvil (with `launch`) from the last checkpoint and replays the log onto it, block by
- * block with the logged timestamps, checking that every block comes out with its logged hash.
+ * The checkpoint the database points to, after adopting one a crash wrote but did not record
+ * (the log still has its block); any other file in chain/ is removed.
  */
-async function restore(
-  options: LocalChainOptions,
-  launch: (loadState: string) => Promise<RpcClient>,
-): Promise<{ deployment: Deployment; head: BlockHead }> {
+function currentPointer(options: LocalChainOptions): CheckpointPointer {
+  const pointer = adoptNewerCheckpoint(options);
+  // Whatever a crash left beside the checkpoint in use: temp files, superseded checkpoints.
+  removeCheckpointsExcept(options.stateDir, pointer.block);
+  return pointer;
+}
+
+function adoptNewerCheckpoint(options: LocalChainOptions): CheckpointPointer {
   const { store, stateDir } = options;
-  let pointer = readPointer(store);
+  const pointer = readPointer(store);
   const newest = listCheckpoints(stateDir)[0];
   if (newest !== undefined && newest > pointer.block) {
     // A checkpoint newer than the database's: a crash between writing it and recording it
@@ -326,11 +437,80 @@ async function restore(
       writePointer(store, { block: newest, hash: file.block_hash });
       store.chainLog.truncateThrough(newest);
     });
-    pointer = readPointer(store);
+    return readPointer(store);
   }
+  return pointer;
+}
 
-  // Whatever a crash left beside the checkpoint in use: temp files, superseded checkpoints.
-  removeCheckpointsExcept(stateDir, pointer.block);
+/**
+ * Takes over the anvil a killed serve of this state dir left running, when its chain is the
+ * logged one: nothing is replayed. Blocks past the log's last (mined, never acknowledged) are
+ * rolled back and transactions waiting in its pool are dropped, as a rebuild would. Resolves
+ * undefined, having stopped that anvil, when it cannot be used (the rebuild then starts).
+ */
+async function takeOver(
+  options: LocalChainOptions,
+  adopted: (anvil: AnvilProcess) => void,
+): Promise<{ deployment: Deployment; head: BlockHead } | undefined> {
+  const { store, stateDir, log } = options;
+  const found = survivingAnvil(stateDir);
+  const known = store.meta.get(META_DEPLOYMENT);
+  if (!found) return undefined;
+  const anvil = adoptAnvil(stateDir, found);
+  const rpc = createRpcClient(anvil.rpcUrl);
+  try {
+    const pointer = currentPointer(options);
+    let last: { number: number; hash: Hash } = { number: pointer.block, hash: pointer.hash };
+    for (const block of store.chainLog.after(pointer.block)) last = block;
+    if (known === undefined) throw new Error('the database does not name its contracts');
+    const deployment = JSON.parse(known) as Deployment;
+    const [chainId, latest, logged] = await rpc.batch([
+      { method: 'eth_chainId' },
+      { method: 'eth_blockNumber' },
+      { method: 'eth_getBlockByNumber', params: [toQuantity(last.number), false] },
+    ]);
+    if (!chainId?.ok || Number(chainId.value) !== GENESIS.chain_id) {
+      throw new Error('it is not the sandbox chain');
+    }
+    const block = logged?.ok ? (logged.value as RpcBlock | null) : null;
+    if (block?.hash !== last.hash || !latest?.ok) {
+      throw new Error(`its block ${last.number} is not the logged one`);
+    }
+    const ahead = Number(latest.value) - last.number;
+    await rpc.call('anvil_dropAllTransactions');
+    if (ahead > 0) {
+      await rpc.call('anvil_rollback', [ahead]);
+      log.warn(`dropped ${ahead} block(s) anvil had mined after the last logged one`);
+    }
+    const head = await latestHead(rpc);
+    if (head.number !== last.number || head.hash !== last.hash) {
+      throw new Error(`it could not be brought back to block ${last.number}`);
+    }
+    if ((await findMisplacedContracts(rpc, deployment)).length > 0) {
+      throw new Error("the protocol's contracts are not all in it");
+    }
+    adopted(anvil);
+    log.info(`took over the running anvil (pid ${anvil.pid}) at block ${head.number}`);
+    return { deployment, head };
+  } catch (error) {
+    log.warn(
+      `the anvil left running (pid ${anvil.pid}) is not used: ${(error as Error).message}; rebuilding the chain`,
+    );
+    await anvil.stop();
+    return undefined;
+  }
+}
+
+/**
+ * Starts anvil (with `launch`) from the last checkpoint and replays the log onto it with the
+ * logged timestamps, checking that every block comes out with its logged hash.
+ */
+async function restore(
+  options: LocalChainOptions,
+  launch: (loadState: string) => Promise<RpcClient>,
+): Promise<{ deployment: Deployment; head: BlockHead }> {
+  const { store, stateDir } = options;
+  const pointer = currentPointer(options);
   let source: Pick<
     Checkpoint,
     'block_number' | 'block_hash' | 'block_timestamp' | 'deployment' | 'state'
@@ -366,10 +546,10 @@ async function restore(
   } finally {
     rmSync(loadPath, { force: true });
   }
-  let head = await latestHead(rpc);
-  if (head.number !== source.block_number || head.hash !== source.block_hash) {
+  const loaded = await latestHead(rpc);
+  if (loaded.number !== source.block_number || loaded.hash !== source.block_hash) {
     throw new StartupError(
-      `the chain checkpoint at block ${source.block_number} loaded as block ${head.number} (${head.hash}); it is damaged`,
+      `the chain checkpoint at block ${source.block_number} loaded as block ${loaded.number} (${loaded.hash}); it is damaged`,
     );
   }
   // The routes trust the checkpoint's addresses: each must hold its contract in the chain loaded.
@@ -383,54 +563,88 @@ async function restore(
             'restore the state directory from a backup, or start with a new --state directory',
     );
   }
-  for (const block of [...store.chainLog.after(pointer.block)]) {
-    head = await replayBlock(rpc, head, block, options);
-  }
+  const head = await replayLog(rpc, loaded, [...store.chainLog.after(pointer.block)], options);
+  store.meta.set(META_DEPLOYMENT, JSON.stringify(source.deployment));
   return { deployment: source.deployment, head };
 }
 
 /**
- * Mines a logged block again: its transactions, at its timestamp. Normally the block comes
- * out identical. If the chain was changed outside transactions before the crash (anvil's
- * cheat methods over the RPC URL), its hash differs: the same transactions are then kept in
- * blocks of the same numbers, the log is updated to the rebuilt blocks, and this is reported.
+ * Mines the logged blocks again: each one's transactions, at its timestamp, two requests a
+ * block (anvil answers a batch's calls in no fixed order, so a block's mining cannot share
+ * its transactions' request). The blocks' hashes are read back afterwards, many at once.
+ * Normally every block comes out identical. If the chain was changed outside transactions
+ * before the crash (anvil's cheat methods over the RPC URL), hashes differ from there on: the
+ * same transactions are then kept in blocks of the same numbers, the log is updated to the
+ * rebuilt blocks, and this is reported.
  */
-async function replayBlock(
+async function replayLog(
   rpc: RpcClient,
-  parent: BlockHead,
-  block: LoggedBlock,
+  start: BlockHead,
+  blocks: LoggedBlock[],
   options: LocalChainOptions,
-) {
-  if (block.number !== parent.number + 1) {
+): Promise<BlockHead> {
+  let expected = start.number;
+  for (const block of blocks) {
+    if (block.number !== ++expected) {
+      throw new StartupError(
+        `the chain log does not continue block ${expected - 1} with block ${block.number}; the log is damaged`,
+      );
+    }
+  }
+  for (const block of blocks) {
+    const sent = await rpc.batch(
+      block.txs.map((raw) => ({ method: 'eth_sendRawTransaction', params: [raw] })),
+    );
+    const refused = sent.find((result) => !result.ok);
+    if (refused && !refused.ok) {
+      throw new StartupError(
+        `replaying block ${block.number} failed: ${refused.error.message}; the log is damaged`,
+      );
+    }
+    await rpc.call('evm_mine', [{ timestamp: block.timestamp }]);
+  }
+  let head = await latestHead(rpc);
+  const last = blocks.at(-1)?.number ?? start.number;
+  if (head.number !== last) {
     throw new StartupError(
-      `the chain log does not continue block ${parent.number} with block ${block.number}; the log is damaged`,
+      `replaying the log up to block ${last} gave block ${head.number}; the chain cannot be rebuilt`,
     );
   }
-  const sent = await rpc.batch(
-    block.txs.map((raw) => ({ method: 'eth_sendRawTransaction', params: [raw] })),
-  );
-  const refused = sent.find((result) => !result.ok);
-  if (refused && !refused.ok) {
-    throw new StartupError(
-      `replaying block ${block.number} failed: ${refused.error.message}; the log is damaged`,
+  const rehashed: Array<{ number: number; hash: Hash; parentHash: Hash }> = [];
+  for (let from = 0; from < blocks.length; from += HEADERS_PER_READ) {
+    const slice = blocks.slice(from, from + HEADERS_PER_READ);
+    const headers = await rpc.batch(
+      slice.map((block) => ({
+        method: 'eth_getBlockByNumber',
+        params: [toQuantity(block.number), false],
+      })),
     );
+    slice.forEach((block, i) => {
+      const result = headers[i];
+      const header = result?.ok ? (result.value as RpcBlock | null) : null;
+      if (!header || Number(header.number) !== block.number) {
+        throw new StartupError(
+          `replaying block ${block.number} gave no such block; the chain cannot be rebuilt`,
+        );
+      }
+      if (header.hash !== block.hash) {
+        rehashed.push({ number: block.number, hash: header.hash, parentHash: header.parentHash });
+      }
+    });
   }
-  await rpc.call('evm_mine', [{ timestamp: block.timestamp }]);
-  const head = await latestHead(rpc);
-  if (head.number !== block.number) {
-    throw new StartupError(
-      `replaying block ${block.number} gave block ${head.number}; the chain cannot be rebuilt`,
-    );
-  }
-  if (head.hash !== block.hash) {
+  const first = rehashed[0];
+  if (first) {
     options.log.warn(
-      `block ${block.number} replayed with hash ${head.hash}, not the logged ${block.hash}: ` +
+      `${rehashed.length} block(s) from block ${first.number} on replayed with other hashes than the logged ones: ` +
         'the chain had been changed outside transactions (anvil cheat methods over the RPC URL?); ' +
-        'its transactions are all kept, in blocks of the same numbers',
+        'their transactions are all kept, in blocks of the same numbers',
     );
-    options.store.transaction(() =>
-      options.store.chainLog.rehash(block.number, head.hash, parent.hash),
-    );
+    options.store.transaction(() => {
+      for (const block of rehashed) {
+        options.store.chainLog.rehash(block.number, block.hash, block.parentHash);
+      }
+    });
+    head = await latestHead(rpc);
   }
   return head;
 }
@@ -443,19 +657,11 @@ async function latestHead(rpc: RpcClient): Promise<BlockHead> {
   return { number: Number(block.number), hash: block.hash, timestamp: Number(block.timestamp) };
 }
 
-/** Why the chain must not be checkpointed, or undefined when it is the one the log describes. */
-async function checkChain(
+/** Why the chain must not be checkpointed: the protocol's contracts are gone from it. */
+async function missingContracts(
   rpc: RpcClient,
-  expected: BlockHead,
   deployment: Deployment,
 ): Promise<string | undefined> {
-  const latest = await latestHead(rpc);
-  if (latest.number < expected.number) {
-    return `the chain's head went back from block ${expected.number} to ${latest.number}`;
-  }
-  if (latest.number !== expected.number || latest.hash !== expected.hash) {
-    return `the chain's head is block ${latest.number} (${latest.hash}), not the logged ${expected.number} (${expected.hash})`;
-  }
   const contracts: Address[] = [
     deployment.usdc,
     deployment.protocol_token,

@@ -85,6 +85,7 @@ export interface BlockProducerOptions {
   onDiverged(error: Error): void;
   /** The base fee, in wei, that the producer puts back when someone raised it (see broadcast). */
   baseFee: bigint;
+  /** What others did to the chain that the producer undid (a base fee raised, automine on). */
   log: { warn(message: string): void };
 }
 
@@ -437,6 +438,45 @@ export function createBlockProducer(options: BlockProducerOptions) {
     return receipts;
   }
 
+  /**
+   * Logs blocks that someone else mined over the RPC URL, and mines transactions they sent
+   * there, so that every change to the chain is in the log within a poll interval; turns
+   * automine off again if someone turned it on. The head is
+   * compared by hash too: a chain replaced at the same height (anvil_reorg) has as many blocks
+   * as the log, but not the same ones.
+   */
+  async function logOthersBlocks(): Promise<void> {
+    const [status, latest, automine] = await rpc.batch([
+      { method: 'txpool_status' },
+      { method: 'eth_getBlockByNumber', params: ['latest', false] },
+      { method: 'anvil_getAutomine' },
+    ]);
+    if (!status?.ok) throw status?.error;
+    if (!latest?.ok) throw latest?.error;
+    if (automine?.ok && automine.value === true) {
+      // Blocks mined behind the producer's back, in the middle of its own: put it back.
+      await rpc.call('anvil_setAutomine', [false]);
+      options.log.warn(
+        'automine was turned on over the RPC URL; it is off again: the sandbox mines the blocks',
+      );
+    }
+    const top = latest.value as RpcBlock;
+    if (Number(top.number) === head.number && top.hash !== head.hash) {
+      throw new ChainDivergedError(
+        `block ${head.number} is now ${top.hash}, not the logged ${head.hash} (the chain was replaced)`,
+      );
+    }
+    const blocks =
+      Number((status.value as { pending: Hex }).pending) > 0
+        ? (await mineIncluding(new Map(), 0)).blocks
+        : await readFrom(head, new Map(), Number(top.number));
+    if (blocks.length === 0) return;
+    options.commit(blocks, []);
+    await options.sync();
+    const last = blocks.at(-1) as LoggedBlock;
+    head = { number: last.number, hash: last.hash, timestamp: last.timestamp };
+  }
+
   return {
     submit,
     head: () => head,
@@ -452,21 +492,18 @@ export function createBlockProducer(options: BlockProducerOptions) {
       if (stopped || running) return;
       await gate('chain', async () => {
         try {
-          const status = await rpc.call<{ pending: Hex }>('txpool_status');
-          const blocks =
-            Number(status.pending) > 0
-              ? (await mineIncluding(new Map(), 0)).blocks
-              : await readFrom(head, new Map());
-          if (blocks.length === 0) return;
-          options.commit(blocks, []);
-          await options.sync();
-          const last = blocks.at(-1) as LoggedBlock;
-          head = { number: last.number, hash: last.hash, timestamp: last.timestamp };
+          await logOthersBlocks();
         } catch (error) {
           if (!(error instanceof RpcUnreachableError)) options.onDiverged(error as Error);
         }
       });
     },
+    /**
+     * What poll() does, for whoever already holds exclusive(): logs the blocks others mined
+     * and mines what they sent. Throws ChainDivergedError when the chain no longer extends
+     * the log.
+     */
+    logOthersBlocks,
     /** Continues from a rebuilt chain whose head is `newHead`. Call inside exclusive(). */
     setHead(newHead: BlockHead): void {
       head = newHead;

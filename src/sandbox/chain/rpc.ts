@@ -52,12 +52,12 @@ export interface RpcClient {
 
 const TIMEOUT_MS = 60_000;
 
-export function createRpcClient(url: string): RpcClient {
+export function createRpcClient(url: string, fetchFn: typeof fetch = nodeFetch): RpcClient {
   let nextId = 1;
   async function post(body: unknown): Promise<unknown> {
     let response: Response;
     try {
-      response = await nodeFetch(url, {
+      response = await fetchFn(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(body),

@@ -40,12 +40,14 @@ export interface IndexerOptions {
    */
   startBlock?: number;
   /**
-   * The block the background poll indexes up to. Default: the chain's head less the
-   * finality depth. The sandbox's own chain gives the head of its chain log: a block is
-   * indexed only once it is in sandbox.db, so that the index, kept beside it, can tell when
-   * sandbox.db has lost blocks (see missingFrom).
+   * The highest block that may be indexed. The sandbox's own chain gives the head of its
+   * chain log: a block is indexed only once it is in sandbox.db, so that the index, kept beside
+   * it, can tell when sandbox.db has lost blocks (see missingFrom), and a rebuild, which brings
+   * back every logged block, never finds the index ahead of the chain.
    */
-  head?: () => number;
+  ceiling?: () => number;
+  /** True while the chain cannot be read (it is being rebuilt): the background poll waits. */
+  paused?: () => boolean;
   log: { warn(message: string): void; error(message: string): void };
 }
 
@@ -276,8 +278,27 @@ export function createIndexer(options: IndexerOptions) {
     return next;
   }
 
-  async function latestBlock(): Promise<number> {
-    return Number(await rpc.call<Hex>('eth_blockNumber'));
+  /** The chain's head block: its number and hash. */
+  async function latestHead(): Promise<{ number: number; hash: Hash }> {
+    const block = await rpc.call<RpcBlock>('eth_getBlockByNumber', ['latest', false]);
+    return { number: Number(block.number), hash: block.hash };
+  }
+
+  /**
+   * Goes back to the chain when it no longer holds the last indexed block: it went back
+   * below it, or holds another block at its height (a rebuilt chain, anvil_reorg). A chain
+   * that moved on is checked as it is read (step()).
+   */
+  async function followBack(head: { number: number; hash: Hash }): Promise<void> {
+    const at = checkpoint();
+    if (!at || head.number > at.number || (head.number === at.number && head.hash === at.hash)) {
+      return;
+    }
+    const ancestor = await commonAncestor(head.number);
+    options.log.warn(
+      `the chain no longer holds indexed block ${at.number}: the index goes back to block ${ancestor} and follows the chain`,
+    );
+    rollBack(ancestor);
   }
 
   const headerCalls = (from: number, to: number, whole = false) =>
@@ -689,7 +710,13 @@ export function createIndexer(options: IndexerOptions) {
   function syncTo(target?: number): Promise<void> {
     return serially(async () => {
       if (closed) return;
-      const goal = target ?? (options.head ? options.head() : (await latestBlock()) - finality);
+      let goal = target;
+      if (goal === undefined) {
+        const head = await latestHead();
+        await followBack(head);
+        goal = head.number - finality;
+      }
+      if (options.ceiling) goal = Math.min(goal, options.ceiling());
       // One committed step at a time, until the goal; never a busy loop.
       for (let rereads = 0; !closed; ) {
         let outcome: StepOutcome;
@@ -884,6 +911,10 @@ export function createIndexer(options: IndexerOptions) {
         // logged) five times a second for ever.
         const delay = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
         timer = setTimeout(() => {
+          if (options.paused?.()) {
+            tick();
+            return;
+          }
           (failure ? rebuild() : syncTo()).then(
             () => {
               failures = 0;

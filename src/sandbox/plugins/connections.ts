@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { RPC_GATEWAY_CONNECTIONS } from '../chain/rpc-gateway.ts';
 import { StartupError } from '../errors.ts';
 
 /**
@@ -26,9 +27,10 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 const SHUTDOWN_GRACE_MS = 10_000;
 /**
  * File descriptors kept for everything but client sockets: SQLite, the WAL, checkpoints,
- * anvil's pipes and its pooled RPC connections, worker threads, stdio.
+ * anvil's pipes and its pooled RPC connections, worker threads, stdio (128), and the RPC URL's
+ * relay to anvil (two for each of its RPC_GATEWAY_CONNECTIONS).
  */
-export const RESERVED_FILE_DESCRIPTORS = 128;
+export const RESERVED_FILE_DESCRIPTORS = 128 + 2 * RPC_GATEWAY_CONNECTIONS;
 const MIN_CONNECTIONS = 16;
 
 /**
