@@ -538,6 +538,15 @@ describe('acknowledged writes lost from sandbox.db', () => {
       /index\.db has indexed blocks up to \d+, with 3 vault transaction/,
     );
     expect(result.stderr).toContain(`${wal} deleted or damaged after a crash`);
+    // The anvil the killed serve left running still holds the lost blocks: the refusal keeps
+    // that copy rather than rolling it back to the shortened log.
+    const [anvilPid, , anvilPort] = readFileSync(join(state, 'anvil.pid'), 'utf8')
+      .trim()
+      .split(' ')
+      .map(Number);
+    expect(isAlive(anvilPid as number)).toBe(true);
+    const survivor = createPublicClient({ transport: http(`http://127.0.0.1:${anvilPort}`) });
+    expect(Number(await survivor.getBlockNumber())).toBeGreaterThanOrEqual(Number(top));
 
     // The way on that the refusal names: without index.db, serve starts on the chain it has.
     const aside = join(dir, 'index-aside');

@@ -6,6 +6,7 @@ import { CHAIN_ID, CHAIN_NAME, ContractAddresses, VAULT_IDS } from '../../api/sc
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { createIndexer, type Indexer, type IndexerOptions } from '../indexer/indexer.ts';
+import { indexedPast } from '../indexer/schema.ts';
 import type { Store } from '../store/index.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
 import { AgentOnboarding, SandboxVault } from './contracts/artifacts.ts';
@@ -191,6 +192,12 @@ async function startOwnChain(
     // before the rebuild counts as done.
     afterRebuild: async () => {
       await index?.syncTo();
+    },
+    // An anvil a killed serve left running may hold blocks past the log that index.db has
+    // witnessed: acknowledged writes sandbox.db lost. They are not dropped; the start is refused.
+    checkUnlogged: (lastLogged) => {
+      const missing = indexedPast(join(options.stateDir, INDEX_FILE), lastLogged);
+      if (missing) throw lostWritesError(options.stateDir, lastLogged.number, missing);
     },
   });
   try {

@@ -87,6 +87,12 @@ export interface LocalChainOptions {
    * index rolls back to it): until then /health says degraded.
    */
   afterRebuild?(): Promise<void>;
+  /**
+   * Runs before the blocks an anvil left running holds past the log's last are dropped (see
+   * takeOver): throws to refuse the start when they may be acknowledged writes that sandbox.db
+   * has lost, so that the only copy of them is kept.
+   */
+  checkUnlogged?(lastLogged: { number: number; hash: Hash }): void;
 }
 
 /** Where the chain was last checkpointed: the genesis, or a file in chain/. */
@@ -477,6 +483,7 @@ async function takeOver(
       throw new Error(`its block ${last.number} is not the logged one`);
     }
     const ahead = Number(latest.value) - last.number;
+    if (ahead > 0) options.checkUnlogged?.(last);
     await rpc.call('anvil_dropAllTransactions');
     if (ahead > 0) {
       await rpc.call('anvil_rollback', [ahead]);
@@ -493,6 +500,8 @@ async function takeOver(
     log.info(`took over the running anvil (pid ${anvil.pid}) at block ${head.number}`);
     return { deployment, head };
   } catch (error) {
+    // A refusal leaves that anvil running: it may hold the only copy of writes sandbox.db lost.
+    if (error instanceof StartupError) throw error;
     log.warn(
       `the anvil left running (pid ${anvil.pid}) is not used: ${(error as Error).message}; rebuilding the chain`,
     );

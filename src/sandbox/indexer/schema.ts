@@ -1,4 +1,4 @@
-import { closeSync, openSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, openSync, rmSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
 import { pageDamage } from '../store/db.ts';
 import { isIndexFileFailure } from './failure.ts';
@@ -199,6 +199,43 @@ export function openIndexDatabase(
         warn(`${path} is damaged (${(error as Error).message}): it is rebuilt from the chain`);
       }
       removeIndexFiles(path);
+    }
+  }
+}
+
+/**
+ * What index.db at `path` holds past `block`, when it holds `block` itself with that hash (so
+ * it indexed this chain): its last block and how many vault transactions lie past `block`.
+ * Undefined when it holds nothing past it, or cannot say (no file, damaged, another chain).
+ * Read-only, before the indexer opens the file.
+ */
+export function indexedPast(
+  path: string,
+  block: { number: number; hash: string },
+): { indexedBlock: number; transactions: number } | undefined {
+  if (!existsSync(path)) return undefined;
+  let db: DatabaseSync | undefined;
+  try {
+    db = new DatabaseSync(path, { readOnly: true });
+    const same = db.prepare('SELECT hash FROM blocks WHERE number = ?').get(block.number) as
+      | { hash: string }
+      | undefined;
+    if (same?.hash.toLowerCase() !== block.hash.toLowerCase()) return undefined;
+    const last = Number(
+      (db.prepare('SELECT MAX(number) AS n FROM blocks').get() as { n: number }).n,
+    );
+    if (last <= block.number) return undefined;
+    const { n } = db
+      .prepare('SELECT COUNT(*) AS n FROM transactions WHERE block_number > ?')
+      .get(block.number) as { n: number };
+    return { indexedBlock: last, transactions: Number(n) };
+  } catch {
+    return undefined;
+  } finally {
+    try {
+      db?.close();
+    } catch {
+      // Closing what failed to open is best effort.
     }
   }
 }
