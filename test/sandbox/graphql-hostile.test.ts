@@ -101,6 +101,24 @@ function rawSocket(url: string, protocol: string | string[] = 'graphql-transport
   };
 }
 
+/** Sends `messages` to `socket` in one TCP write: the server reads them in one chunk. */
+function sendAtOnce(socket: WebSocket, messages: unknown[]): void {
+  const frames = messages.flatMap((message) =>
+    (
+      WebSocket as unknown as { Sender: { frame(data: Buffer, options: object): Buffer[] } }
+    ).Sender.frame(Buffer.from(JSON.stringify(message)), {
+      fin: true,
+      rsv1: false,
+      opcode: 1,
+      mask: true,
+      readOnly: false,
+    }),
+  );
+  (socket as unknown as { _socket: { write(data: Buffer): void } })._socket.write(
+    Buffer.concat(frames),
+  );
+}
+
 const sockets: WebSocket[] = [];
 afterAll(() => {
   for (const socket of sockets) socket.terminate();
@@ -257,7 +275,8 @@ describe('many like subscriptions (finding 7)', () => {
 });
 
 describe('protocol hygiene (finding 8)', () => {
-  it('closes a socket that subscribes twice with a live id with 4409', async () => {
+  it('closes a socket that subscribes twice with a live id with 4409, ending what it had', async () => {
+    const before = await graphqlInfo();
     const client = rawSocket(wsUrl);
     sockets.push(client.socket);
     await client.init();
@@ -271,6 +290,41 @@ describe('protocol hygiene (finding 8)', () => {
     const { code, reason } = await client.closed;
     expect(code).toBe(4409);
     expect(reason).toMatch(/already exists/);
+    // What it had ends with it.
+    await until(graphqlInfo, (info) => info.sockets === before.sockets);
+    expect((await graphqlInfo()).subscriptions).toBe(before.subscriptions);
+  });
+
+  it('a subscribe completed and subscribed again before it started leaves nothing behind, and the cap holds', async () => {
+    const before = await graphqlInfo();
+    const client = rawSocket(wsUrl);
+    sockets.push(client.socket);
+    await client.init();
+    const subscribe = (id: string, query = 'subscription { transactionCreated { hash } }') => ({
+      id,
+      type: 'subscribe',
+      payload: { query },
+    });
+    const cap = GRAPHQL_LIMITS.maxSubscriptionsPerSocket;
+    const messages: unknown[] = [];
+    for (let i = 0; i < cap + 5; i++) {
+      messages.push(subscribe(`s${i}`), { id: `s${i}`, type: 'complete' }, subscribe(`s${i}`));
+    }
+    // Checked after the others (their rate counts resolve in order): its error marks the end.
+    messages.push(subscribe('last', 'subscription { unknownField }'));
+    sendAtOnce(client.socket, messages);
+    await until(
+      () => client.frames,
+      (frames) => frames.some((frame) => frame.id === 'last' && frame.type === 'error'),
+    );
+    const during = await graphqlInfo();
+    expect(during.subscriptions - before.subscriptions).toBeLessThanOrEqual(cap);
+    client.socket.close();
+    await until(graphqlInfo, (info) => info.sockets === before.sockets);
+    const after = await graphqlInfo();
+    expect(after.subscriptions).toBe(before.subscriptions);
+    expect(after.distinct_subscriptions).toBe(before.distinct_subscriptions);
+    expect(logs.filter((line) => line.level >= 50)).toEqual([]);
   });
 
   it('answers a document whose operation cannot be chosen with BAD_USER_INPUT, never an internal TypeError', async () => {

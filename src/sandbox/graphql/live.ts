@@ -215,7 +215,17 @@ export function createLive(options: LiveOptions) {
     id: string,
     operation: Operation,
   ): AsyncIterableIterator<never> {
+    // Closed while the subscribe was checked: its close ended what it had, and would not end
+    // this one.
+    if (state.closing || !sockets.has(state.socket)) {
+      throw graphqlError('BAD_USER_INPUT', 'the connection is closing');
+    }
     if (!hasRoom(state)) throw fullError();
+    // Every member stays in its socket's map until it ends (so the socket's close ends it, and
+    // hasRoom counts it): a second with the same id is refused, never put in its place.
+    if (state.subscriptions.has(id)) {
+      throw graphqlError('BAD_USER_INPUT', `a subscription with id ${id} is already live`);
+    }
     const key = JSON.stringify([
       operation.source,
       operation.variables ?? null,
@@ -259,7 +269,7 @@ export function createLive(options: LiveOptions) {
         if (ended) return;
         ended = true;
         subscriptions--;
-        state.subscriptions.delete(id);
+        if (state.subscriptions.get(id) === member) state.subscriptions.delete(id);
         group.members.delete(member);
         if (group.members.size === 0) {
           documentBytes -= group.bytes;
