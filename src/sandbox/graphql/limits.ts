@@ -11,8 +11,6 @@ import {
   type ValueNode,
 } from 'graphql';
 import type { GraphqlLimits } from '../../api/schemas/index.ts';
-import { DataApiError } from '../errors.ts';
-import { graphqlError } from './errors.ts';
 import {
   DATA_PAGE_DEFAULT_LIMIT,
   GRAPHQL_INTERVALS,
@@ -21,6 +19,8 @@ import {
   HISTORY_MAX_POINTS,
   HISTORY_PERIODS,
 } from '../../api/schemas/index.ts';
+import { DataApiError } from '../errors.ts';
+import { graphqlError } from './errors.ts';
 
 /**
  * Validation rules that bound what one document may ask for, run with graphql-js's own on
