@@ -263,7 +263,10 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
         variables,
         operationName,
       });
-      return { schema, document, operationName, contextValue: { subscription } as Kept };
+      // graphql-ws holds these arguments while the subscription lives: they name the group's
+      // document (held once for all its members), never this subscribe's located parse.
+      const held = state.subscriptions.get(id)?.group.document ?? document;
+      return { schema, document: held, operationName, contextValue: { subscription } as Kept };
     } catch (error) {
       return [error as GraphQLError];
     }
