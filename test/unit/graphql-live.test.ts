@@ -35,7 +35,7 @@ const limits = {
   maxBufferedBytes: 1000,
   maxSubscriptionsPerSocket: 3,
   connectionInitTimeoutMs: 20,
-  maxLiveDocumentBytes: 400,
+  maxLiveDocumentBytes: 12_000,
 };
 
 function live() {
@@ -120,20 +120,23 @@ describe('the subscription hub', () => {
   });
 
   it('caps subscriptions per socket and distinct documents in bytes, and frees both', async () => {
+    // 36 bytes of text whose parsed form (as held, with its locations) is about 7 KB: the
+    // bound counts the parsed form, which three small documents (about 2 KB each) leave no
+    // room for, and one does.
     const { hub } = live();
     const { socket, state } = open(hub);
     const subs = ['1', '2', '3'].map((id) => hub.join(state, id, operation('vault:1', { id })));
     expect(() => hub.join(state, '4', operation('vault:1'))).toThrow(/at most 3 subscriptions/);
     const other = open(hub);
-    expect(() =>
-      hub.join(other.state, 'big', { ...operation('vault:1'), source: 'x'.repeat(300) }),
-    ).toThrow(/as many distinct subscriptions/);
+    const text = `subscription { ${'a '.repeat(10)}}`;
+    const big = { ...operation('vault:1'), source: text, document: parse(text) };
+    expect(() => hub.join(other.state, 'big', big)).toThrow(/as many distinct subscriptions/);
     // The same document as a live one is no new group.
     hub.join(other.state, 'same', operation('vault:1', { id: '1' }));
     const waiting = subs[0]?.next();
     socket.close(1000);
     expect(await waiting).toEqual({ value: undefined, done: true });
     expect(hub.stats()).toMatchObject({ sockets: 1, subscriptions: 1 });
-    hub.join(other.state, 'big', { ...operation('vault:1'), source: 'x'.repeat(300) });
+    hub.join(other.state, 'big', big);
   });
 });

@@ -81,10 +81,11 @@ export const GRAPHQL_LIMITS = {
    */
   maxBufferedBytes: 1024 * 1024,
   /**
-   * Text of the distinct subscription documents held at once (with their variables), in all:
-   * their parsed form is up to about 50 times this. A new distinct one past it is refused.
+   * Bytes held for the distinct subscriptions at once, in all: each one's document text with
+   * its variables, and its parsed document (estimated by its objects, arrays and strings; up to
+   * about 50 times the text). A new distinct one past it is refused.
    */
-  maxLiveDocumentBytes: 1024 * 1024,
+  maxLiveDocumentBytes: 8 * 1024 * 1024,
 } as const;
 export type GraphqlLimits = { -readonly [K in keyof typeof GRAPHQL_LIMITS]: number };
 

@@ -19,6 +19,8 @@ import {
   HISTORY_MAX_POINTS,
   HISTORY_PERIODS,
 } from '../../api/schemas/index.ts';
+import { DataApiError } from '../errors.ts';
+import { graphqlError } from './errors.ts';
 
 /**
  * Validation rules that bound what one document may ask for, run with graphql-js's own on
@@ -251,7 +253,16 @@ export function limitsRule(limits: GraphqlLimits, history: HistorySource) {
             ),
           );
         }
-        const measures = measureOperations(context.getSchema(), document, limits, history);
+        let measures: OperationMeasure[];
+        try {
+          measures = measureOperations(context.getSchema(), document, limits, history);
+        } catch (error) {
+          // vaultHistory's cost reads the index: while it is rebuilt, that is the answer
+          // (INDEX_UNAVAILABLE), as it is for a field that reads it.
+          if (!(error instanceof DataApiError && error.code === 'INDEX_UNAVAILABLE')) throw error;
+          context.reportError(graphqlError('INDEX_UNAVAILABLE', error.message));
+          return;
+        }
         for (const { name: given, depth, cost } of measures) {
           const name = given ? ` ${given}` : '';
           if (depth > limits.maxDepth) {

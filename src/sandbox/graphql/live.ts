@@ -16,8 +16,9 @@ import { graphqlError } from './errors.ts';
  *   event loop. A topic's events go out in order, at most maxQueuedEvents waiting.
  * - Topics are per vault (`vault:0x…`, `transactions:0x…`) plus `transactions:*`, so a
  *   publish touches only the groups it is for.
- * - The documents groups keep are bounded in bytes (maxLiveDocumentBytes, counted by source
- *   length); a new distinct subscription past it is refused.
+ * - What groups keep is bounded in bytes (maxLiveDocumentBytes): each group's key (the
+ *   document's text and its variables) and its parsed document, as heldBytes estimates it.
+ *   A new distinct subscription past it is refused.
  */
 
 /** The WebSocket close codes of graphql-transport-ws, and ours. */
@@ -111,6 +112,29 @@ function netSocketOf(socket: WebSocket): { cork(): void; uncork(): void } | unde
   return typeof stream?.cork === 'function' && typeof stream.uncork === 'function'
     ? (stream as { cork(): void; uncork(): void })
     : undefined;
+}
+
+/**
+ * About the bytes V8 holds for `value`, a parsed document (plain objects, arrays and strings;
+ * each object counted once, so a located document's token list is counted, not looped on):
+ * an object's header and its properties, an array's header and its slots, a string's header
+ * and its characters. A parsed document is up to about 50 times its text, so its text is no
+ * measure of it.
+ */
+export function heldBytes(value: unknown): number {
+  let bytes = 0;
+  const seen = new Set<object>();
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') bytes += 20 + item.length;
+    if (typeof item !== 'object' || item === null || seen.has(item)) continue;
+    seen.add(item);
+    const values = Array.isArray(item) ? item : Object.values(item);
+    bytes += (Array.isArray(item) ? 32 : 40) + 8 * values.length;
+    pending.push(...values);
+  }
+  return bytes;
 }
 
 /** Frames sent between two turns of the event loop (a socket's are never split). */
@@ -215,7 +239,17 @@ export function createLive(options: LiveOptions) {
     id: string,
     operation: Operation,
   ): AsyncIterableIterator<never> {
+    // Closed while the subscribe was checked: its close ended what it had, and would not end
+    // this one.
+    if (state.closing || !sockets.has(state.socket)) {
+      throw graphqlError('BAD_USER_INPUT', 'the connection is closing');
+    }
     if (!hasRoom(state)) throw fullError();
+    // Every member stays in its socket's map until it ends (so the socket's close ends it, and
+    // hasRoom counts it): a second with the same id is refused, never put in its place.
+    if (state.subscriptions.has(id)) {
+      throw graphqlError('BAD_USER_INPUT', `a subscription with id ${id} is already live`);
+    }
     const key = JSON.stringify([
       operation.source,
       operation.variables ?? null,
@@ -224,7 +258,7 @@ export function createLive(options: LiveOptions) {
     let groups = topics.get(operation.topic);
     let group = groups?.get(key);
     if (!group) {
-      const bytes = key.length;
+      const bytes = heldBytes(key) + heldBytes(operation.document);
       if (documentBytes + bytes > limits.maxLiveDocumentBytes) {
         throw graphqlError(
           'RATE_LIMITED',
@@ -259,7 +293,7 @@ export function createLive(options: LiveOptions) {
         if (ended) return;
         ended = true;
         subscriptions--;
-        state.subscriptions.delete(id);
+        if (state.subscriptions.get(id) === member) state.subscriptions.delete(id);
         group.members.delete(member);
         if (group.members.size === 0) {
           documentBytes -= group.bytes;

@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import {
   createSourceEventStream,
   type DocumentNode,
+  type ExecutionArgs,
   type GraphQLError,
   type GraphQLFieldResolver,
   type GraphQLFormattedError,
@@ -11,7 +12,7 @@ import {
   type ValidationRule,
   validate,
 } from 'graphql';
-import { makeServer } from 'graphql-ws';
+import { makeServer, type SubscribePayload } from 'graphql-ws';
 import type { WebSocket } from 'ws';
 import type { GraphqlLimits } from '../../api/schemas/index.ts';
 import type { DataCaller, DataLimitExceeded } from '../plugins/rate-limit.ts';
@@ -88,6 +89,12 @@ export interface SocketProtocolOptions {
 interface Extra {
   state: SocketState;
   request: FastifyRequest;
+  /**
+   * Per id, the subscribe being checked (a token of its own). graphql-ws forgets an id once
+   * it is completed, so the same id may be subscribed again while the first subscribe still
+   * waits on its rate count: only the token still here when the checks end may join.
+   */
+  starting: Map<string, object>;
 }
 
 /** What onSubscribe hands on to subscribe(): the subscription the hub already holds. */
@@ -140,96 +147,12 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
     },
 
     async onSubscribe(ctx, id, payload) {
-      const { state, request } = ctx.extra;
-      const exceeded = await options.count(request, options.callerOf(state.key, request.ip));
-      if (exceeded) {
-        return [
-          graphqlError('RATE_LIMITED', `rate limit exceeded: retry in ${exceeded.retryAfter} s`, {
-            retryAfter: exceeded.retryAfter,
-          }),
-        ];
-      }
-      const source = payload.query;
-      const bytes = Buffer.byteLength(source);
-      if (bytes > limits.maxQueryBytes) {
-        return [
-          graphqlError(
-            'BAD_USER_INPUT',
-            `the query is ${bytes} bytes; at most ${limits.maxQueryBytes} are allowed`,
-          ),
-        ];
-      }
-      if (!live.hasRoom(state)) return [live.fullError()];
-      const schema = options.schema();
-      let document: ReturnType<typeof parse>;
+      const token = {};
+      ctx.extra.starting.set(id, token);
       try {
-        document = parse(source, { maxTokens: options.maxTokens });
-      } catch (error) {
-        return [error as GraphQLError];
-      }
-      const errors = validate(schema, document, options.rules, {
-        maxErrors: limits.maxErrors - 1,
-      });
-      if (errors.length > 0) return errors;
-      const operationName = payload.operationName ?? undefined;
-      const operation = getOperationAST(document, operationName);
-      if (!operation) {
-        return [
-          graphqlError(
-            'BAD_USER_INPUT',
-            operationName === undefined
-              ? 'the document holds several operations: name one in operationName'
-              : `the document has no operation named ${JSON.stringify(operationName)}`,
-          ),
-        ];
-      }
-      if (operation.operation !== 'subscription') {
-        return [
-          graphqlError(
-            'BAD_USER_INPUT',
-            `a ${operation.operation} is not served over the WebSocket: send it over HTTP (POST /graphql)`,
-          ),
-        ];
-      }
-      // Its cost counts when it starts, one request per subscriptionCostPerRequest (the
-      // subscribe above was the first).
-      const caller = options.callerOf(state.key, request.ip);
-      const cost = options.costOf(document, operationName);
-      for (let n = 1; n < Math.ceil(cost / limits.subscriptionCostPerRequest); n++) {
-        const over = await options.count(request, caller);
-        if (over) {
-          return [
-            graphqlError(
-              'RATE_LIMITED',
-              `this subscription costs ${cost}, ${Math.ceil(cost / limits.subscriptionCostPerRequest)} requests of your tier; rate limit exceeded: retry in ${over.retryAfter} s`,
-              { retryAfter: over.retryAfter },
-            ),
-          ];
-        }
-      }
-      const variables = (payload.variables ?? undefined) as Record<string, unknown> | undefined;
-      const stream = await createSourceEventStream({
-        schema,
-        document,
-        variableValues: variables,
-        operationName,
-        subscribeFieldResolver: options.subscribeResolver,
-      });
-      if (!('topic' in stream) || typeof stream.topic !== 'string') {
-        return [...(('errors' in stream && stream.errors) || [])] as GraphQLError[];
-      }
-      try {
-        const subscription = live.join(state, id, {
-          topic: stream.topic,
-          source,
-          // Kept while the subscription lives: without locations, it is half the size.
-          document: parse(source, { maxTokens: options.maxTokens, noLocation: true }),
-          variables,
-          operationName,
-        });
-        return { schema, document, operationName, contextValue: { subscription } as Kept };
-      } catch (error) {
-        return [error as GraphQLError];
+        return await check(ctx.extra, id, payload, token);
+      } finally {
+        if (ctx.extra.starting.get(id) === token) ctx.extra.starting.delete(id);
       }
     },
 
@@ -240,12 +163,123 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
   });
 
   /**
+   * Checks a subscribe and, when it passes, joins it to the hub: its execution arguments, or
+   * its errors. `token` is the subscribe's own (see Extra.starting).
+   */
+  async function check(
+    extra: Extra,
+    id: string,
+    payload: SubscribePayload,
+    token: object,
+  ): Promise<ExecutionArgs | readonly GraphQLError[]> {
+    const { state, request } = extra;
+    const exceeded = await options.count(request, options.callerOf(state.key, request.ip));
+    if (exceeded) {
+      return [
+        graphqlError('RATE_LIMITED', `rate limit exceeded: retry in ${exceeded.retryAfter} s`, {
+          retryAfter: exceeded.retryAfter,
+        }),
+      ];
+    }
+    const source = payload.query;
+    const bytes = Buffer.byteLength(source);
+    if (bytes > limits.maxQueryBytes) {
+      return [
+        graphqlError(
+          'BAD_USER_INPUT',
+          `the query is ${bytes} bytes; at most ${limits.maxQueryBytes} are allowed`,
+        ),
+      ];
+    }
+    if (!live.hasRoom(state)) return [live.fullError()];
+    const schema = options.schema();
+    let document: ReturnType<typeof parse>;
+    try {
+      document = parse(source, { maxTokens: options.maxTokens });
+    } catch (error) {
+      return [error as GraphQLError];
+    }
+    const errors = validate(schema, document, options.rules, {
+      maxErrors: limits.maxErrors - 1,
+    });
+    if (errors.length > 0) return errors;
+    const operationName = payload.operationName ?? undefined;
+    const operation = getOperationAST(document, operationName);
+    if (!operation) {
+      return [
+        graphqlError(
+          'BAD_USER_INPUT',
+          operationName === undefined
+            ? 'the document holds several operations: name one in operationName'
+            : `the document has no operation named ${JSON.stringify(operationName)}`,
+        ),
+      ];
+    }
+    if (operation.operation !== 'subscription') {
+      return [
+        graphqlError(
+          'BAD_USER_INPUT',
+          `a ${operation.operation} is not served over the WebSocket: send it over HTTP (POST /graphql)`,
+        ),
+      ];
+    }
+    // Its cost counts when it starts, one request per subscriptionCostPerRequest (the
+    // subscribe above was the first).
+    const caller = options.callerOf(state.key, request.ip);
+    const cost = options.costOf(document, operationName);
+    for (let n = 1; n < Math.ceil(cost / limits.subscriptionCostPerRequest); n++) {
+      const over = await options.count(request, caller);
+      if (over) {
+        return [
+          graphqlError(
+            'RATE_LIMITED',
+            `this subscription costs ${cost}, ${Math.ceil(cost / limits.subscriptionCostPerRequest)} requests of your tier; rate limit exceeded: retry in ${over.retryAfter} s`,
+            { retryAfter: over.retryAfter },
+          ),
+        ];
+      }
+    }
+    const variables = (payload.variables ?? undefined) as Record<string, unknown> | undefined;
+    const stream = await createSourceEventStream({
+      schema,
+      document,
+      variableValues: variables,
+      operationName,
+      subscribeFieldResolver: options.subscribeResolver,
+    });
+    if (!('topic' in stream) || typeof stream.topic !== 'string') {
+      return [...(('errors' in stream && stream.errors) || [])] as GraphQLError[];
+    }
+    // Completed (and perhaps subscribed again) while it was being checked: it never starts.
+    if (extra.starting.get(id) !== token) {
+      return [graphqlError('BAD_USER_INPUT', `${id} was completed before it started`)];
+    }
+    try {
+      const subscription = live.join(state, id, {
+        topic: stream.topic,
+        source,
+        // Kept while the subscription lives: without locations, it is half the size.
+        document: parse(source, { maxTokens: options.maxTokens, noLocation: true }),
+        variables,
+        operationName,
+      });
+      // graphql-ws holds these arguments while the subscription lives: they name the group's
+      // document (held once for all its members), never this subscribe's located parse.
+      const held = state.subscriptions.get(id)?.group.document ?? document;
+      return { schema, document: held, operationName, contextValue: { subscription } as Kept };
+    } catch (error) {
+      return [error as GraphQLError];
+    }
+  }
+
+  /**
    * Runs the protocol on a socket that was just opened, for the upgrade `request`;
    * `overLimit` is the seconds to wait when the upgrade was over its tier's limit.
    */
   return function open(socket: WebSocket, request: FastifyRequest, overLimit?: number): void {
     const state = live.accept(socket, request.headers['x-api-key']);
     state.overLimit = overLimit;
+    const starting = new Map<string, object>();
     const closed = server.opened(
       {
         protocol: socket.protocol,
@@ -269,6 +303,8 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
               live.close(state, CLOSE.badRequest, `Invalid message: ${problem}`);
               return;
             }
+            const { type, id } = message as { type: string; id?: string };
+            if (type === 'complete' && id !== undefined) starting.delete(id);
             handle(text).catch((error: unknown) => {
               options.log.error({ err: error }, 'a GraphQL WebSocket message failed');
               live.close(state, 4500, 'Internal server error');
@@ -283,7 +319,7 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
           );
         },
       },
-      { state, request },
+      { state, request, starting },
     );
     socket.once('close', (code: number, reason: Buffer) => {
       void closed(code, String(reason));
