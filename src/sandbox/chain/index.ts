@@ -181,10 +181,12 @@ async function startOwnChain(
     log: options.log,
     revertReason: tracedRevertReason,
     // The index is derived from events: a change made outside transactions (anvil cheat
-    // methods over the RPC URL) reaches it only here, before a checkpoint makes it permanent.
-    afterCheckpoint: async (block) => {
+    // methods over the RPC URL) reaches it only here, when a checkpoint makes it permanent.
+    // The chain is read at the dumped block while no block is made, and compared after.
+    observeAtCheckpoint: async (at) => index?.observe(at),
+    afterCheckpoint: async (block, observed) => {
       await index?.syncTo(block);
-      await index?.reconcile();
+      if (observed) await index?.reconcile(observed);
     },
     automaticCheckpoints: process.env[MANUAL_CHECKPOINTS_ENV] !== 'manual',
     // The index goes back to the rebuilt chain (blocks it held may be gone or replaced)
