@@ -20,6 +20,7 @@ import { GENESIS } from '../../src/sandbox/chain/genesis.ts';
 import { createRpcClient, type RpcClient } from '../../src/sandbox/chain/rpc.ts';
 import { createIndexer, type Indexer } from '../../src/sandbox/indexer/indexer.ts';
 import { vaultSummaries } from '../../src/sandbox/indexer/vaults.ts';
+import { damageRootPages } from '../helpers/index-damage.ts';
 
 /**
  * The index's corrections from the chain (indexer.ts reconcile), on a plain anvil holding the
@@ -144,5 +145,20 @@ describe('the index’s corrections from the chain', () => {
     expect(warnings[0]).toContain(`balance ${balance} → ${balance + added}`);
     expect(tvl()).toBe(await totalAssets());
     expect(await reconcile()).toEqual([]);
+  });
+});
+
+describe('a damaged index.db met while following a reorg', () => {
+  it('marks the index failed, so that it answers 503 and is rebuilt', async () => {
+    const snapshot = await rpc.call<Hex>('evm_snapshot');
+    await mine();
+    await mine();
+    await index.syncTo();
+    await rpc.call('evm_revert', [snapshot]);
+    // The chain is now below the index's last block: syncTo goes back first (followBack),
+    // and finds the damage looking for the common ancestor.
+    damageRootPages(join(dir, 'index.db'), ['blocks', 'sqlite_autoindex_blocks_1']);
+    await expect(index.syncTo()).rejects.toThrow(/malformed/);
+    expect(index.failure()).toMatch(/^index\.db failed/);
   });
 });

@@ -732,35 +732,40 @@ export function createIndexer(options: IndexerOptions) {
   function syncTo(target?: number): Promise<void> {
     return serially(async () => {
       if (closed) return;
-      let goal = target;
-      if (goal === undefined) {
-        const head = await latestHead();
-        await followBack(head);
-        goal = head.number - finality;
-      }
-      if (options.ceiling) goal = Math.min(goal, options.ceiling());
-      // One committed step at a time, until the goal; never a busy loop.
-      for (let rereads = 0; !closed; ) {
-        let outcome: StepOutcome;
-        try {
-          outcome = await step(goal);
-        } catch (error) {
-          if (isIndexFileFailure(error)) fail(error);
-          throw error;
-        }
-        if (outcome === 'done') return;
-        if (outcome === 'more') {
-          rereads = 0;
-          continue;
-        }
-        if (++rereads > REREADS) {
-          throw new Error(
-            `the chain's blocks after the index's checkpoint do not link up (read ${REREADS + 1} times)`,
-          );
-        }
-        await new Promise((resolve) => setTimeout(resolve, REREAD_PAUSE_MS));
+      try {
+        await indexUpTo(target);
+      } catch (error) {
+        // A damaged file, found by a step or by a rollback after a reorg: rebuilt.
+        if (isIndexFileFailure(error)) fail(error);
+        throw error;
       }
     });
+  }
+
+  /** syncTo's work: back to the chain after a reorg, then forward to `target`. */
+  async function indexUpTo(target: number | undefined): Promise<void> {
+    let goal = target;
+    if (goal === undefined) {
+      const head = await latestHead();
+      await followBack(head);
+      goal = head.number - finality;
+    }
+    if (options.ceiling) goal = Math.min(goal, options.ceiling());
+    // One committed step at a time, until the goal; never a busy loop.
+    for (let rereads = 0; !closed; ) {
+      const outcome = await step(goal);
+      if (outcome === 'done') return;
+      if (outcome === 'more') {
+        rereads = 0;
+        continue;
+      }
+      if (++rereads > REREADS) {
+        throw new Error(
+          `the chain's blocks after the index's checkpoint do not link up (read ${REREADS + 1} times)`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, REREAD_PAUSE_MS));
+    }
   }
 
   /**
