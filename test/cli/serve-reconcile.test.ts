@@ -1,8 +1,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { encodeAbiParameters, type Hex, keccak256, toHex } from 'viem';
 import { afterEach, describe, expect, it } from 'vitest';
-import { registerOver, type ServeProcess, startServe } from '../helpers/serve.ts';
+import {
+  registerOver,
+  requestOver,
+  rpcCall,
+  type ServeProcess,
+  startServe,
+} from '../helpers/serve.ts';
 
 /**
  * The index's reconciliation with the chain at each checkpoint (indexer.ts observe and
@@ -23,19 +30,22 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+const start = (state: string) =>
+  startServe([
+    '--state',
+    state,
+    '--admin-token',
+    ADMIN_TOKEN,
+    '--log-level',
+    'warn',
+    '--rate-limit',
+    'off',
+  ]);
+
 describe('reconciliation at checkpoints', () => {
   it('finds nothing to correct while agents deposit across checkpoints', async () => {
     dir = mkdtempSync(join(tmpdir(), 'agentctl-reconcile-'));
-    serve = await startServe([
-      '--state',
-      dir,
-      '--admin-token',
-      ADMIN_TOKEN,
-      '--log-level',
-      'warn',
-      '--rate-limit',
-      'off',
-    ]);
+    serve = await start(dir);
     const url = serve.url;
     const keys = await Promise.all(
       Array.from({ length: AGENTS }, async () => (await registerOver(url)).apiKey),
@@ -66,5 +76,37 @@ describe('reconciliation at checkpoints', () => {
     await Promise.all(deposits);
     expect(serve.stderr()).not.toMatch(/the index had tvl/);
     expect(serve.stdout()).not.toMatch(/the index had tvl/);
+  }, 120_000);
+});
+
+describe('a graceful shutdown', () => {
+  it('reconciles the index at its final checkpoint, so a restart answers the chain’s tvl', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'agentctl-reconcile-'));
+    serve = await start(dir);
+    const info = (await requestOver(serve.url, ADMIN_TOKEN, 'GET', '/sandbox/info')).body;
+    const rpcUrl = info.rpc_url as string;
+    const usdc = info.contracts.usdc as Hex;
+    const vault = info.contracts.vaults.moderate as Hex;
+    // MockUSDC (OpenZeppelin's ERC20) keeps its balances in the mapping at slot 0.
+    const slot = keccak256(
+      encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [vault, 0n]),
+    );
+    const balance = BigInt(
+      (await rpcCall(rpcUrl, 'eth_getStorageAt', [usdc, slot, 'latest'])) as Hex,
+    );
+    const added = 1_000_000n * 10n ** 6n;
+    await rpcCall(rpcUrl, 'anvil_setStorageAt', [usdc, slot, toHex(balance + added, { size: 32 })]);
+    // A block after the change, so that the final checkpoint has something new to hold.
+    await rpcCall(rpcUrl, 'evm_mine');
+    const first = serve;
+    first.child.kill('SIGTERM');
+    await first.exited;
+    expect(first.stderr() + first.stdout()).toMatch(/the index had tvl \d+, the chain \d+ /);
+
+    serve = await start(dir);
+    const summary = (await (await fetch(`${serve.url}/v1/vaults/${vault}`)).json()) as {
+      tvl: string;
+    };
+    expect(BigInt(summary.tvl)).toBeGreaterThan(added);
   }, 120_000);
 });

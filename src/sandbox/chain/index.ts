@@ -173,6 +173,8 @@ async function startOwnChain(
   keyring: ReturnType<typeof createKeyring>,
 ): Promise<SandboxChain> {
   let index: Indexer | undefined;
+  /** Set once serve stops: the index's poll waits, the final checkpoint still reconciles. */
+  let stopping = false;
   const local: LocalChain = await startLocalChain({
     stateDir: options.stateDir,
     sandboxId: options.sandboxId,
@@ -202,7 +204,7 @@ async function startOwnChain(
       // that sandbox.db does not, unless sandbox.db lost it, and a rebuild, which brings back
       // every logged block, never finds it ahead. It waits while the chain is rebuilt.
       ceiling: () => local.producer.head().number,
-      paused: () => local.recovering(),
+      paused: () => stopping || local.recovering(),
       witnessFor: local.producer.head(),
     });
     const indexed = index;
@@ -281,10 +283,13 @@ async function startOwnChain(
       // Asked for: taken even without new blocks, to keep what cheat methods changed.
       checkpoint: () => local.checkpoint({ evenWithoutNewBlocks: true }),
       close: async () => {
+        stopping = true;
         await fulfiller.stop();
         await onboarder.stop();
-        await indexed.close();
+        // The final checkpoint compares the chain with the index (afterCheckpoint), which must
+        // still be open: what cheat methods changed is otherwise never corrected in it.
         await local.close({ checkpoint: options.persistent });
+        await indexed.close();
       },
     };
   } catch (error) {
