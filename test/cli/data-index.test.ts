@@ -159,6 +159,35 @@ describe('a damaged index.db', () => {
     expect(sandbox.stderr()).toContain('index.db was rebuilt from the chain');
   });
 
+  it('holds registrations back with 503 while it cannot tell whether a wallet has history', async () => {
+    const state = join(serves.dir(), 'state');
+    const sandbox = await serve(['--state', state]);
+    const { apiKey } = await registerOver(sandbox.url);
+    const deposit = await request(
+      sandbox.url,
+      'POST',
+      '/api/v1/agent/vault/deposit',
+      { vault_id: 'moderate', amount_usdc: 5 },
+      apiKey,
+    );
+    expect(deposit.status).toBe(200);
+    const index = join(state, 'index.db');
+    damageRootPages(index, ['transactions', 'positions']);
+    // The rebuild cannot delete index.db's companions while a directory stands for its log.
+    rmSync(`${index}-wal`, { force: true });
+    mkdirSync(`${index}-wal`);
+    expect((await fetch(`${sandbox.url}/v1/protocol/stats`)).status).toBe(503);
+
+    await expect(registerOver(sandbox.url)).rejects.toThrow(
+      /register answered 503: .*index is being rebuilt.*try again shortly/,
+    );
+    rmdirSync(`${index}-wal`);
+    while ((await fetch(`${sandbox.url}/v1/protocol/stats`)).status === 503) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect((await registerOver(sandbox.url)).apiKey).toBeTruthy();
+  });
+
   it('is rebuilt at start rather than refused, when its root pages are damaged', async () => {
     const state = join(serves.dir(), 'state');
     const first = await serve(['--state', state]);
