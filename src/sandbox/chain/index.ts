@@ -7,6 +7,7 @@ import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { createIndexer, type Indexer, type IndexerOptions } from '../indexer/indexer.ts';
 import type { Store } from '../store/index.ts';
+import { automaticCheckpoints } from './checkpoint-mode.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
 import { AgentOnboarding, SandboxVault } from './contracts/artifacts.ts';
 import {
@@ -39,12 +40,6 @@ export type { Deployment } from './deployment.ts';
 export type { ChainLogger } from './local-chain.ts';
 
 const DEPLOYMENT_FILE = 'deployment.json';
-/**
- * AGENTCTL_CHECKPOINTS=manual: no automatic checkpoints, only POST /sandbox/checkpoint and a
- * graceful shutdown's (tests and the bench arrange a long log with it; see
- * docs/state-directory.md).
- */
-const MANUAL_CHECKPOINTS_ENV = 'AGENTCTL_CHECKPOINTS';
 /** How long /health trusts its last look at the RPC endpoint. */
 const CONNECTION_CHECK_MS = 1000;
 
@@ -190,7 +185,8 @@ async function startOwnChain(
       await index?.syncTo(block);
       if (observed) await index?.reconcile(observed);
     },
-    automaticCheckpoints: process.env[MANUAL_CHECKPOINTS_ENV] !== 'manual',
+    // serve refused any value but `manual` at start.
+    automaticCheckpoints: automaticCheckpoints() !== false,
     // The index goes back to the rebuilt chain (blocks it held may be gone or replaced)
     // before the rebuild counts as done.
     afterRebuild: async () => {
