@@ -2,6 +2,7 @@ import type { Address } from 'viem';
 import { ChainUnavailableError } from './chain/errors.ts';
 import type { SandboxChain } from './chain/index.ts';
 import { usdcBalanceOf } from './chain/vaults.ts';
+import { HttpError } from './errors.ts';
 import { IndexUnavailableError } from './indexer/failure.ts';
 import { hasIndexedActivity } from './indexer/reads.ts';
 import { createKeyedLock } from './keyed-lock.ts';
@@ -38,8 +39,14 @@ export function createWalletAllocator(deps: {
     try {
       return chain.index.read(() => hasIndexedActivity(chain.index.db, address));
     } catch (error) {
-      // An index being rebuilt cannot say; the chain, which it is rebuilt from, has.
-      if (error instanceof IndexUnavailableError) return false;
+      // An index being rebuilt cannot say, and a wallet it would show history for must never
+      // be handed out: the registration is retried once the index answers again.
+      if (error instanceof IndexUnavailableError) {
+        throw new HttpError(
+          503,
+          "the data API's index is being rebuilt, and a new wallet is handed out only once it can tell that the wallet has no history; try again shortly",
+        );
+      }
       throw error;
     }
   }
@@ -55,8 +62,11 @@ export function createWalletAllocator(deps: {
           const { address } = chain.wallet(index);
           if (!(await hasHistory(address))) break;
           if (skipped >= MAX_SKIPPED) {
-            throw new Error(
-              `${MAX_SKIPPED} HD wallets in a row from ${index - skipped} have history`,
+            throw new HttpError(
+              503,
+              `no server-side wallet can be handed out: ${MAX_SKIPPED} in a row from HD index ${index - skipped} have history ` +
+                'on the chain or in the index that no agent in sandbox.db owns (lost writes, or wallets used over the RPC URL); ' +
+                'restore the state directory from a backup',
             );
           }
           deps.log.warn(

@@ -1,17 +1,9 @@
-import {
-  closeSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  rmdirSync,
-  rmSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { describe, expect, it } from 'vitest';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
+import { damageRootPages } from '../helpers/index-damage.ts';
 import { registerOver, rpcCall, useServes } from '../helpers/serve.ts';
 
 const serves = useServes('data-index', 'data-index-admin');
@@ -89,36 +81,6 @@ describe('index.db', () => {
   });
 });
 
-/**
- * Damages the root pages of `tables` in index.db, where they really are: the write-ahead log
- * is checkpointed into the file first (a running serve may hold it open), and each root page
- * is then overwritten with bytes that are no b-tree page. A running serve reads the file's
- * pages again once the log has changed: a write by another connection does that.
- */
-function damageRootPages(path: string, tables: string[]): void {
-  const db = new DatabaseSync(path, { timeout: 5000 });
-  for (;;) {
-    const done = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number };
-    if (done.busy === 0) break;
-  }
-  const { page_size: pageSize } = db.prepare('PRAGMA page_size').get() as { page_size: number };
-  const roots = tables.map(
-    (name) =>
-      (
-        db.prepare('SELECT rootpage FROM sqlite_schema WHERE name = ?').get(name) as {
-          rootpage: number;
-        }
-      ).rootpage,
-  );
-  const file = openSync(path, 'r+');
-  for (const root of roots) {
-    writeSync(file, Buffer.alloc(pageSize, 0xa5), 0, pageSize, (Number(root) - 1) * pageSize);
-  }
-  closeSync(file);
-  db.exec("UPDATE index_meta SET value = value WHERE key = 'format'");
-  db.close();
-}
-
 const transactionsOf = (url: string, wallet: string) =>
   fetch(`${url}/v1/users/${wallet}/transactions`);
 
@@ -195,6 +157,35 @@ describe('a damaged index.db', () => {
     expect((await getJson(`${sandbox.url}/health`)).status).toBe('ok');
     expect((await fetch(`${sandbox.url}/v1/protocol/stats`)).status).toBe(200);
     expect(sandbox.stderr()).toContain('index.db was rebuilt from the chain');
+  });
+
+  it('holds registrations back with 503 while it cannot tell whether a wallet has history', async () => {
+    const state = join(serves.dir(), 'state');
+    const sandbox = await serve(['--state', state]);
+    const { apiKey } = await registerOver(sandbox.url);
+    const deposit = await request(
+      sandbox.url,
+      'POST',
+      '/api/v1/agent/vault/deposit',
+      { vault_id: 'moderate', amount_usdc: 5 },
+      apiKey,
+    );
+    expect(deposit.status).toBe(200);
+    const index = join(state, 'index.db');
+    damageRootPages(index, ['transactions', 'positions']);
+    // The rebuild cannot delete index.db's companions while a directory stands for its log.
+    rmSync(`${index}-wal`, { force: true });
+    mkdirSync(`${index}-wal`);
+    expect((await fetch(`${sandbox.url}/v1/protocol/stats`)).status).toBe(503);
+
+    await expect(registerOver(sandbox.url)).rejects.toThrow(
+      /register answered 503: .*index is being rebuilt.*try again shortly/,
+    );
+    rmdirSync(`${index}-wal`);
+    while ((await fetch(`${sandbox.url}/v1/protocol/stats`)).status === 503) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect((await registerOver(sandbox.url)).apiKey).toBeTruthy();
   });
 
   it('is rebuilt at start rather than refused, when its root pages are damaged', async () => {

@@ -281,6 +281,12 @@ describe('agentctl serve', () => {
     expect(result.stderr).toContain(message);
   });
 
+  it('exits 2 on an AGENTCTL_CHECKPOINTS it does not know, rather than ignore it', async () => {
+    const result = await serveFailure([], { AGENTCTL_CHECKPOINTS: 'off' });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('AGENTCTL_CHECKPOINTS=off is not a checkpoint mode');
+  });
+
   it('never writes an API key, the admin token or the mnemonic to its log or answers', async () => {
     const state = join(dir, 'state');
     const sandbox = await serve([

@@ -51,8 +51,12 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise
 }
 
 /** Runs `agentctl serve` expecting it to fail at start; returns its exit code and output. */
-export function serveFailure(args: string[]): Promise<{ code: number | null; stderr: string }> {
+export function serveFailure(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [BIN, 'serve', ...args], {
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';

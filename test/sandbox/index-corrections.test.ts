@@ -20,6 +20,7 @@ import { GENESIS } from '../../src/sandbox/chain/genesis.ts';
 import { createRpcClient, type RpcClient } from '../../src/sandbox/chain/rpc.ts';
 import { createIndexer, type Indexer } from '../../src/sandbox/indexer/indexer.ts';
 import { vaultSummaries } from '../../src/sandbox/indexer/vaults.ts';
+import { damageRootPages } from '../helpers/index-damage.ts';
 
 /**
  * The index's corrections from the chain (indexer.ts reconcile), on a plain anvil holding the
@@ -58,6 +59,12 @@ afterAll(async () => {
 });
 
 const reader = () => createPublicClient({ transport: http(anvil.rpcUrl) });
+/** Reconciles the index with the chain at the index's last block (nothing is mined meanwhile). */
+const reconcile = async () => {
+  const at = index.checkpoint();
+  if (!at) throw new Error('nothing indexed');
+  return index.reconcile(await index.observe(at));
+};
 const tvl = () => vaultSummaries(index).find((summary) => summary.id === 'moderate')?.tvl;
 const mine = async (timestamp?: number) => {
   const latest = await reader().getBlock({ blockTag: 'latest' });
@@ -92,11 +99,11 @@ describe('the index’s corrections from the chain', () => {
     await mine();
     await index.syncTo();
     expect(tvl()).toBeLessThan(added);
-    expect(await index.reconcile()).toEqual([vault.toLowerCase()]);
+    expect(await reconcile()).toEqual([vault.toLowerCase()]);
     expect(tvl()).toBe(await totalAssets());
     expect(warnings).toHaveLength(1);
     // Nothing more to correct.
-    expect(await index.reconcile()).toEqual([]);
+    expect(await reconcile()).toEqual([]);
 
     // A reorg above the corrected block: the index cuts back and derives its tables again.
     const snapshot = await rpc.call<Hex>('evm_snapshot');
@@ -113,5 +120,45 @@ describe('the index’s corrections from the chain', () => {
     // The index's tvl at its head's time is the chain's totalAssets there.
     expect(tvl()).toBe(await totalAssets());
     expect(tvl()).toBeGreaterThan(added);
+  });
+
+  it('corrects a block the index has since moved past, and names the fields that differed', async () => {
+    const added = 5_000_000n;
+    const balance = await usdcBalance(vault);
+    await rpc.call('anvil_setStorageAt', [
+      deployment.usdc,
+      balanceSlot(vault),
+      toHex(balance + added, { size: 32 }),
+    ]);
+    await mine();
+    await index.syncTo();
+    const at = index.checkpoint();
+    if (!at) throw new Error('nothing indexed');
+    const observed = await index.observe(at);
+    await mine();
+    await mine();
+    await index.syncTo();
+    warnings.length = 0;
+    expect(await index.reconcile(observed)).toEqual([vault.toLowerCase()]);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`at block ${at.number}`);
+    expect(warnings[0]).toContain(`balance ${balance} → ${balance + added}`);
+    expect(tvl()).toBe(await totalAssets());
+    expect(await reconcile()).toEqual([]);
+  });
+});
+
+describe('a damaged index.db met while following a reorg', () => {
+  it('marks the index failed, so that it answers 503 and is rebuilt', async () => {
+    const snapshot = await rpc.call<Hex>('evm_snapshot');
+    await mine();
+    await mine();
+    await index.syncTo();
+    await rpc.call('evm_revert', [snapshot]);
+    // The chain is now below the index's last block: syncTo goes back first (followBack),
+    // and finds the damage looking for the common ancestor.
+    damageRootPages(join(dir, 'index.db'), ['blocks', 'sqlite_autoindex_blocks_1']);
+    await expect(index.syncTo()).rejects.toThrow(/malformed/);
+    expect(index.failure()).toMatch(/^index\.db failed/);
   });
 });

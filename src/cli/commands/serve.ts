@@ -146,6 +146,15 @@ export function serveCommand(): Command {
           EXIT.usage,
         );
       }
+      const { automaticCheckpoints, CHECKPOINTS_ENV } = await import(
+        '../../sandbox/chain/checkpoint-mode.ts'
+      );
+      if (automaticCheckpoints() === undefined) {
+        throw new CliError(
+          `${CHECKPOINTS_ENV}=${process.env[CHECKPOINTS_ENV]} is not a checkpoint mode: set it to manual (no automatic checkpoints, for tests and the bench), or unset it`,
+          EXIT.usage,
+        );
+      }
       if (flags.detach) {
         const { detach } = await import('./serve-control.ts');
         return detach(process.argv.slice(2), flags.state);

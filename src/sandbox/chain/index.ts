@@ -8,6 +8,7 @@ import { StartupError } from '../errors.ts';
 import { createIndexer, type Indexer, type IndexerOptions } from '../indexer/indexer.ts';
 import { indexedPast } from '../indexer/schema.ts';
 import type { Store } from '../store/index.ts';
+import { automaticCheckpoints } from './checkpoint-mode.ts';
 import { createChainClients, SANDBOX_FEES } from './clients.ts';
 import { AgentOnboarding, SandboxVault } from './contracts/artifacts.ts';
 import {
@@ -40,12 +41,6 @@ export type { Deployment } from './deployment.ts';
 export type { ChainLogger } from './local-chain.ts';
 
 const DEPLOYMENT_FILE = 'deployment.json';
-/**
- * AGENTCTL_CHECKPOINTS=manual: no automatic checkpoints, only POST /sandbox/checkpoint and a
- * graceful shutdown's (tests and the bench arrange a long log with it; see
- * docs/state-directory.md).
- */
-const MANUAL_CHECKPOINTS_ENV = 'AGENTCTL_CHECKPOINTS';
 /** How long /health trusts its last look at the RPC endpoint. */
 const CONNECTION_CHECK_MS = 1000;
 
@@ -174,6 +169,8 @@ async function startOwnChain(
   keyring: ReturnType<typeof createKeyring>,
 ): Promise<SandboxChain> {
   let index: Indexer | undefined;
+  /** Set once serve stops: the index's poll waits, the final checkpoint still reconciles. */
+  let stopping = false;
   const local: LocalChain = await startLocalChain({
     stateDir: options.stateDir,
     sandboxId: options.sandboxId,
@@ -182,12 +179,15 @@ async function startOwnChain(
     log: options.log,
     revertReason: tracedRevertReason,
     // The index is derived from events: a change made outside transactions (anvil cheat
-    // methods over the RPC URL) reaches it only here, before a checkpoint makes it permanent.
-    afterCheckpoint: async (block) => {
+    // methods over the RPC URL) reaches it only here, when a checkpoint makes it permanent.
+    // The chain is read at the dumped block while no block is made, and compared after.
+    observeAtCheckpoint: async (at) => index?.observe(at),
+    afterCheckpoint: async (block, observed) => {
       await index?.syncTo(block);
-      await index?.reconcile();
+      if (observed) await index?.reconcile(observed);
     },
-    automaticCheckpoints: process.env[MANUAL_CHECKPOINTS_ENV] !== 'manual',
+    // serve refused any value but `manual` at start.
+    automaticCheckpoints: automaticCheckpoints() !== false,
     // The index goes back to the rebuilt chain (blocks it held may be gone or replaced)
     // before the rebuild counts as done.
     afterRebuild: async () => {
@@ -207,7 +207,7 @@ async function startOwnChain(
       // that sandbox.db does not, unless sandbox.db lost it, and a rebuild, which brings back
       // every logged block, never finds it ahead. It waits while the chain is rebuilt.
       ceiling: () => local.producer.head().number,
-      paused: () => local.recovering(),
+      paused: () => stopping || local.recovering(),
       witnessFor: local.producer.head(),
     });
     const indexed = index;
@@ -286,10 +286,13 @@ async function startOwnChain(
       // Asked for: taken even without new blocks, to keep what cheat methods changed.
       checkpoint: () => local.checkpoint({ evenWithoutNewBlocks: true }),
       close: async () => {
+        stopping = true;
         await fulfiller.stop();
         await onboarder.stop();
-        await indexed.close();
+        // The final checkpoint compares the chain with the index (afterCheckpoint), which must
+        // still be open: what cheat methods changed is otherwise never corrected in it.
         await local.close({ checkpoint: options.persistent });
+        await indexed.close();
       },
     };
   } catch (error) {

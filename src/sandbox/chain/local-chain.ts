@@ -63,7 +63,7 @@ export interface ChainLogger {
   error(message: string): void;
 }
 
-export interface LocalChainOptions {
+export interface LocalChainOptions<Observed = unknown> {
   stateDir: string;
   sandboxId: string;
   store: Store;
@@ -72,11 +72,18 @@ export interface LocalChainOptions {
   /** Turns a reverted transaction into its reason (needs the contracts' ABIs). */
   revertReason(rpc: RpcClient, hash: Hash): Promise<string>;
   /**
-   * Runs after each checkpoint is on disk, with its block, before the checkpoint resolves:
-   * whoever keeps copies of the chain's state may compare them with the state the checkpoint
-   * made permanent. A failure is logged; the checkpoint stands.
+   * Reads what a copy of the chain's state must be compared with, at the block a checkpoint
+   * dumps, while no block is being made: anvil answers a read at the head's hash from the
+   * state of the block it is mining, so the same read made later could see a later state.
    */
-  afterCheckpoint?(block: number): Promise<void>;
+  observeAtCheckpoint?(at: BlockHead): Promise<Observed>;
+  /**
+   * Runs after each checkpoint is on disk, with its block and what observeAtCheckpoint read
+   * (undefined when that failed), before the checkpoint resolves: whoever keeps copies of the
+   * chain's state may compare them with the state the checkpoint made permanent. A failure is
+   * logged; the checkpoint stands.
+   */
+  afterCheckpoint?(block: number, observed: Observed | undefined): Promise<void>;
   /**
    * Checkpoints by block count and by time; when false (a test's or the bench's knob, see
    * docs/state-directory.md), only on request and at a graceful shutdown.
@@ -108,7 +115,7 @@ interface CheckpointPointer {
  * Others reach it through the RPC gateway; the sandbox's own calls go straight to anvil. Both
  * are shut while the chain is rebuilt. Checkpoints run in the background, off the write path.
  */
-export async function startLocalChain(options: LocalChainOptions) {
+export async function startLocalChain<Observed>(options: LocalChainOptions<Observed>) {
   const { store, stateDir, log } = options;
   const gateway: RpcGateway = await startRpcGateway();
   /** True while the chain is rebuilt: the sandbox's own calls fail as if anvil were down. */
@@ -236,7 +243,7 @@ export async function startLocalChain(options: LocalChainOptions) {
   function checkpoint(request: { evenWithoutNewBlocks?: boolean } = {}): Promise<number> {
     checkpointing ??= (async () => {
       const pointer = readPointer(store);
-      let taken: { at: BlockHead; state: Hex } | undefined;
+      let taken: { at: BlockHead; state: Hex; observed: Observed | undefined } | undefined;
       for (let tries = 1; ; tries++) {
         const paused = performance.now();
         const outcome = await producer.exclusive(() =>
@@ -277,7 +284,7 @@ export async function startLocalChain(options: LocalChainOptions) {
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
       removeCheckpointsExcept(stateDir, at.number);
-      await options.afterCheckpoint?.(at.number).catch((error: unknown) => {
+      await options.afterCheckpoint?.(at.number, taken.observed).catch((error: unknown) => {
         log.warn(`after the checkpoint at block ${at.number}: ${(error as Error).message}`);
       });
       return at.number;
@@ -315,7 +322,11 @@ export async function startLocalChain(options: LocalChainOptions) {
     const state = await chainRpc.call<Hex>('anvil_dumpState');
     const after = await latestHead(chainRpc);
     if (after.number !== at.number || after.hash !== at.hash) return 'moved' as const;
-    return { at, state };
+    const observed = await options.observeAtCheckpoint?.(at).catch((error: unknown) => {
+      log.warn(`reading the chain at block ${at.number}: ${(error as Error).message}`);
+      return undefined;
+    });
+    return { at, state, observed };
   }
 
   /** A checkpoint nobody waits for: a failure is logged; the log still has every block. */

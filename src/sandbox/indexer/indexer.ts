@@ -73,6 +73,12 @@ export interface IndexCommit {
 
 type StepOutcome = 'done' | 'more' | 'reread';
 
+/** Each vault's state as the chain held it after one block (see observe). */
+export interface ChainObservation {
+  block: { number: number; hash: Hash };
+  states: Map<string, VaultState>;
+}
+
 /** The last indexed block: what a new block's parentHash must match, and the index's time. */
 export type Checkpoint = Readonly<{ number: number; hash: Hash; timestamp: number }>;
 
@@ -173,6 +179,18 @@ export function createIndexer(options: IndexerOptions) {
       'SELECT number, hash, timestamp FROM blocks ORDER BY number DESC LIMIT 1',
     ),
     hashAt: db.prepare('SELECT hash FROM blocks WHERE number = ?'),
+    timestampAt: db.prepare('SELECT timestamp FROM blocks WHERE number = ?'),
+    stateAtBlock: db.prepare(
+      `SELECT balance, reserved, total_supply, apy_bps, last_accrual FROM vault_states
+       WHERE vault = ? AND block_number <= ? ORDER BY block_number DESC LIMIT 1`,
+    ),
+    correction: db.prepare(
+      `INSERT INTO vault_corrections (block_number, vault, balance, reserved, total_supply, apy_bps, last_accrual)
+       VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (block_number, vault) DO UPDATE SET balance = excluded.balance,
+         reserved = excluded.reserved, total_supply = excluded.total_supply,
+         apy_bps = excluded.apy_bps, last_accrual = excluded.last_accrual`,
+    ),
     block: db.prepare(
       'INSERT INTO blocks (number, hash, parent_hash, timestamp) VALUES (?, ?, ?, ?)',
     ),
@@ -424,10 +442,14 @@ export function createIndexer(options: IndexerOptions) {
     return -1;
   }
 
-  /** Cuts the raw data back to `ancestor` and derives every derived table again from the rest. */
-  function rollBack(ancestor: number): void {
+  /**
+   * Cuts the raw data back to `ancestor` and derives every derived table again from the rest,
+   * after `amend` (which may add raw rows, such as corrections) in the same transaction.
+   */
+  function rollBack(ancestor: number, amend?: () => void): void {
     db.exec('BEGIN');
     try {
+      amend?.();
       db.prepare('DELETE FROM blocks WHERE number > ?').run(ancestor);
       db.prepare('DELETE FROM logs WHERE block_number > ?').run(ancestor);
       db.prepare('DELETE FROM failed_calls WHERE block_number > ?').run(ancestor);
@@ -710,134 +732,177 @@ export function createIndexer(options: IndexerOptions) {
   function syncTo(target?: number): Promise<void> {
     return serially(async () => {
       if (closed) return;
-      let goal = target;
-      if (goal === undefined) {
-        const head = await latestHead();
-        await followBack(head);
-        goal = head.number - finality;
-      }
-      if (options.ceiling) goal = Math.min(goal, options.ceiling());
-      // One committed step at a time, until the goal; never a busy loop.
-      for (let rereads = 0; !closed; ) {
-        let outcome: StepOutcome;
-        try {
-          outcome = await step(goal);
-        } catch (error) {
-          if (isIndexFileFailure(error)) fail(error);
-          throw error;
-        }
-        if (outcome === 'done') return;
-        if (outcome === 'more') {
-          rereads = 0;
-          continue;
-        }
-        if (++rereads > REREADS) {
-          throw new Error(
-            `the chain's blocks after the index's checkpoint do not link up (read ${REREADS + 1} times)`,
-          );
-        }
-        await new Promise((resolve) => setTimeout(resolve, REREAD_PAUSE_MS));
+      try {
+        await indexUpTo(target);
+      } catch (error) {
+        // A damaged file, found by a step or by a rollback after a reorg: rebuilt.
+        if (isIndexFileFailure(error)) fail(error);
+        throw error;
       }
     });
   }
 
+  /** syncTo's work: back to the chain after a reorg, then forward to `target`. */
+  async function indexUpTo(target: number | undefined): Promise<void> {
+    let goal = target;
+    if (goal === undefined) {
+      const head = await latestHead();
+      await followBack(head);
+      goal = head.number - finality;
+    }
+    if (options.ceiling) goal = Math.min(goal, options.ceiling());
+    // One committed step at a time, until the goal; never a busy loop.
+    for (let rereads = 0; !closed; ) {
+      const outcome = await step(goal);
+      if (outcome === 'done') return;
+      if (outcome === 'more') {
+        rereads = 0;
+        continue;
+      }
+      if (++rereads > REREADS) {
+        throw new Error(
+          `the chain's blocks after the index's checkpoint do not link up (read ${REREADS + 1} times)`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, REREAD_PAUSE_MS));
+    }
+  }
+
   /**
-   * Compares each vault's indexed state with the chain's at the last indexed block, and where
-   * they differ (a change made outside transactions, such as anvil_setStorageAt over the RPC
-   * URL: no event tells the index of it) records the chain's as a correction, logs it, and
-   * answers the vaults corrected. The chain is read at the indexed block's hash, so a block
-   * mined meanwhile cannot be mistaken for a difference.
+   * Each vault's state on the chain at block `at`. Read it where no block is being made (the
+   * checkpoint's exclusive section): anvil answers a read at its head's hash from the state of
+   * the block it is mining meanwhile, not from the head's.
    */
-  async function reconcile(): Promise<string[]> {
+  async function observe(at: { number: number; hash: Hash }): Promise<ChainObservation> {
+    const blockTag = { blockHash: at.hash };
+    // A synchronous vault holds nothing for others: it has no reservedAssets() to read.
+    const reads = [...vaults].map(([vault, id]) => ({
+      vault,
+      calls: [
+        readCall(usdc, 'balanceOf', [vault]),
+        readCall(vault, 'totalSupply'),
+        readCall(vault, 'apyBps'),
+        readCall(vault, 'lastAccrual'),
+        ...(VAULT_CONFIG[id].async ? [readCall(vault, 'reservedAssets')] : []),
+      ],
+    }));
+    const results = await rpc.batch(
+      reads.flatMap(({ calls }) =>
+        calls.map((data) => ({ method: 'eth_call', params: [data, blockTag] })),
+      ),
+    );
+    const states = new Map<string, VaultState>();
+    let next = 0;
+    for (const { vault, calls } of reads) {
+      const values = calls.map(() => {
+        const result = results[next++];
+        if (!result?.ok) {
+          throw new Error(
+            `reading vault ${checksummed(vault)} at block ${at.number} failed: ${result?.error.message}`,
+          );
+        }
+        return BigInt(result.value as Hex);
+      });
+      const [balance, totalSupply, apyBps, lastAccrual, reserved = 0n] = values as [
+        bigint,
+        bigint,
+        bigint,
+        bigint,
+        bigint?,
+      ];
+      states.set(vault, { balance, reserved, totalSupply, apyBps, lastAccrual });
+    }
+    return { block: { number: at.number, hash: at.hash }, states };
+  }
+
+  /**
+   * Compares each vault's indexed state after the observed block with the chain's there (see
+   * observe), and where they differ (a change made outside transactions, such as
+   * anvil_setStorageAt over the RPC URL: no event tells the index of it) records the chain's
+   * as a correction at that block, logs which fields differed, and answers the vaults
+   * corrected. An index that has moved past the block derives its tables again with the
+   * correction; one that does not hold the block (not indexed yet, or since reorganised) is
+   * left alone.
+   */
+  async function reconcile(observed: ChainObservation): Promise<string[]> {
     const corrected: string[] = [];
     await serially(async () => {
       // A failed index is being rebuilt from the chain, which holds the vaults' state anyway.
       if (closed || failure) return;
-      const at = checkpoint();
-      if (!at) return;
-      const blockTag = { blockHash: at.hash };
-      // A synchronous vault holds nothing for others: it has no reservedAssets() to read.
-      const reads = [...vaults].map(([vault, id]) => ({
-        vault,
-        calls: [
-          readCall(usdc, 'balanceOf', [vault]),
-          readCall(vault, 'totalSupply'),
-          readCall(vault, 'apyBps'),
-          readCall(vault, 'lastAccrual'),
-          ...(VAULT_CONFIG[id].async ? [readCall(vault, 'reservedAssets')] : []),
-        ],
-      }));
-      const results = await rpc.batch(
-        reads.flatMap(({ calls }) =>
-          calls.map((data) => ({ method: 'eth_call', params: [data, blockTag] })),
-        ),
-      );
-      const onchain = new Map<string, VaultState>();
-      let next = 0;
-      for (const { vault, calls } of reads) {
-        const values = calls.map(() => {
-          const result = results[next++];
-          if (!result?.ok) {
-            throw new Error(
-              `reading vault ${checksummed(vault)} at block ${at.number} failed: ${result?.error.message}`,
-            );
-          }
-          return BigInt(result.value as Hex);
-        });
-        const [balance, totalSupply, apyBps, lastAccrual, reserved = 0n] = values as [
-          bigint,
-          bigint,
-          bigint,
-          bigint,
-          bigint?,
-        ];
-        onchain.set(vault, { balance, reserved, totalSupply, apyBps, lastAccrual });
-      }
-      const insert = db.prepare(
-        `INSERT INTO vault_corrections (block_number, vault, balance, reserved, total_supply, apy_bps, last_accrual)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (block_number, vault) DO UPDATE SET balance = excluded.balance,
-           reserved = excluded.reserved, total_supply = excluded.total_supply,
-           apy_bps = excluded.apy_bps, last_accrual = excluded.last_accrual`,
-      );
-      const differing = [...onchain].filter(([vault, state]) => {
-        const indexed = projection.stateOf(vault);
-        return (Object.keys(state) as Array<keyof VaultState>).some(
-          (field) => state[field] !== indexed[field],
-        );
-      });
-      if (differing.length === 0) return;
-      db.exec('BEGIN');
       try {
-        for (const [vault, state] of differing) {
-          const indexed = projection.stateOf(vault);
-          insert.run(
-            at.number,
-            vault,
-            state.balance.toString(),
-            state.reserved.toString(),
-            state.totalSupply.toString(),
-            Number(state.apyBps),
-            Number(state.lastAccrual),
-          );
-          projection.correct(at, vault, state);
-          options.log.warn(
-            `vault ${checksummed(vault)} at block ${at.number}: the index had tvl ${totalAssetsAt(indexed, at.timestamp)}, ` +
-              `the chain ${totalAssetsAt(state, at.timestamp)} (raw USDC; changed outside transactions, as anvil_setStorageAt over the RPC URL does?); the index now holds the chain's`,
-          );
-          corrected.push(vault);
-        }
-        db.exec('COMMIT');
+        await correctFrom(observed, corrected);
       } catch (error) {
         if (isIndexFileFailure(error)) throw new IndexUnavailableError(fail(error));
-        db.exec('ROLLBACK');
+        throw error;
+      }
+    });
+    return corrected;
+  }
+
+  async function correctFrom(observed: ChainObservation, corrected: string[]): Promise<void> {
+    const at = checkpoint();
+    const { number } = observed.block;
+    const held = statements.hashAt.get(number) as { hash: Hash } | undefined;
+    if (!at || held?.hash !== observed.block.hash) return;
+    const timestamp = (statements.timestampAt.get(number) as { timestamp: number }).timestamp;
+    const indexedAt = (vault: string): VaultState => {
+      if (at.number === number) return projection.stateOf(vault);
+      const row = statements.stateAtBlock.get(vault, number) as StateRow | undefined;
+      return row
+        ? toState(row)
+        : { balance: 0n, reserved: 0n, totalSupply: 0n, apyBps: 0n, lastAccrual: 0n };
+    };
+    const differing = [...observed.states].flatMap(([vault, state]) => {
+      const indexed = indexedAt(vault);
+      const fields = (Object.keys(state) as Array<keyof VaultState>).filter(
+        (field) => state[field] !== indexed[field],
+      );
+      return fields.length > 0 ? [{ vault, state, indexed, fields }] : [];
+    });
+    if (differing.length === 0) return;
+    const record = () => {
+      for (const { vault, state } of differing) {
+        statements.correction.run(
+          number,
+          vault,
+          state.balance.toString(),
+          state.reserved.toString(),
+          state.totalSupply.toString(),
+          Number(state.apyBps),
+          Number(state.lastAccrual),
+        );
+      }
+    };
+    if (at.number === number) {
+      db.exec('BEGIN');
+      try {
+        record();
+        for (const { vault, state } of differing)
+          projection.correct({ number, timestamp }, vault, state);
+        db.exec('COMMIT');
+      } catch (error) {
+        rollBackQuietly();
         projection.reset();
         throw error;
       }
       version++;
+    } else {
+      // The blocks indexed since then were derived from the uncorrected state.
+      rollBack(at.number, record);
+    }
+    for (const { vault, state, indexed, fields } of differing) {
+      const detail = fields
+        .map((field) => `${field} ${indexed[field]} → ${state[field]}`)
+        .join(', ');
+      options.log.warn(
+        `vault ${checksummed(vault)} at block ${number}: the index had tvl ${totalAssetsAt(indexed, timestamp)}, ` +
+          `the chain ${totalAssetsAt(state, timestamp)} (raw USDC; ${detail}; changed outside transactions, as anvil_setStorageAt over the RPC URL does?); the index now holds the chain's`,
+      );
+      corrected.push(vault);
+    }
+    if (at.number === number) {
       committed({ vaults: new Set(corrected), transactions: [], reorg: false });
-    });
-    return corrected;
+    }
   }
 
   return {
@@ -851,6 +916,7 @@ export function createIndexer(options: IndexerOptions) {
     failure: (): string | undefined => failure?.reason,
     vaults,
     syncTo,
+    observe,
     reconcile,
     /** Rebuilds index.db from the chain now, if it has failed (the poll does it otherwise). */
     rebuild,
