@@ -241,6 +241,11 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
    * checkpoint and the log are kept, the chain is rebuilt, and the promise rejects saying why.
    */
   function checkpoint(request: { evenWithoutNewBlocks?: boolean } = {}): Promise<number> {
+    // One asked for (POST /sandbox/checkpoint) holds the chain as it was when asked: one being
+    // taken already (an automatic one) may have dumped it before, so it is let finish first.
+    if (request.evenWithoutNewBlocks && checkpointing) {
+      return checkpointing.catch(() => undefined).then(() => checkpoint(request));
+    }
     checkpointing ??= (async () => {
       const pointer = readPointer(store);
       let taken: { at: BlockHead; state: Hex; observed: Observed | undefined } | undefined;
