@@ -107,6 +107,7 @@ describe('a graceful shutdown', () => {
     const summary = (await (await fetch(`${serve.url}/v1/vaults/${vault}`)).json()) as {
       tvl: string;
     };
-    expect(BigInt(summary.tvl)).toBeGreaterThan(added);
+    // The balance set, plus whatever yield it has earned since (none within the same second).
+    expect(BigInt(summary.tvl)).toBeGreaterThanOrEqual(balance + added);
   }, 120_000);
 });
