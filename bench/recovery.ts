@@ -68,7 +68,7 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
           '--rate-limit',
           'off',
           '--log-level',
-          'error',
+          process.env.REC_LOG ?? 'error',
           '--state',
           options.stateDir,
         ],

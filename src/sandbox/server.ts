@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { formatHostPort } from './address.ts';
-import { stopAbandonedAnvil } from './chain/anvil.ts';
+import { recordsAnvil, stopAbandonedAnvil } from './chain/anvil.ts';
 import { type ChainLogger, type SandboxChain, startChain } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
@@ -34,7 +34,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   // Fastify and the routes load while anvil starts and loads the chain.
   const loadingApp = import('./app.ts');
   loadingApp.catch(() => undefined);
-  reapAbandonedTempDirs(stopAbandonedAnvil);
+  reapAbandonedTempDirs(recordsAnvil, stopAbandonedAnvil);
   const fileLimit = openFileLimit();
   const maxConnections = fitConnectionCap(options.maxConnections, fileLimit);
   const stateDir = openStateDir(options.state);

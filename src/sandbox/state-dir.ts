@@ -40,6 +40,7 @@ const FIRST_START_FILES = new Set([
   'sandbox.db-shm',
   'wallet.mnemonic',
   'anvil.pid',
+  'anvil-standby.pid',
   'chain',
   LOCK_FILE,
   PID_FILE,
@@ -52,12 +53,15 @@ const FIRST_START_FILES = new Set([
  * `stopAbandoned` has stopped their anvil. It returns false for a dir whose serve still runs.
  * Dirs without an anvil pidfile are left alone: they may be starting right now.
  */
-export function reapAbandonedTempDirs(stopAbandoned: (dir: string) => boolean): void {
+export function reapAbandonedTempDirs(
+  recordsAnvil: (dir: string) => boolean,
+  stopAbandoned: (dir: string) => boolean,
+): void {
   for (const name of readdirSync(tmpdir())) {
     if (!name.startsWith(TEMP_PREFIX)) continue;
     const path = join(tmpdir(), name);
     try {
-      if (existsSync(join(path, 'anvil.pid')) && stopAbandoned(path)) {
+      if (recordsAnvil(path) && stopAbandoned(path)) {
         rmSync(path, { recursive: true, force: true });
       }
     } catch {

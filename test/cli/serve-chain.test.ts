@@ -22,6 +22,14 @@ function isRunning(pid: number): boolean {
   }
 }
 
+async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 async function registerAgent(url: string) {
   return (await registerOver(url)).apiKey;
 }
@@ -183,21 +191,29 @@ describe('serve with the chain', () => {
     expect(existsSync(join(state, 'anvil.pid'))).toBe(false);
   });
 
-  it('cleans up the anvil and temporary dir of a serve killed without --state', async () => {
+  it('cleans up the anvils (the chain and its standby) and temporary dir of a serve killed without --state', async () => {
     const first = await serve([]);
     const tempDir = /state: (\S+)/.exec(first.stdout())?.[1] as string;
-    const [anvilPid] = readFileSync(join(tempDir, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    // The first block logged starts the standby.
+    await registerAgent(first.url);
+    await until(
+      async () =>
+        (await request(first.url, 'GET', '/sandbox/info')).body.standby.status === 'following',
+    );
+    const anvils = ['anvil.pid', 'anvil-standby.pid'].map((file) =>
+      Number(readFileSync(join(tempDir, file), 'utf8').split(' ')[0]),
+    );
     first.child.kill('SIGKILL');
     await first.exited;
     serves.forget(first);
-    expect(isRunning(anvilPid as number)).toBe(true);
+    for (const pid of anvils) expect(isRunning(pid)).toBe(true);
 
     await serve([]);
-    expect(isRunning(anvilPid as number)).toBe(false);
+    for (const pid of anvils) expect(isRunning(pid)).toBe(false);
     expect(existsSync(tempDir)).toBe(false);
   });
 
-  it('restarts a killed anvil and rebuilds the chain from its checkpoint and log', async () => {
+  it('restarts a killed anvil and rebuilds the chain from its checkpoint and log when its standby is killed too', async () => {
     const state = join(serves.dir(), 'state');
     const sandbox = await serve(['--state', state, '--log-level', 'info']);
     const apiKey = await registerAgent(sandbox.url);
@@ -212,8 +228,17 @@ describe('serve with the chain', () => {
     const info = SandboxInfo.parse((await request(sandbox.url, 'GET', '/sandbox/info')).body);
     const reader = createPublicClient({ transport: http(info.rpc_url) });
     const before = await reader.getBlock({ blockTag: 'latest' });
+    await until(
+      async () =>
+        (await request(sandbox.url, 'GET', '/sandbox/info')).body.standby.status === 'following',
+    );
     const [anvilPid] = readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    const [standbyPid] = readFileSync(join(state, 'anvil-standby.pid'), 'utf8')
+      .split(' ')
+      .map(Number);
 
+    // Both at once: no standby is left to take over (the next starts a second later).
+    process.kill(standbyPid as number, 'SIGKILL');
     process.kill(anvilPid as number, 'SIGKILL');
     const statuses: string[] = [];
     for (let i = 0; i < 100; i++) {

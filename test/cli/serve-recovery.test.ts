@@ -166,7 +166,7 @@ describe('a chain no one else can stall', () => {
     }
   });
 
-  it('answers 503, never a partly rebuilt chain, while anvil is rebuilt; every acknowledged deposit is there before the RPC URL answers', async () => {
+  it('answers 503, never a partly rebuilt chain, while anvil is rebuilt (its standby killed too); every acknowledged deposit is there before the RPC URL answers', async () => {
     const sandbox = await serve();
     const { apiKey } = await registerOver(sandbox.url);
     const rpcUrl = await rpcUrlOf(sandbox.url);
@@ -184,7 +184,16 @@ describe('a chain no one else can stall', () => {
       6,
     );
 
-    const [anvilPid] = readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    // Without a standby to take over (killed at the same moment; the next starts a second
+    // later), the chain is rebuilt: the log's 400 blocks replayed onto the checkpoint.
+    await until(
+      async () =>
+        (await request(sandbox.url, 'GET', '/sandbox/info')).body.standby.status === 'following',
+    );
+    const [anvilPid, standbyPid] = ['anvil.pid', 'anvil-standby.pid'].map((file) =>
+      Number(readFileSync(join(state, file), 'utf8').split(' ')[0]),
+    );
+    process.kill(standbyPid as number, 'SIGKILL');
     process.kill(anvilPid as number, 'SIGKILL');
 
     const seen = { rpc: 0, positions: 0, unavailable: 0, writes: 0 };
@@ -257,6 +266,7 @@ describe('a chain no one else can stall', () => {
     // Part A was asked while the chain was being rebuilt, and said so.
     expect(seen.unavailable).toBeGreaterThan(0);
     await until(async () => (await request(sandbox.url, 'GET', '/health')).body.status === 'ok');
+    expect(sandbox.stderr()).toContain('restarting anvil and rebuilding the chain');
     expect(sandbox.stderr()).toContain('the chain is back');
   });
 });

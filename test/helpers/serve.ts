@@ -148,14 +148,11 @@ export function useServes(name: string, adminToken: string) {
   return {
     /** This test's directory. */
     dir: () => dir,
-    async serve(args: string[]): Promise<ServeProcess> {
-      const started = await startServe([
-        '--admin-token',
-        adminToken,
-        '--log-level',
-        'warn',
-        ...args,
-      ]);
+    async serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+      const started = await startServe(
+        ['--admin-token', adminToken, '--log-level', 'warn', ...args],
+        env,
+      );
       running.push(started);
       return started;
     },

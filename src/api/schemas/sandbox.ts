@@ -53,6 +53,18 @@ export const ContractAddresses = z.object({
 });
 export type ContractAddresses = z.infer<typeof ContractAddresses>;
 
+/**
+ * The chain's warm standby (a second anvil that mines every logged block again, promoted when
+ * the first one dies): `following` the log, at `block_number`; `starting` from the checkpoint;
+ * `stale` (its chain came out other than the log's, after cheat methods: it waits for the next
+ * checkpoint); or `none` (none yet, after a failure until the next try, or with --rpc-url).
+ */
+export const StandbyStatus = z.object({
+  status: z.enum(['none', 'starting', 'following', 'stale']),
+  block_number: z.number().int().nullable(),
+});
+export type StandbyStatus = z.infer<typeof StandbyStatus>;
+
 export const SandboxInfo = z.object({
   version: z.string(),
   chain_id: z.number().int(),
@@ -72,6 +84,7 @@ export const SandboxInfo = z.object({
     write_wait_ms_p50: z.number().nullable(),
     write_wait_ms_p99: z.number().nullable(),
   }),
+  standby: StandbyStatus,
   /**
    * GraphQL subscriptions: open WebSockets and subscriptions, the distinct ones among them
    * (same topic, document and variables: each event is executed once for them), events sent

@@ -7,7 +7,15 @@ import { CHAIN_ID } from '../../api/schemas/index.ts';
 import { StartupError } from '../errors.ts';
 import { isRunning } from '../process.ts';
 
-const PID_FILE = 'anvil.pid';
+/**
+ * Which anvil of a sandbox a process is: the one holding the chain, or its warm standby (see
+ * standby.ts). Each has a pid file of its own in the state dir.
+ */
+export type AnvilRole = 'primary' | 'standby';
+const PID_FILES: Record<AnvilRole, string> = {
+  primary: 'anvil.pid',
+  standby: 'anvil-standby.pid',
+};
 const READY_TIMEOUT_MS = 15_000;
 /**
  * Set in the environment of every anvil a sandbox starts: a later serve finds an anvil left
@@ -46,17 +54,25 @@ export interface AnvilProcess {
   running(): boolean;
   /** Resolves when anvil exits, for whatever reason. */
   exited: Promise<void>;
-  /** Stops anvil and removes its pidfile. */
+  /**
+   * Records this anvil under `role` from now on (a standby promoted to primary): its pid file
+   * is written, and the other role's removed if it names this anvil.
+   */
+  recordAs(role: AnvilRole): void;
+  /** Stops anvil and removes its pidfile (if it still names this anvil). */
   stop(): Promise<void>;
 }
 
 /**
- * Starts anvil on a free loopback port and waits until it listens. Its pid goes into
- * `<stateDir>/anvil.pid`; a pid left there by a `serve` that was killed is stopped first,
- * so no anvil outlives the sandbox that started it by more than one restart.
+ * Starts anvil on a free loopback port and waits until it listens. Its pid goes into its
+ * role's pid file in `stateDir` (`anvil.pid` for the primary); an anvil that file still names
+ * is stopped first, so no anvil outlives the sandbox that started it by more than one
+ * restart. Call only while holding the state dir's lock.
  */
 export async function startAnvil(options: {
   stateDir: string;
+  /** `primary` when absent. */
+  role?: AnvilRole;
   chainId?: number;
   binary?: string;
   /** A fixed port (a restarted anvil keeps its URL); a free one when 0 or absent. */
@@ -75,9 +91,9 @@ export async function startAnvil(options: {
    */
   loadState?: string;
 }): Promise<AnvilProcess> {
-  const pidFile = join(options.stateDir, PID_FILE);
+  const role = options.role ?? 'primary';
   // This state dir is locked by us, so whatever serve started that anvil is gone.
-  stopAbandonedAnvil(options.stateDir, { ownerGone: true });
+  stopRecordedAnvil(options.stateDir, role);
   const binary = options.binary ?? resolveAnvilBinary();
   const child = spawn(
     binary,
@@ -111,79 +127,139 @@ export async function startAnvil(options: {
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
   // Recorded before anything can go wrong, so a serve killed during start-up is cleaned up too:
   // the anvil's pid, then the pid of the serve that owns it.
-  if (child.pid !== undefined) writePidFile(options.stateDir, child.pid);
+  if (child.pid !== undefined) writePidFile(options.stateDir, role, child.pid);
   let rpcUrl: string;
   try {
     rpcUrl = await waitForListening(child, binary);
   } catch (error) {
-    rmSync(pidFile, { force: true });
+    if (child.pid !== undefined) removePidFile(options.stateDir, role, child.pid);
     throw error;
   }
   const pid = child.pid as number;
+  const port = Number(new URL(rpcUrl).port);
   // With its port, so that a serve started after a kill -9 of this one can take it over.
-  writePidFile(options.stateDir, pid, Number(new URL(rpcUrl).port));
+  writePidFile(options.stateDir, role, pid, port);
+  const running = () => child.exitCode === null && child.signalCode === null;
+  return recorded(options.stateDir, role, { rpcUrl, pid, port, running, exited }, async () => {
+    if (running()) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
+      await exited;
+      clearTimeout(timer);
+    }
+  });
+}
+
+/** An AnvilProcess whose pid file follows its role (recordAs) and goes when it is stopped. */
+function recorded(
+  stateDir: string,
+  initialRole: AnvilRole,
+  process: Pick<AnvilProcess, 'rpcUrl' | 'pid' | 'running' | 'exited'> & { port: number },
+  end: () => Promise<void>,
+): AnvilProcess {
+  let role = initialRole;
   return {
-    rpcUrl,
-    pid,
-    running: () => child.exitCode === null && child.signalCode === null,
-    exited,
+    rpcUrl: process.rpcUrl,
+    pid: process.pid,
+    running: process.running,
+    exited: process.exited,
+    recordAs(next) {
+      writePidFile(stateDir, next, process.pid, process.port);
+      if (next !== role) removePidFile(stateDir, role, process.pid);
+      role = next;
+    },
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
-        await exited;
-        clearTimeout(timer);
-      }
-      rmSync(pidFile, { force: true });
+      await end();
+      removePidFile(stateDir, role, process.pid);
     },
   };
 }
 
-/** anvil.pid: the anvil's pid, the pid of the serve that owns it, and its port once known. */
-function writePidFile(stateDir: string, anvilPid: number, port?: number): void {
+/** A pid file: the anvil's pid, the pid of the serve that owns it, and its port once known. */
+function writePidFile(stateDir: string, role: AnvilRole, anvilPid: number, port?: number): void {
   writeFileSync(
-    join(stateDir, PID_FILE),
+    join(stateDir, PID_FILES[role]),
     `${anvilPid} ${process.pid}${port === undefined ? '' : ` ${port}`}\n`,
     { mode: 0o600 },
   );
 }
 
-function readPidFile(stateDir: string): { anvil?: number; serve?: number; port?: number } {
-  const [anvil, serve, port] = readFileSync(join(stateDir, PID_FILE), 'utf8')
-    .trim()
-    .split(/\s+/)
-    .map(Number);
+/** Removes `role`'s pid file if it names `anvilPid` (another anvil may have taken the role). */
+function removePidFile(stateDir: string, role: AnvilRole, anvilPid: number): void {
+  if (readPidFile(stateDir, role).anvil === anvilPid) {
+    rmSync(join(stateDir, PID_FILES[role]), { force: true });
+  }
+}
+
+function readPidFile(
+  stateDir: string,
+  role: AnvilRole,
+): { anvil?: number; serve?: number; port?: number } {
+  let text: string;
+  try {
+    text = readFileSync(join(stateDir, PID_FILES[role]), 'utf8');
+  } catch {
+    return {};
+  }
+  const [anvil, serve, port] = text.trim().split(/\s+/).map(Number);
   const valid = (n: number | undefined) =>
     n !== undefined && Number.isInteger(n) && n > 0 ? n : undefined;
   return { anvil: valid(anvil), serve: valid(serve), port: valid(port) };
 }
 
+/** Stops the anvil `role`'s pid file names, if it is an anvil of this dir. Holding the lock. */
+function stopRecordedAnvil(stateDir: string, role: AnvilRole): void {
+  const { anvil } = readPidFile(stateDir, role);
+  if (anvil !== undefined && isAnvil(anvil) && startedFor(anvil, stateDir)) killQuietly(anvil);
+  rmSync(join(stateDir, PID_FILES[role]), { force: true });
+}
+
+export interface SurvivingAnvil {
+  pid: number;
+  port: number;
+}
+
 /**
- * The anvil a serve of this state dir left running when it was killed (kill -9), which the
- * next serve takes over rather than rebuilding its chain: its pid and port. Undefined when
- * there is none, or its serve still runs. Call only while holding the state dir's lock.
+ * The anvils a serve of this state dir left running when it was killed (kill -9), which the
+ * next serve takes over rather than rebuilding its chain: the primary's and the standby's pid
+ * and port, each when there is one and its serve is gone. Every other anvil started for this
+ * dir is stopped. Call only while holding the state dir's lock.
  */
-export function survivingAnvil(stateDir: string): { pid: number; port: number } | undefined {
-  if (!existsSync(join(stateDir, PID_FILE))) return undefined;
-  const found = readPidFile(stateDir);
-  if (found.anvil === undefined || found.port === undefined) return undefined;
-  if (found.serve !== undefined && found.serve !== process.pid && isRunning(found.serve)) {
-    return undefined;
+export function survivingAnvils(stateDir: string): Partial<Record<AnvilRole, SurvivingAnvil>> {
+  const found: Partial<Record<AnvilRole, SurvivingAnvil>> = {};
+  for (const role of ['primary', 'standby'] as const) {
+    const recorded = readPidFile(stateDir, role);
+    if (recorded.anvil === undefined || recorded.port === undefined) continue;
+    if (
+      recorded.serve !== undefined &&
+      recorded.serve !== process.pid &&
+      isRunning(recorded.serve)
+    ) {
+      continue;
+    }
+    // A serve killed while it promoted its standby left both files naming one anvil.
+    if (role === 'standby' && found.primary?.pid === recorded.anvil) continue;
+    if (isAnvil(recorded.anvil) && startedFor(recorded.anvil, stateDir)) {
+      found[role] = { pid: recorded.anvil, port: recorded.port };
+    }
   }
-  return isAnvil(found.anvil) && startedFor(found.anvil, stateDir)
-    ? { pid: found.anvil, port: found.port }
-    : undefined;
+  const kept = new Set([found.primary?.pid, found.standby?.pid]);
+  for (const pid of anvilsStartedFor(stateDir)) if (!kept.has(pid)) killQuietly(pid);
+  for (const role of ['primary', 'standby'] as const) {
+    if (!found[role]) rmSync(join(stateDir, PID_FILES[role]), { force: true });
+  }
+  return found;
 }
 
 /** How often a taken-over anvil, not our child, is checked to be still running. */
 const ADOPTED_CHECK_MS = 100;
 
 /**
- * An anvil found running by `survivingAnvil`, as this serve's own: anvil.pid names this serve
- * from now on, and its end is noticed by looking at its pid (it is not our child).
+ * An anvil found running by `survivingAnvils`, as this serve's own: its pid file names this
+ * serve from now on, and its end is noticed by looking at its pid (it is not our child).
  */
-export function adoptAnvil(stateDir: string, found: { pid: number; port: number }): AnvilProcess {
-  writePidFile(stateDir, found.pid, found.port);
+export function adoptAnvil(stateDir: string, found: SurvivingAnvil, role: AnvilRole): AnvilProcess {
+  writePidFile(stateDir, role, found.pid, found.port);
   const alive = () => isAnvil(found.pid);
   let timer: NodeJS.Timeout | undefined;
   const exited = new Promise<void>((resolveExit) => {
@@ -194,12 +270,12 @@ export function adoptAnvil(stateDir: string, found: { pid: number; port: number 
     }, ADOPTED_CHECK_MS);
     timer.unref();
   });
-  return {
-    rpcUrl: `http://127.0.0.1:${found.port}`,
-    pid: found.pid,
-    running: alive,
-    exited,
-    async stop() {
+  const rpcUrl = `http://127.0.0.1:${found.port}`;
+  return recorded(
+    stateDir,
+    role,
+    { rpcUrl, pid: found.pid, port: found.port, running: alive, exited },
+    async () => {
       if (alive()) {
         killQuietly(found.pid, 'SIGTERM');
         for (let waited = 0; alive() && waited < 3000; waited += 20) {
@@ -208,9 +284,8 @@ export function adoptAnvil(stateDir: string, found: { pid: number; port: number 
         if (alive()) killQuietly(found.pid);
       }
       clearInterval(timer);
-      rmSync(join(stateDir, PID_FILE), { force: true });
     },
-  };
+  );
 }
 
 function waitForListening(child: ChildProcess, binary: string): Promise<string> {
@@ -254,23 +329,22 @@ function waitForListening(child: ChildProcess, binary: string): Promise<string> 
   });
 }
 
+/** Whether `dir` records an anvil (a primary or a standby) of some serve. */
+export function recordsAnvil(dir: string): boolean {
+  return Object.values(PID_FILES).some((name) => existsSync(join(dir, name)));
+}
+
 /**
- * Stops the anvil recorded in `<dir>/anvil.pid` if the serve that started it is gone
- * (it was killed with kill -9). Returns false when that serve is still running.
+ * Stops the anvils recorded in `dir` (the primary and the standby) if the serve that started
+ * them is gone (it was killed with kill -9), and any other anvil started for `dir`. Returns
+ * false when that serve is still running.
  */
-export function stopAbandonedAnvil(dir: string, { ownerGone = false } = {}): boolean {
-  const pidFile = join(dir, PID_FILE);
-  if (!existsSync(pidFile)) {
-    // anvil.pid was lost: look for an anvil started for this dir. Only a serve that holds
-    // the dir's lock (ownerGone) may do that, since a running serve's anvil looks the same.
-    if (ownerGone) for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
-    return true;
-  }
-  const { anvil: anvilPid, serve: servePid } = readPidFile(dir);
-  if (!ownerGone && servePid !== undefined && isRunning(servePid)) return false;
-  if (anvilPid !== undefined && isAnvil(anvilPid)) killQuietly(anvilPid);
-  if (ownerGone) for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
-  rmSync(pidFile, { force: true });
+export function stopAbandonedAnvil(dir: string): boolean {
+  const recorded = (['primary', 'standby'] as const).map((role) => readPidFile(dir, role));
+  if (recorded.some(({ serve }) => serve !== undefined && isRunning(serve))) return false;
+  for (const { anvil } of recorded) if (anvil !== undefined && isAnvil(anvil)) killQuietly(anvil);
+  for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
+  for (const name of Object.values(PID_FILES)) rmSync(join(dir, name), { force: true });
   return true;
 }
 

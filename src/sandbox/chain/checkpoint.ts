@@ -8,7 +8,7 @@ import {
   readFileSync,
   rmSync,
 } from 'node:fs';
-import { open, rename } from 'node:fs/promises';
+import { open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Hash, Hex } from 'viem';
 import { z } from 'zod';
@@ -91,15 +91,35 @@ export function readCheckpoint(stateDir: string, block: number): Checkpoint {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new CheckpointError(
-        `the chain checkpoint ${path} is missing; the chain cannot be restored: ${RESTORE}`,
-      );
-    }
-    throw isFileError(error)
-      ? new CheckpointError(fileErrorMessage(error, stateDir))
-      : new CheckpointError(`the chain checkpoint ${path} is unreadable; ${RESTORE}`);
+    throw unreadable(error, path, stateDir);
   }
+  return parseCheckpoint(text, path, block);
+}
+
+/** readCheckpoint on the thread pool, for a running serve: a checkpoint is megabytes. */
+export async function loadCheckpointFile(stateDir: string, block: number): Promise<Checkpoint> {
+  const path = checkpointPath(stateDir, block);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw unreadable(error, path, stateDir);
+  }
+  return parseCheckpoint(text, path, block);
+}
+
+function unreadable(error: unknown, path: string, stateDir: string): CheckpointError {
+  if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+    return new CheckpointError(
+      `the chain checkpoint ${path} is missing; the chain cannot be restored: ${RESTORE}`,
+    );
+  }
+  return isFileError(error)
+    ? new CheckpointError(fileErrorMessage(error, stateDir))
+    : new CheckpointError(`the chain checkpoint ${path} is unreadable; ${RESTORE}`);
+}
+
+function parseCheckpoint(text: string, path: string, block: number): Checkpoint {
   let raw: unknown;
   try {
     raw = JSON.parse(text);

@@ -2,7 +2,13 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Chain, Hash, PublicClient, TransactionReceipt, Transport } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { CHAIN_ID, CHAIN_NAME, ContractAddresses, VAULT_IDS } from '../../api/schemas/index.ts';
+import {
+  CHAIN_ID,
+  CHAIN_NAME,
+  ContractAddresses,
+  type StandbyStatus,
+  VAULT_IDS,
+} from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { createIndexer, type Indexer, type IndexerOptions } from '../indexer/indexer.ts';
@@ -99,6 +105,8 @@ export interface SandboxChain {
    * matches the log).
    */
   checkpoint(): Promise<number | undefined>;
+  /** The warm standby's state (`none` on a chain the sandbox does not own). */
+  standby(): StandbyStatus;
   close(): Promise<void>;
 }
 
@@ -285,6 +293,7 @@ async function startOwnChain(
       stateVersion: () => local.producer.head().number,
       // Asked for: taken even without new blocks, to keep what cheat methods changed.
       checkpoint: () => local.checkpoint({ evenWithoutNewBlocks: true }),
+      standby: () => local.standby.status(),
       close: async () => {
         stopping = true;
         await fulfiller.stop();
@@ -528,6 +537,7 @@ async function connectRemote(
     nowSeconds: () => options.clock.nowSeconds(),
     stateVersion: () => ({}),
     checkpoint: async () => undefined,
+    standby: () => ({ status: 'none', block_number: null }),
     close: async () => {
       await fulfiller?.stop();
       await onboarder.stop();

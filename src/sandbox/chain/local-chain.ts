@@ -1,23 +1,23 @@
-import { rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import type { Address, Hash, Hex } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
 import type { Store } from '../store/index.ts';
-import { type AnvilProcess, adoptAnvil, startAnvil, survivingAnvil } from './anvil.ts';
+import {
+  type AnvilProcess,
+  adoptAnvil,
+  type SurvivingAnvil,
+  startAnvil,
+  survivingAnvils,
+} from './anvil.ts';
 import {
   CHECKPOINT_FORMAT,
   type Checkpoint,
-  checkpointPath,
-  listCheckpoints,
-  readCheckpoint,
   removeCheckpointsExcept,
   writeCheckpoint,
 } from './checkpoint.ts';
 import { SANDBOX_BASE_FEE } from './clients.ts';
-import { type Deployment, describeMisplaced, findMisplacedContracts } from './deployment.ts';
+import { type Deployment, findMisplacedContracts } from './deployment.ts';
 import { ChainUnavailableError } from './errors.ts';
 import { GENESIS } from './genesis.ts';
 import { nodeFetch } from './http.ts';
@@ -28,8 +28,18 @@ import {
   createBlockProducer,
   type LoggedBlock,
 } from './producer.ts';
+import {
+  type CheckpointPointer,
+  currentPointer,
+  latestHead,
+  META_DEPLOYMENT,
+  readPointer,
+  restore,
+  writePointer,
+} from './restore.ts';
 import { createRpcClient, type RpcBlock, type RpcClient, toQuantity } from './rpc.ts';
 import { type RpcGateway, startRpcGateway } from './rpc-gateway.ts';
+import { createStandby } from './standby.ts';
 
 /**
  * A checkpoint is taken once this many blocks are logged after the last one… A rebuild after
@@ -47,15 +57,8 @@ const CHECKPOINT_AFTER_MS = 2_000;
 const CHECKPOINT_SPACING = 20;
 /** A checkpoint the chain kept moving under (blocks mined over the RPC URL) is tried again. */
 const CHECKPOINT_TRIES = 3;
-/** Replayed blocks whose hashes are read back in one request. */
-const HEADERS_PER_READ = 500;
 /** How often blocks mined, and transactions sent, by others over the RPC URL are picked up. */
 const POLL_MS = 250;
-const META_CHECKPOINT = 'chain_checkpoint';
-/** The contracts' addresses in the chain last restored: a taken-over anvil is checked against them. */
-const META_DEPLOYMENT = 'chain_deployment';
-/** The checkpoint's state, written for anvil --load-state while anvil starts. */
-const LOAD_STATE_FILE = 'anvil-load-state.json';
 
 export interface ChainLogger {
   info(message: string): void;
@@ -102,37 +105,42 @@ export interface LocalChainOptions<Observed = unknown> {
   checkUnlogged?(lastLogged: { number: number; hash: Hash }): void;
 }
 
-/** Where the chain was last checkpointed: the genesis, or a file in chain/. */
-interface CheckpointPointer {
-  block: number;
-  hash: Hash;
-}
-
 /**
  * The sandbox's own chain: an anvil that mines only when the block producer says so, rebuilt
- * at start (and whenever anvil dies or the chain is changed under it) from the last
- * checkpoint and the chain log, or taken over as it is when a killed serve left it running.
- * Others reach it through the RPC gateway; the sandbox's own calls go straight to anvil. Both
- * are shut while the chain is rebuilt. Checkpoints run in the background, off the write path.
+ * at start from the last checkpoint and the chain log, or taken over as it is when a killed
+ * serve left it running. A warm standby (standby.ts) follows the log; when anvil dies or the
+ * chain is changed under it, the standby takes its place, or, without one, the chain is
+ * rebuilt. Others reach it through the RPC gateway; the sandbox's own calls go straight to
+ * anvil. Both are shut while the chain is recovered. Checkpoints run in the background, off
+ * the write path.
  */
 export async function startLocalChain<Observed>(options: LocalChainOptions<Observed>) {
   const { store, stateDir, log } = options;
+  // What a serve killed with kill -9 left running; every other anvil of this dir is stopped.
+  const survivors = survivingAnvils(stateDir);
   const gateway: RpcGateway = await startRpcGateway();
-  /** True while the chain is rebuilt: the sandbox's own calls fail as if anvil were down. */
+  /** True while the chain is recovered: the sandbox's own calls fail as if anvil were down. */
   let rebuilding = false;
-  const ownFetch = ((input: string | URL, init?: RequestInit) =>
-    rebuilding
-      ? Promise.reject(new TypeError('fetch failed: the chain is being rebuilt'))
-      : nodeFetch(input, init)) as typeof fetch;
   let anvil: AnvilProcess | undefined;
-  // A free port at first; a restarted anvil keeps it, so the sandbox's own URL never changes.
+  // A free port at first; a restarted anvil keeps it. The sandbox's own clients keep the
+  // first anvil's URL (nodeUrl) whichever anvil holds the chain: ownFetch sends their calls
+  // to the current one (a promoted standby listens on a port of its own).
   let port = 0;
+  let nodeUrl = '';
+  const ownFetch = ((input: string | URL, init?: RequestInit) => {
+    if (rebuilding)
+      return Promise.reject(new TypeError('fetch failed: the chain is being rebuilt'));
+    // viem writes the URL with a trailing slash.
+    const ours = input === nodeUrl || input === `${nodeUrl}/`;
+    return nodeFetch(ours && anvil ? anvil.rpcUrl : input, init);
+  }) as typeof fetch;
   /** Starts anvil from a state file; answers a client for the rebuild, which bypasses the gate. */
   const launch = async (loadState: string): Promise<RpcClient> => {
     anvil = await startAnvil({ stateDir, mining: 'manual', port, loadState });
     port = Number(new URL(anvil.rpcUrl).port);
     return createRpcClient(anvil.rpcUrl);
   };
+  const standby = createStandby({ ...options, log });
   let closing = false;
   let recovering: Promise<void> | undefined;
   let checkpointing: Promise<number> | undefined;
@@ -143,17 +151,19 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
 
   try {
     ({ deployment, head } =
-      (await takeOver(options, (found) => {
+      (await takeOver(options, survivors.primary, (found) => {
         anvil = found;
         port = Number(new URL(found.rpcUrl).port);
       })) ?? (await restore(options, launch)));
     gateway.openTo(port);
+    if (survivors.standby) await standby.adopt(survivors.standby);
   } catch (error) {
+    await standby.close();
     await anvil?.stop();
     await gateway.stop();
     throw error;
   }
-  const nodeUrl = `http://127.0.0.1:${port}`;
+  nodeUrl = `http://127.0.0.1:${port}`;
   // The producer's, the checkpoints', the index's and (with ownFetch) the routes' calls.
   const chainRpc = createRpcClient(nodeUrl, ownFetch);
 
@@ -188,17 +198,17 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
   watchAnvil(anvil as AnvilProcess);
 
   /**
-   * Restarts anvil and rebuilds the chain from the checkpoint and the log, with the gateway
-   * and the sandbox's own calls shut: no one reads a chain that is only partly rebuilt (a
-   * route answers 503 instead) or sends transactions into it. Writes that arrive
-   * meanwhile wait for the producer's gate, and go into the rebuilt chain. Each attempt holds
-   * the gate; between attempts writes run (and fail with 503 against the closed gateway)
-   * rather than hang. Gives up only when serve shuts down.
+   * Stops anvil and puts the standby in its place, at the log's head; without a standby that
+   * can be, restarts anvil and rebuilds the chain from the checkpoint and the log. The gateway
+   * and the sandbox's own calls are shut meanwhile: no one reads a chain that is only partly
+   * rebuilt (a route answers 503 instead) or sends transactions into it. Writes that arrive
+   * meanwhile wait for the producer's gate, and go into the recovered chain. Each attempt
+   * holds the gate; between attempts writes run (and fail with 503 against the closed
+   * gateway) rather than hang. Gives up only when serve shuts down.
    */
   function recover(why: string): Promise<void> {
     if (closing) return Promise.resolve();
     recovering ??= (async () => {
-      log.warn(`${why}: restarting anvil and rebuilding the chain from its checkpoint and log`);
       for (let attempt = 1; !closing; attempt++) {
         try {
           const restored = await producer.exclusive(async () => {
@@ -206,7 +216,22 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
             gateway.close();
             await anvil?.stop();
             try {
-              const rebuilt = await restore(options, launch);
+              const promoted = await standby.promote(producer.head());
+              let rebuilt: { head: BlockHead };
+              if (promoted) {
+                anvil = promoted.anvil;
+                anvil.recordAs('primary');
+                port = Number(new URL(anvil.rpcUrl).port);
+                log.warn(
+                  `${why}: the standby anvil (pid ${anvil.pid}), at the log's head, holds the chain now`,
+                );
+                rebuilt = promoted;
+              } else {
+                log.warn(
+                  `${why}: restarting anvil and rebuilding the chain from its checkpoint and log`,
+                );
+                rebuilt = await restore(options, launch);
+              }
               gateway.openTo(port);
               rebuilding = false;
               return rebuilt;
@@ -219,6 +244,8 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
             log.warn(`after the rebuild: ${(error as Error).message}`);
           });
           log.warn(`the chain is back at block ${restored.head.number}`);
+          // A new standby, in the background, from the checkpoint.
+          standby.follow();
           return;
         } catch (error) {
           log.error(
@@ -289,6 +316,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
       removeCheckpointsExcept(stateDir, at.number);
+      standby.checkpointed();
       await options.afterCheckpoint?.(at.number, taken.observed).catch((error: unknown) => {
         log.warn(`after the checkpoint at block ${at.number}: ${(error as Error).message}`);
       });
@@ -349,7 +377,9 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     !closing &&
     performance.now() - lastCheckpoint.at >=
       Math.max(sinceMs, CHECKPOINT_SPACING * lastCheckpoint.pauseMs);
-  const maybeCheckpoint = () => {
+  /** After blocks were logged: the standby mines them too, and a checkpoint may be due. */
+  const afterCommit = () => {
+    standby.follow();
     if (spaced(0) && producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
       checkpointInBackground();
     }
@@ -358,7 +388,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     if (recovering || closing) return;
     producer
       .poll()
-      .then(maybeCheckpoint)
+      .then(afterCommit)
       .catch((error: unknown) =>
         log.error(`polling the chain failed: ${(error as Error).message}`),
       );
@@ -370,6 +400,9 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     }
   }, CHECKPOINT_AFTER_MS / 4);
   timer.unref();
+  // The standby starts with the first block logged, or now if the log already holds some: a
+  // sandbox that never writes needs none (it restarts from its checkpoint alone).
+  if (producer.head().number > readPointer(store).block) standby.follow();
 
   return {
     /** The RPC URL others use (the gateway's). */
@@ -380,15 +413,17 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     rpc: chainRpc,
     deployment,
     producer,
-    afterCommit: maybeCheckpoint,
+    afterCommit,
     checkpoint,
     recovering: () => recovering !== undefined,
+    standby,
     async close(options: { checkpoint: boolean }) {
       clearInterval(poller);
       clearInterval(timer);
       // No new recovery attempt; writes already queued finish first.
       closing = true;
       await recovering;
+      await standby.close();
       await producer.exclusive(async () => {});
       // A write that comes later is refused, rather than sent to an anvil about to stop.
       producer.stop(new ChainUnavailableError());
@@ -419,51 +454,6 @@ function catchUpClock(clock: SandboxClock, blocks: LoggedBlock[], log: ChainLogg
   );
 }
 
-function readPointer(store: Store): CheckpointPointer {
-  const raw = store.meta.get(META_CHECKPOINT);
-  return raw
-    ? (JSON.parse(raw) as CheckpointPointer)
-    : { block: GENESIS.block_number, hash: GENESIS.block_hash as Hash };
-}
-
-function writePointer(store: Store, pointer: CheckpointPointer): void {
-  store.meta.set(META_CHECKPOINT, JSON.stringify(pointer));
-}
-
-/**
- * The checkpoint the database points to, after adopting one a crash wrote but did not record
- * (the log still has its block); any other file in chain/ is removed.
- */
-function currentPointer(options: LocalChainOptions): CheckpointPointer {
-  const pointer = adoptNewerCheckpoint(options);
-  // Whatever a crash left beside the checkpoint in use: temp files, superseded checkpoints.
-  removeCheckpointsExcept(options.stateDir, pointer.block);
-  return pointer;
-}
-
-function adoptNewerCheckpoint(options: LocalChainOptions): CheckpointPointer {
-  const { store, stateDir } = options;
-  const pointer = readPointer(store);
-  const newest = listCheckpoints(stateDir)[0];
-  if (newest !== undefined && newest > pointer.block) {
-    // A checkpoint newer than the database's: a crash between writing it and recording it
-    // (the log still has its block), or a database older than the chain.
-    const file = readCheckpoint(stateDir, newest);
-    if (store.chainLog.find(newest)?.hash !== file.block_hash) {
-      throw new StartupError(
-        `${stateDir}/sandbox.db is older than the chain checkpoint at block ${newest} beside it ` +
-          '(was an older copy of the database restored?); restore the database and chain/ from the same backup',
-      );
-    }
-    store.transaction(() => {
-      writePointer(store, { block: newest, hash: file.block_hash });
-      store.chainLog.truncateThrough(newest);
-    });
-    return readPointer(store);
-  }
-  return pointer;
-}
-
 /**
  * Takes over the anvil a killed serve of this state dir left running, when its chain is the
  * logged one: nothing is replayed. Blocks past the log's last (mined, never acknowledged) are
@@ -472,13 +462,13 @@ function adoptNewerCheckpoint(options: LocalChainOptions): CheckpointPointer {
  */
 async function takeOver(
   options: LocalChainOptions,
+  found: SurvivingAnvil | undefined,
   adopted: (anvil: AnvilProcess) => void,
 ): Promise<{ deployment: Deployment; head: BlockHead } | undefined> {
   const { store, stateDir, log } = options;
-  const found = survivingAnvil(stateDir);
   const known = store.meta.get(META_DEPLOYMENT);
   if (!found) return undefined;
-  const anvil = adoptAnvil(stateDir, found);
+  const anvil = adoptAnvil(stateDir, found, 'primary');
   const rpc = createRpcClient(anvil.rpcUrl);
   try {
     const pointer = currentPointer(options);
@@ -524,162 +514,6 @@ async function takeOver(
     await anvil.stop();
     return undefined;
   }
-}
-
-/**
- * Starts anvil (with `launch`) from the last checkpoint and replays the log onto it with the
- * logged timestamps, checking that every block comes out with its logged hash.
- */
-async function restore(
-  options: LocalChainOptions,
-  launch: (loadState: string) => Promise<RpcClient>,
-): Promise<{ deployment: Deployment; head: BlockHead }> {
-  const { store, stateDir } = options;
-  const pointer = currentPointer(options);
-  let source: Pick<
-    Checkpoint,
-    'block_number' | 'block_hash' | 'block_timestamp' | 'deployment' | 'state'
-  >;
-  if (pointer.block === GENESIS.block_number) {
-    source = GENESIS as unknown as typeof source;
-  } else {
-    const file = readCheckpoint(stateDir, pointer.block);
-    if (file.sandbox_id !== options.sandboxId || file.block_hash !== pointer.hash) {
-      throw new StartupError(
-        `the chain checkpoint for block ${pointer.block} in ${stateDir}/chain belongs to another sandbox; ` +
-          'restore the database and chain/ from the same backup',
-      );
-    }
-    source = file;
-  }
-  // anvil loads the state from a file at start: anvil_loadState refuses a request body over a
-  // few MB, which a chain of a few hundred busy blocks already is. The file is the dump's JSON
-  // (anvil_dumpState gzips it), removed again once anvil has read it.
-  const loadPath = join(stateDir, LOAD_STATE_FILE);
-  let rpc: RpcClient;
-  try {
-    writeFileSync(loadPath, gunzipSync(Buffer.from(source.state.slice(2), 'hex')), {
-      mode: 0o600,
-    });
-    rpc = await launch(loadPath);
-    // anvil refuses to mine below its own start time; the log's blocks are older than that.
-    await rpc.call('anvil_setTime', [source.block_timestamp]);
-  } catch (error) {
-    throw new StartupError(
-      `anvil could not load the chain checkpoint at block ${source.block_number}: ${(error as Error).message}`,
-    );
-  } finally {
-    rmSync(loadPath, { force: true });
-  }
-  const loaded = await latestHead(rpc);
-  if (loaded.number !== source.block_number || loaded.hash !== source.block_hash) {
-    throw new StartupError(
-      `the chain checkpoint at block ${source.block_number} loaded as block ${loaded.number} (${loaded.hash}); it is damaged`,
-    );
-  }
-  // The routes trust the checkpoint's addresses: each must hold its contract in the chain loaded.
-  const misplaced = await findMisplacedContracts(rpc, source.deployment);
-  if (misplaced.length > 0) {
-    throw new StartupError(
-      pointer.block === GENESIS.block_number
-        ? `the built-in genesis checkpoint is damaged: ${describeMisplaced(misplaced, 'in its chain')}; reinstall agentctl`
-        : `the chain checkpoint ${checkpointPath(stateDir, pointer.block)} is damaged: ` +
-            `deployment.${describeMisplaced(misplaced, 'in the chain it holds')}; ` +
-            'restore the state directory from a backup, or start with a new --state directory',
-    );
-  }
-  const head = await replayLog(rpc, loaded, [...store.chainLog.after(pointer.block)], options);
-  store.meta.set(META_DEPLOYMENT, JSON.stringify(source.deployment));
-  return { deployment: source.deployment, head };
-}
-
-/**
- * Mines the logged blocks again: each one's transactions, at its timestamp, two requests a
- * block (anvil answers a batch's calls in no fixed order, so a block's mining cannot share
- * its transactions' request). The blocks' hashes are read back afterwards, many at once.
- * Normally every block comes out identical. If the chain was changed outside transactions
- * before the crash (anvil's cheat methods over the RPC URL), hashes differ from there on: the
- * same transactions are then kept in blocks of the same numbers, the log is updated to the
- * rebuilt blocks, and this is reported.
- */
-async function replayLog(
-  rpc: RpcClient,
-  start: BlockHead,
-  blocks: LoggedBlock[],
-  options: LocalChainOptions,
-): Promise<BlockHead> {
-  let expected = start.number;
-  for (const block of blocks) {
-    if (block.number !== ++expected) {
-      throw new StartupError(
-        `the chain log does not continue block ${expected - 1} with block ${block.number}; the log is damaged`,
-      );
-    }
-  }
-  for (const block of blocks) {
-    const sent = await rpc.batch(
-      block.txs.map((raw) => ({ method: 'eth_sendRawTransaction', params: [raw] })),
-    );
-    const refused = sent.find((result) => !result.ok);
-    if (refused && !refused.ok) {
-      throw new StartupError(
-        `replaying block ${block.number} failed: ${refused.error.message}; the log is damaged`,
-      );
-    }
-    await rpc.call('evm_mine', [{ timestamp: block.timestamp }]);
-  }
-  let head = await latestHead(rpc);
-  const last = blocks.at(-1)?.number ?? start.number;
-  if (head.number !== last) {
-    throw new StartupError(
-      `replaying the log up to block ${last} gave block ${head.number}; the chain cannot be rebuilt`,
-    );
-  }
-  const rehashed: Array<{ number: number; hash: Hash; parentHash: Hash }> = [];
-  for (let from = 0; from < blocks.length; from += HEADERS_PER_READ) {
-    const slice = blocks.slice(from, from + HEADERS_PER_READ);
-    const headers = await rpc.batch(
-      slice.map((block) => ({
-        method: 'eth_getBlockByNumber',
-        params: [toQuantity(block.number), false],
-      })),
-    );
-    slice.forEach((block, i) => {
-      const result = headers[i];
-      const header = result?.ok ? (result.value as RpcBlock | null) : null;
-      if (!header || Number(header.number) !== block.number) {
-        throw new StartupError(
-          `replaying block ${block.number} gave no such block; the chain cannot be rebuilt`,
-        );
-      }
-      if (header.hash !== block.hash) {
-        rehashed.push({ number: block.number, hash: header.hash, parentHash: header.parentHash });
-      }
-    });
-  }
-  const first = rehashed[0];
-  if (first) {
-    options.log.warn(
-      `${rehashed.length} block(s) from block ${first.number} on replayed with other hashes than the logged ones: ` +
-        'the chain had been changed outside transactions (anvil cheat methods over the RPC URL?); ' +
-        'their transactions are all kept, in blocks of the same numbers',
-    );
-    options.store.transaction(() => {
-      for (const block of rehashed) {
-        options.store.chainLog.rehash(block.number, block.hash, block.parentHash);
-      }
-    });
-    head = await latestHead(rpc);
-  }
-  return head;
-}
-
-async function latestHead(rpc: RpcClient): Promise<BlockHead> {
-  const block = await rpc.call<{ number: Hex; hash: Hash; timestamp: Hex }>(
-    'eth_getBlockByNumber',
-    ['latest', false],
-  );
-  return { number: Number(block.number), hash: block.hash, timestamp: Number(block.timestamp) };
 }
 
 /** Why the chain must not be checkpointed: the protocol's contracts are gone from it. */

@@ -70,6 +70,7 @@ export function registerSandboxAdminRoutes(
         write_wait_ms_p99: waits.p99Ms,
       };
     })(),
+    standby: chain.standby(),
     graphql: reports.graphql(),
   }));
 

@@ -19,6 +19,9 @@ export function createChainLogStore(db: Database) {
     'INSERT INTO chain_blocks (number, hash, parent_hash, timestamp, txs) VALUES (?, ?, ?, ?, ?)',
   );
   const after = db.prepare('SELECT * FROM chain_blocks WHERE number > ? ORDER BY number');
+  const afterLimited = db.prepare(
+    'SELECT * FROM chain_blocks WHERE number > ? ORDER BY number LIMIT ?',
+  );
   const byNumber = db.prepare('SELECT * FROM chain_blocks WHERE number = ?');
   const truncate = db.prepare('DELETE FROM chain_blocks WHERE number <= ?');
   const rehash = db.prepare('UPDATE chain_blocks SET hash = ?, parent_hash = ? WHERE number = ?');
@@ -51,6 +54,10 @@ export function createChainLogStore(db: Database) {
     /** Logged blocks after `number`, oldest first. */
     *after(number: number): Generator<LoggedBlock> {
       for (const row of after.iterate(number)) yield toBlock(row as unknown as BlockRow);
+    },
+    /** At most `limit` logged blocks after `number`, oldest first. */
+    next(number: number, limit: number): LoggedBlock[] {
+      return afterLimited.all(number, limit).map((row) => toBlock(row as unknown as BlockRow));
     },
     find(number: number): LoggedBlock | undefined {
       const row = byNumber.get(number) as BlockRow | undefined;

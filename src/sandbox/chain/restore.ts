@@ -1,0 +1,286 @@
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { gunzip } from 'node:zlib';
+import type { Hash, Hex } from 'viem';
+import { StartupError } from '../errors.ts';
+import type { Store } from '../store/index.ts';
+import {
+  type Checkpoint,
+  checkpointPath,
+  listCheckpoints,
+  loadCheckpointFile,
+  readCheckpoint,
+  removeCheckpointsExcept,
+} from './checkpoint.ts';
+import { type Deployment, describeMisplaced, findMisplacedContracts } from './deployment.ts';
+import { GENESIS } from './genesis.ts';
+import type { BlockHead, LoggedBlock } from './producer.ts';
+import { type RpcBlock, type RpcClient, toQuantity } from './rpc.ts';
+
+/**
+ * Rebuilding the sandbox's chain from what the state dir holds: anvil started from the last
+ * checkpoint, then the chain log mined onto it again, block by block, at the logged times.
+ * The primary does this at start and after a crash; the warm standby (standby.ts) does the
+ * same, then follows the log as it grows.
+ */
+
+const META_CHECKPOINT = 'chain_checkpoint';
+/** The contracts' addresses in the chain last restored: a taken-over anvil is checked against them. */
+export const META_DEPLOYMENT = 'chain_deployment';
+/** Replayed blocks whose hashes are read back in one request. */
+const HEADERS_PER_READ = 500;
+const unzip = promisify(gunzip);
+
+/** Where the chain was last checkpointed: the genesis, or a file in chain/. */
+export interface CheckpointPointer {
+  block: number;
+  hash: Hash;
+}
+
+export interface RestoreOptions {
+  stateDir: string;
+  sandboxId: string;
+  store: Store;
+  log: { warn(message: string): void };
+}
+
+export function readPointer(store: Store): CheckpointPointer {
+  const raw = store.meta.get(META_CHECKPOINT);
+  return raw
+    ? (JSON.parse(raw) as CheckpointPointer)
+    : { block: GENESIS.block_number, hash: GENESIS.block_hash as Hash };
+}
+
+export function writePointer(store: Store, pointer: CheckpointPointer): void {
+  store.meta.set(META_CHECKPOINT, JSON.stringify(pointer));
+}
+
+/**
+ * The checkpoint the database points to, after adopting one a crash wrote but did not record
+ * (the log still has its block); any other file in chain/ is removed. For a start only.
+ */
+export function currentPointer(options: RestoreOptions): CheckpointPointer {
+  const pointer = adoptNewerCheckpoint(options);
+  // Whatever a crash left beside the checkpoint in use: temp files, superseded checkpoints.
+  removeCheckpointsExcept(options.stateDir, pointer.block);
+  return pointer;
+}
+
+function adoptNewerCheckpoint(options: RestoreOptions): CheckpointPointer {
+  const { store, stateDir } = options;
+  const pointer = readPointer(store);
+  const newest = listCheckpoints(stateDir)[0];
+  if (newest !== undefined && newest > pointer.block) {
+    // A checkpoint newer than the database's: a crash between writing it and recording it
+    // (the log still has its block), or a database older than the chain.
+    const file = readCheckpoint(stateDir, newest);
+    if (store.chainLog.find(newest)?.hash !== file.block_hash) {
+      throw new StartupError(
+        `${stateDir}/sandbox.db is older than the chain checkpoint at block ${newest} beside it ` +
+          '(was an older copy of the database restored?); restore the database and chain/ from the same backup',
+      );
+    }
+    store.transaction(() => {
+      writePointer(store, { block: newest, hash: file.block_hash });
+      store.chainLog.truncateThrough(newest);
+    });
+    return readPointer(store);
+  }
+  return pointer;
+}
+
+type Source = Pick<
+  Checkpoint,
+  'block_number' | 'block_hash' | 'block_timestamp' | 'deployment' | 'state'
+>;
+
+/**
+ * Starts anvil (with `launch`, given the state file to load) from the checkpoint `pointer`
+ * names, and checks it: the loaded head is the checkpoint's block, and every contract is where
+ * the deployment says. `loadFile` is where the dump is written for anvil --load-state.
+ */
+export async function loadCheckpoint(
+  options: RestoreOptions,
+  pointer: CheckpointPointer,
+  launch: (loadState: string) => Promise<RpcClient>,
+  loadFile: string,
+): Promise<{ rpc: RpcClient; loaded: BlockHead; deployment: Deployment }> {
+  const { stateDir } = options;
+  let source: Source;
+  if (pointer.block === GENESIS.block_number) {
+    source = GENESIS as unknown as Source;
+  } else {
+    const file = await loadCheckpointFile(stateDir, pointer.block);
+    if (file.sandbox_id !== options.sandboxId || file.block_hash !== pointer.hash) {
+      throw new StartupError(
+        `the chain checkpoint for block ${pointer.block} in ${stateDir}/chain belongs to another sandbox; ` +
+          'restore the database and chain/ from the same backup',
+      );
+    }
+    source = file;
+  }
+  // anvil loads the state from a file at start: anvil_loadState refuses a request body over a
+  // few MB, which a chain of a few hundred busy blocks already is. The file is the dump's JSON
+  // (anvil_dumpState gzips it), removed again once anvil has read it; it is written on the
+  // thread pool, as a running serve starts its standby this way.
+  const loadPath = join(stateDir, loadFile);
+  let rpc: RpcClient;
+  try {
+    await writeFile(loadPath, await unzip(Buffer.from(source.state.slice(2), 'hex')), {
+      mode: 0o600,
+    });
+    rpc = await launch(loadPath);
+    // anvil refuses to mine below its own start time; the log's blocks are older than that.
+    await rpc.call('anvil_setTime', [source.block_timestamp]);
+  } catch (error) {
+    throw new StartupError(
+      `anvil could not load the chain checkpoint at block ${source.block_number}: ${(error as Error).message}`,
+    );
+  } finally {
+    await rm(loadPath, { force: true });
+  }
+  const loaded = await latestHead(rpc);
+  if (loaded.number !== source.block_number || loaded.hash !== source.block_hash) {
+    throw new StartupError(
+      `the chain checkpoint at block ${source.block_number} loaded as block ${loaded.number} (${loaded.hash}); it is damaged`,
+    );
+  }
+  // The routes trust the checkpoint's addresses: each must hold its contract in the chain loaded.
+  const misplaced = await findMisplacedContracts(rpc, source.deployment);
+  if (misplaced.length > 0) {
+    throw new StartupError(
+      pointer.block === GENESIS.block_number
+        ? `the built-in genesis checkpoint is damaged: ${describeMisplaced(misplaced, 'in its chain')}; reinstall agentctl`
+        : `the chain checkpoint ${checkpointPath(stateDir, pointer.block)} is damaged: ` +
+            `deployment.${describeMisplaced(misplaced, 'in the chain it holds')}; ` +
+            'restore the state directory from a backup, or start with a new --state directory',
+    );
+  }
+  return { rpc, loaded, deployment: source.deployment };
+}
+
+/**
+ * Starts anvil (with `launch`) from the last checkpoint and replays the log onto it with the
+ * logged timestamps, checking that every block comes out with its logged hash.
+ */
+export async function restore(
+  options: RestoreOptions,
+  launch: (loadState: string) => Promise<RpcClient>,
+): Promise<{ deployment: Deployment; head: BlockHead }> {
+  const { store } = options;
+  const pointer = currentPointer(options);
+  const { rpc, loaded, deployment } = await loadCheckpoint(
+    options,
+    pointer,
+    launch,
+    'anvil-load-state.json',
+  );
+  const head = await replayLog(rpc, loaded, [...store.chainLog.after(pointer.block)], options);
+  store.meta.set(META_DEPLOYMENT, JSON.stringify(deployment));
+  return { deployment, head };
+}
+
+/**
+ * Mines the logged blocks again: each one's transactions, at its timestamp, two requests a
+ * block (anvil answers a batch's calls in no fixed order, so a block's mining cannot share
+ * its transactions' request). Throws StartupError when the node refuses a transaction.
+ */
+export async function mineLogged(rpc: RpcClient, blocks: LoggedBlock[]): Promise<void> {
+  for (const block of blocks) {
+    const sent = await rpc.batch(
+      block.txs.map((raw) => ({ method: 'eth_sendRawTransaction', params: [raw] })),
+    );
+    const refused = sent.find((result) => !result.ok);
+    if (refused && !refused.ok) {
+      throw new StartupError(
+        `replaying block ${block.number} failed: ${refused.error.message}; the log is damaged`,
+      );
+    }
+    await rpc.call('evm_mine', [{ timestamp: block.timestamp }]);
+  }
+}
+
+/** The headers of blocks `numbers` (hash and parent), many in one request. */
+export async function readHeaders(
+  rpc: RpcClient,
+  numbers: number[],
+): Promise<Array<{ number: number; hash: Hash; parentHash: Hash }>> {
+  const headers: Array<{ number: number; hash: Hash; parentHash: Hash }> = [];
+  for (let from = 0; from < numbers.length; from += HEADERS_PER_READ) {
+    const slice = numbers.slice(from, from + HEADERS_PER_READ);
+    const results = await rpc.batch(
+      slice.map((n) => ({ method: 'eth_getBlockByNumber', params: [toQuantity(n), false] })),
+    );
+    slice.forEach((n, i) => {
+      const result = results[i];
+      const header = result?.ok ? (result.value as RpcBlock | null) : null;
+      if (!header || Number(header.number) !== n) {
+        throw new StartupError(
+          `replaying block ${n} gave no such block; the chain cannot be rebuilt`,
+        );
+      }
+      headers.push({ number: n, hash: header.hash, parentHash: header.parentHash });
+    });
+  }
+  return headers;
+}
+
+/**
+ * Mines the logged blocks again (mineLogged), then reads their hashes back, many at once.
+ * Normally every block comes out identical. If the chain was changed outside transactions
+ * before the crash (anvil's cheat methods over the RPC URL), hashes differ from there on: the
+ * same transactions are then kept in blocks of the same numbers, the log is updated to the
+ * rebuilt blocks, and this is reported.
+ */
+export async function replayLog(
+  rpc: RpcClient,
+  start: BlockHead,
+  blocks: LoggedBlock[],
+  options: RestoreOptions,
+): Promise<BlockHead> {
+  let expected = start.number;
+  for (const block of blocks) {
+    if (block.number !== ++expected) {
+      throw new StartupError(
+        `the chain log does not continue block ${expected - 1} with block ${block.number}; the log is damaged`,
+      );
+    }
+  }
+  await mineLogged(rpc, blocks);
+  let head = await latestHead(rpc);
+  const last = blocks.at(-1)?.number ?? start.number;
+  if (head.number !== last) {
+    throw new StartupError(
+      `replaying the log up to block ${last} gave block ${head.number}; the chain cannot be rebuilt`,
+    );
+  }
+  const headers = await readHeaders(
+    rpc,
+    blocks.map((block) => block.number),
+  );
+  const rehashed = headers.filter((header, i) => header.hash !== blocks[i]?.hash);
+  const first = rehashed[0];
+  if (first) {
+    options.log.warn(
+      `${rehashed.length} block(s) from block ${first.number} on replayed with other hashes than the logged ones: ` +
+        'the chain had been changed outside transactions (anvil cheat methods over the RPC URL?); ' +
+        'their transactions are all kept, in blocks of the same numbers',
+    );
+    options.store.transaction(() => {
+      for (const block of rehashed) {
+        options.store.chainLog.rehash(block.number, block.hash, block.parentHash);
+      }
+    });
+    head = await latestHead(rpc);
+  }
+  return head;
+}
+
+export async function latestHead(rpc: RpcClient): Promise<BlockHead> {
+  const block = await rpc.call<{ number: Hex; hash: Hash; timestamp: Hex }>(
+    'eth_getBlockByNumber',
+    ['latest', false],
+  );
+  return { number: Number(block.number), hash: block.hash, timestamp: Number(block.timestamp) };
+}
