@@ -29,8 +29,11 @@ export interface RecoveryFigures {
   serveKillMs: number;
   /** …of which from the start to its ready line. */
   serveReadyMs: number;
-  /** kill -9 of anvil: from the kill to a write acknowledged, ms. */
+  /** kill -9 of anvil: from the kill to a write acknowledged, ms (its standby takes over). */
   anvilKillMs: number;
+  /** The peer: anvil and its standby killed together (the chain rebuilt), blocks and ms. */
+  blocksAtBothKill: number;
+  bothKillMs: number;
   /** The same with no block since the checkpoint and no writers. */
   serveKillEmptyLogMs: number;
   anvilKillEmptyLogMs: number;
@@ -68,7 +71,7 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
           '--rate-limit',
           'off',
           '--log-level',
-          process.env.REC_LOG ?? 'error',
+          'error',
           '--state',
           options.stateDir,
         ],
@@ -99,6 +102,18 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
   const indexed = async (url: string) => {
     const info = await json(`${url}/sandbox/info`, { headers: admin });
     return Number((info.body.index as { block_number: number }).block_number);
+  };
+  /** Until the standby follows the log within a few blocks of the index (writers go on). */
+  const standbyCaughtUp = async (url: string) => {
+    for (const deadline = performance.now() + 60_000; ; await sleep(50)) {
+      const info = (await json(`${url}/sandbox/info`, { headers: admin })).body as {
+        index: { block_number: number };
+        standby: { status: string; block_number: number | null };
+      };
+      const behind = info.index.block_number - (info.standby.block_number ?? 0);
+      if (info.standby.status === 'following' && behind <= 20) return;
+      if (performance.now() > deadline) throw new Error('the standby did not catch up in 60 s');
+    }
   };
   const checkpoint = async (url: string) =>
     Number(
@@ -145,8 +160,15 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
 
     // kill -9 of anvil under load, the log `blocks` long again.
     const blocksAtAnvilKill = await logGrowsTo(base);
-    let killedAt = killAnvil(options.stateDir);
+    let killedAt = killAnvils(options.stateDir, ['anvil.pid']);
     const anvilKillMs = (await firstAcknowledged(() => serve.url)) - killedAt;
+
+    // The peer: anvil and its standby killed together, once the next standby has caught up
+    // (its successor starts a second later): the chain is rebuilt from the checkpoint and log.
+    await standbyCaughtUp(serve.url);
+    const blocksAtBothKill = (await indexed(serve.url)) - base;
+    killedAt = killAnvils(options.stateDir, ['anvil-standby.pid', 'anvil.pid']);
+    const bothKillMs = (await firstAcknowledged(() => serve.url)) - killedAt;
 
     // The peers: no block since the checkpoint, no writers.
     writing = false;
@@ -157,7 +179,7 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
     const serveKillEmptyLogMs =
       (await firstAcknowledged(() => serve.url)) - emptyServeKill.startedAt;
     await checkpoint(serve.url);
-    killedAt = killAnvil(options.stateDir);
+    killedAt = killAnvils(options.stateDir, ['anvil.pid']);
     const anvilKillEmptyLogMs = (await firstAcknowledged(() => serve.url)) - killedAt;
 
     await stopServe(serve.child, 'SIGTERM');
@@ -171,6 +193,8 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
       serveKillMs,
       serveReadyMs: serveKill.readyAt - serveKill.startedAt,
       anvilKillMs,
+      blocksAtBothKill,
+      bothKillMs,
       serveKillEmptyLogMs,
       anvilKillEmptyLogMs,
       cleanRestartMs,
@@ -191,10 +215,12 @@ async function killServeAndRestart(serve: Serve, restart: () => Promise<Serve>) 
   return { serve: next, startedAt, readyAt: performance.now() };
 }
 
-/** kill -9 of the state dir's anvil; returns the moment of the kill. */
-function killAnvil(stateDir: string): number {
-  const [pid] = readFileSync(join(stateDir, 'anvil.pid'), 'utf8').split(' ').map(Number);
-  process.kill(pid as number, 'SIGKILL');
+/** kill -9 of the anvils the state dir's pid files name, at once; returns the moment of it. */
+function killAnvils(stateDir: string, pidFiles: string[]): number {
+  const pids = pidFiles.map((file) =>
+    Number(readFileSync(join(stateDir, file), 'utf8').split(' ')[0]),
+  );
+  for (const pid of pids) process.kill(pid, 'SIGKILL');
   return performance.now();
 }
 

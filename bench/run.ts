@@ -772,6 +772,11 @@ try {
     fmt(recovery.anvilKillEmptyLogMs, 0),
     '≤ 2000'.padStart(10),
   );
+  row('    (its standby takes over; at 0 blk, with no block logged yet, there is none)');
+  row(
+    `  peer: anvil and its standby killed together (${recovery.blocksAtBothKill} blk): rebuilt`,
+    fmt(recovery.bothKillMs, 0),
+  );
   row('  peer: graceful restart, from the new serve start', fmt(recovery.cleanRestartMs, 0));
   row(
     `  writes acknowledged meanwhile ${recovery.acknowledged}, answered other than 200/503 ${recovery.unexpected}`,

@@ -123,7 +123,8 @@ export function createStandby(options: StandbyOptions) {
   async function catchUp(): Promise<void> {
     for (;;) {
       const current = follower;
-      if (!current) return;
+      // A shutdown does not wait for a long catch-up.
+      if (!current || closed) return;
       const blocks = store.chainLog.next(current.head.number, FOLLOW_BATCH);
       const first = blocks[0];
       if (!first) {
