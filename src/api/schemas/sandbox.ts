@@ -55,12 +55,12 @@ export type ContractAddresses = z.infer<typeof ContractAddresses>;
 
 /**
  * The chain's warm standby (a second anvil that mines every logged block again, promoted when
- * the first one dies): `following` the log, at `block_number`; `starting` from the checkpoint;
- * `stale` (its chain came out other than the log's, after cheat methods: it waits for the next
- * checkpoint); or `none` (none yet, after a failure until the next try, or with --rpc-url).
+ * the first one dies): `following` the log, at `block_number`; `starting` from a copy of the
+ * chain; or `none` (no block logged yet, after a failure until the next try, or with
+ * --rpc-url).
  */
 export const StandbyStatus = z.object({
-  status: z.enum(['none', 'starting', 'following', 'stale']),
+  status: z.enum(['none', 'starting', 'following']),
   block_number: z.number().int().nullable(),
 });
 export type StandbyStatus = z.infer<typeof StandbyStatus>;

@@ -29,6 +29,7 @@ import {
   type LoggedBlock,
 } from './producer.ts';
 import {
+  type ChainCopy,
   type CheckpointPointer,
   currentPointer,
   latestHead,
@@ -140,7 +141,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     port = Number(new URL(anvil.rpcUrl).port);
     return createRpcClient(anvil.rpcUrl);
   };
-  const standby = createStandby({ ...options, log });
+  const standby = createStandby({ ...options, log, copyChain: () => copyChain() });
   let closing = false;
   let recovering: Promise<void> | undefined;
   let checkpointing: Promise<number> | undefined;
@@ -316,7 +317,6 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
       removeCheckpointsExcept(stateDir, at.number);
-      standby.checkpointed();
       await options.afterCheckpoint?.(at.number, taken.observed).catch((error: unknown) => {
         log.warn(`after the checkpoint at block ${at.number}: ${(error as Error).message}`);
       });
@@ -400,9 +400,33 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     }
   }, CHECKPOINT_AFTER_MS / 4);
   timer.unref();
-  // The standby starts with the first block logged, or now if the log already holds some: a
-  // sandbox that never writes needs none (it restarts from its checkpoint alone).
-  if (producer.head().number > readPointer(store).block) standby.follow();
+  /**
+   * The chain at the logged head, for a standby to start from: dumped while no block is made,
+   * after the blocks others mined over the RPC URL are logged (a dump holds no unlogged block).
+   */
+  function copyChain(): Promise<ChainCopy> {
+    return producer.exclusive(async () => {
+      await producer.logOthersBlocks();
+      const at = producer.head();
+      const state = await chainRpc.call<Hex>('anvil_dumpState');
+      const after = await latestHead(chainRpc);
+      if (after.number !== at.number || after.hash !== at.hash) {
+        throw new Error('the chain moved while it was copied (blocks mined over the RPC URL)');
+      }
+      return {
+        block_number: at.number,
+        block_hash: at.hash,
+        block_timestamp: at.timestamp,
+        deployment,
+        state,
+      };
+    });
+  }
+
+  // The standby starts with the first block logged, or now if the log already holds some (a
+  // sandbox that never writes needs none: it restarts from its checkpoint alone), or goes on
+  // from where the one a killed serve left running is.
+  if (survivors.standby || producer.head().number > readPointer(store).block) standby.follow();
 
   return {
     /** The RPC URL others use (the gateway's). */

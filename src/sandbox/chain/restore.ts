@@ -90,36 +90,43 @@ function adoptNewerCheckpoint(options: RestoreOptions): CheckpointPointer {
   return pointer;
 }
 
-type Source = Pick<
+/** A copy of the chain at one block: a checkpoint, the genesis, or a dump of a running anvil. */
+export type ChainCopy = Pick<
   Checkpoint,
   'block_number' | 'block_hash' | 'block_timestamp' | 'deployment' | 'state'
 >;
 
-/**
- * Starts anvil (with `launch`, given the state file to load) from the checkpoint `pointer`
- * names, and checks it: the loaded head is the checkpoint's block, and every contract is where
- * the deployment says. `loadFile` is where the dump is written for anvil --load-state.
- */
-export async function loadCheckpoint(
+/** The copy of the chain `pointer` names: the built-in genesis, or a checkpoint file. */
+async function checkpointCopy(
   options: RestoreOptions,
   pointer: CheckpointPointer,
+): Promise<ChainCopy> {
+  const { stateDir } = options;
+  if (pointer.block === GENESIS.block_number) return GENESIS as unknown as ChainCopy;
+  const file = await loadCheckpointFile(stateDir, pointer.block);
+  if (file.sandbox_id !== options.sandboxId || file.block_hash !== pointer.hash) {
+    throw new StartupError(
+      `the chain checkpoint for block ${pointer.block} in ${stateDir}/chain belongs to another sandbox; ` +
+        'restore the database and chain/ from the same backup',
+    );
+  }
+  return file;
+}
+
+/**
+ * Starts anvil (with `launch`, given the state file to load) from `source`, and checks it:
+ * the loaded head is the copy's block, and every contract is where the deployment says.
+ * `loadFile` is where the dump is written for anvil --load-state. A damaged checkpoint is
+ * reported naming its file.
+ */
+export async function loadChain(
+  options: RestoreOptions,
+  source: ChainCopy,
   launch: (loadState: string) => Promise<RpcClient>,
   loadFile: string,
-): Promise<{ rpc: RpcClient; loaded: BlockHead; deployment: Deployment }> {
+): Promise<{ rpc: RpcClient; loaded: BlockHead }> {
   const { stateDir } = options;
-  let source: Source;
-  if (pointer.block === GENESIS.block_number) {
-    source = GENESIS as unknown as Source;
-  } else {
-    const file = await loadCheckpointFile(stateDir, pointer.block);
-    if (file.sandbox_id !== options.sandboxId || file.block_hash !== pointer.hash) {
-      throw new StartupError(
-        `the chain checkpoint for block ${pointer.block} in ${stateDir}/chain belongs to another sandbox; ` +
-          'restore the database and chain/ from the same backup',
-      );
-    }
-    source = file;
-  }
+  const pointer = readPointer(options.store);
   // anvil loads the state from a file at start: anvil_loadState refuses a request body over a
   // few MB, which a chain of a few hundred busy blocks already is. The file is the dump's JSON
   // (anvil_dumpState gzips it), removed again once anvil has read it; it is written on the
@@ -149,15 +156,20 @@ export async function loadCheckpoint(
   // The routes trust the checkpoint's addresses: each must hold its contract in the chain loaded.
   const misplaced = await findMisplacedContracts(rpc, source.deployment);
   if (misplaced.length > 0) {
+    const where =
+      source.block_number === GENESIS.block_number
+        ? 'the built-in genesis checkpoint'
+        : source.block_number === pointer.block
+          ? `the chain checkpoint ${checkpointPath(stateDir, pointer.block)}`
+          : `the copy of the chain at block ${source.block_number}`;
     throw new StartupError(
-      pointer.block === GENESIS.block_number
-        ? `the built-in genesis checkpoint is damaged: ${describeMisplaced(misplaced, 'in its chain')}; reinstall agentctl`
-        : `the chain checkpoint ${checkpointPath(stateDir, pointer.block)} is damaged: ` +
-            `deployment.${describeMisplaced(misplaced, 'in the chain it holds')}; ` +
+      source.block_number === GENESIS.block_number
+        ? `${where} is damaged: ${describeMisplaced(misplaced, 'in its chain')}; reinstall agentctl`
+        : `${where} is damaged: deployment.${describeMisplaced(misplaced, 'in the chain it holds')}; ` +
             'restore the state directory from a backup, or start with a new --state directory',
     );
   }
-  return { rpc, loaded, deployment: source.deployment };
+  return { rpc, loaded };
 }
 
 /**
@@ -170,15 +182,11 @@ export async function restore(
 ): Promise<{ deployment: Deployment; head: BlockHead }> {
   const { store } = options;
   const pointer = currentPointer(options);
-  const { rpc, loaded, deployment } = await loadCheckpoint(
-    options,
-    pointer,
-    launch,
-    'anvil-load-state.json',
-  );
+  const source = await checkpointCopy(options, pointer);
+  const { rpc, loaded } = await loadChain(options, source, launch, 'anvil-load-state.json');
   const head = await replayLog(rpc, loaded, [...store.chainLog.after(pointer.block)], options);
-  store.meta.set(META_DEPLOYMENT, JSON.stringify(deployment));
-  return { deployment, head };
+  store.meta.set(META_DEPLOYMENT, JSON.stringify(source.deployment));
+  return { deployment: source.deployment, head };
 }
 
 /**

@@ -5,8 +5,9 @@ import { type AnvilProcess, adoptAnvil, type SurvivingAnvil, startAnvil } from '
 import { GENESIS } from './genesis.ts';
 import type { BlockHead } from './producer.ts';
 import {
+  type ChainCopy,
   latestHead,
-  loadCheckpoint,
+  loadChain,
   mineLogged,
   type RestoreOptions,
   readHeaders,
@@ -19,11 +20,16 @@ const FOLLOW_BATCH = 100;
 /** After a standby fails, the next one starts this long after, doubling up to RETRY_MAX_MS. */
 const RETRY_MS = 1_000;
 const RETRY_MAX_MS = 60_000;
-/** Where the checkpoint's state is written for the standby's anvil --load-state. */
+/** Where the copied state is written for the standby's anvil --load-state. */
 const LOAD_FILE = 'anvil-standby-load-state.json';
 
 export interface StandbyOptions extends RestoreOptions {
   log: { info(message: string): void; warn(message: string): void };
+  /**
+   * A copy of the chain at the log's head (anvil_dumpState of the primary, taken while no
+   * block is made, after the blocks others mined are logged): where a standby starts.
+   */
+  copyChain(): Promise<ChainCopy>;
   /**
    * Runs before a standby left running by a killed serve is dropped for holding blocks past
    * the log's last: throws (a StartupError) when they may be acknowledged writes sandbox.db
@@ -40,34 +46,36 @@ interface Follower {
 }
 
 /**
- * The warm standby: a second anvil, started from the last checkpoint, that mines every logged
- * block again as soon as it is committed, and checks each one's hash. When the primary anvil
- * dies, or its chain is changed under the sandbox, the standby (at the log's head, or a few
- * blocks behind it) is promoted in its place: a recovery then costs those few blocks, not a
- * replay of every block since the checkpoint.
+ * The warm standby: a second anvil, started from a copy of the chain at the log's head, that
+ * mines every logged block again as soon as it is committed, and checks each one's hash. When
+ * the primary anvil dies, or its chain is changed under the sandbox, the standby (at the log's
+ * head, or a few blocks behind it) is promoted in its place: a recovery then costs those few
+ * blocks, not a replay of every block since the checkpoint.
  *
  * Only logged blocks reach it, and only the sandbox talks to it (its port is nowhere
  * published), so its chain is the log's. A block that comes out with another hash (the
- * primary's state had been changed outside transactions, with anvil's cheat methods) makes it
- * stale: it is dropped, and a new one starts from the next checkpoint, which holds that change.
- * A standby that fails is started again after a backoff. None of this is on the write path:
- * the producer never waits for the standby.
+ * primary's state had been changed outside transactions, with anvil's cheat methods) fails it:
+ * it is dropped, and the next copies the chain as it is now, change included. A standby that
+ * fails is started again after a backoff. None of this is on the write path: the producer
+ * never waits for the standby (a start pauses it while anvil dumps the chain, as a checkpoint
+ * does).
  */
 export function createStandby(options: StandbyOptions) {
   const { store, stateDir, log } = options;
   let follower: Follower | undefined;
   /** A start under way. */
   let starting = false;
-  /** Its chain differed from the log: waits for the next checkpoint. */
-  let stale = false;
   /** Set while a promotion, or the shutdown, holds the standby: no round starts. */
   let held = false;
   let closed = false;
   let running: Promise<void> | undefined;
+  /** The catch-up under way: a promotion waits for it (never for a start, see promote). */
+  let catchingUp: Promise<void> | undefined;
   let wanted = false;
   let failures = 0;
   let retryAt = 0;
   let retryTimer: NodeJS.Timeout | undefined;
+  let lastFailed: Follower | undefined;
 
   /** Asks for a round: start a standby if there is none, else mine what the log gained. */
   function follow(): void {
@@ -85,22 +93,24 @@ export function createStandby(options: StandbyOptions) {
   }
 
   async function round(): Promise<void> {
+    const current = follower;
     try {
-      if (follower) await catchUp();
-      else if (!stale && Date.now() >= retryAt) await start();
+      if (current) await catchUpOnce();
+      else if (Date.now() >= retryAt) await start();
     } catch (error) {
-      await failed(error as Error);
+      await failed(error as Error, follower ?? current);
     }
   }
 
   async function start(): Promise<void> {
+    if (closed) return;
     starting = true;
     let anvil: AnvilProcess | undefined;
     try {
-      const pointer = readPointer(store);
-      const { rpc, loaded } = await loadCheckpoint(
+      const copy = await options.copyChain();
+      const { rpc, loaded } = await loadChain(
         options,
-        pointer,
+        copy,
         async (loadState) => {
           anvil = await startAnvil({ stateDir, role: 'standby', mining: 'manual', loadState });
           return createRpcClient(anvil.rpcUrl);
@@ -116,10 +126,20 @@ export function createStandby(options: StandbyOptions) {
     } finally {
       starting = false;
     }
-    await catchUp();
+    await catchUpOnce();
   }
 
-  /** Mines every block the log holds past the follower's head, a batch at a time. */
+  function catchUpOnce(): Promise<void> {
+    catchingUp ??= catchUp().finally(() => {
+      catchingUp = undefined;
+    });
+    return catchingUp;
+  }
+
+  /**
+   * Mines every block the log holds past the follower's head, a batch at a time. Never starts
+   * a standby (a start waits for the producer, which a promotion holds).
+   */
   async function catchUp(): Promise<void> {
     for (;;) {
       const current = follower;
@@ -127,15 +147,23 @@ export function createStandby(options: StandbyOptions) {
       if (!current || closed) return;
       const blocks = store.chainLog.next(current.head.number, FOLLOW_BATCH);
       const first = blocks[0];
-      if (!first) {
+      const cut = current.head.number < readPointer(store).block;
+      if (!first && !cut) {
         failures = 0;
         return;
       }
-      if (first.number !== current.head.number + 1 || first.parentHash !== current.head.hash) {
+      if (
+        cut ||
+        first?.number !== current.head.number + 1 ||
+        first.parentHash !== current.head.hash
+      ) {
         // A checkpoint cut the log past this standby while it lagged behind, or a rebuild
-        // logged other blocks: it starts again, from the checkpoint.
+        // logged other blocks: the next round starts another.
+        log.info(
+          `the standby anvil at block ${current.head.number} no longer continues the log; another starts`,
+        );
         await drop(current);
-        await start();
+        wanted = true;
         return;
       }
       await mineLogged(current.rpc, blocks);
@@ -145,22 +173,22 @@ export function createStandby(options: StandbyOptions) {
       );
       const differs = headers.find((header, i) => header.hash !== blocks[i]?.hash);
       if (differs) {
-        log.warn(
-          `the standby anvil's block ${differs.number} came out other than the logged one ` +
-            '(the chain was changed outside transactions: anvil cheat methods over the RPC URL?); ' +
-            'a new standby starts from the next checkpoint',
+        throw new Error(
+          `its block ${differs.number} came out other than the logged one ` +
+            '(the chain was changed outside transactions: anvil cheat methods over the RPC URL?)',
         );
-        stale = true;
-        await drop(current);
-        return;
       }
       const last = headers.at(-1) as { number: number; hash: Hash };
       current.head = { number: last.number, hash: last.hash };
     }
   }
 
-  async function failed(error: Error): Promise<void> {
-    if (follower) await drop(follower);
+  /** The standby `which` failed (undefined: it failed to start): drop it, start another later. */
+  async function failed(error: Error, which: Follower | undefined): Promise<void> {
+    // Its exit and a call that found it gone are one failure.
+    if (which && which === lastFailed) return;
+    lastFailed = which;
+    if (which) await drop(which);
     if (closed) return;
     failures++;
     const wait = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** (failures - 1));
@@ -180,24 +208,17 @@ export function createStandby(options: StandbyOptions) {
   function watch(anvil: AnvilProcess): void {
     void anvil.exited.then(() => {
       if (follower?.anvil !== anvil) return;
-      void failed(new Error(`its process (pid ${anvil.pid}) exited`));
+      void failed(new Error(`its process (pid ${anvil.pid}) exited`), follower);
     });
   }
 
   return {
     follow,
 
-    /** After each checkpoint: a stale standby may start again, from it. */
-    checkpointed(): void {
-      if (!stale) return;
-      stale = false;
-      follow();
-    },
-
     /**
      * Takes over the standby a killed serve of this state dir left running, when its chain is
      * the log's (its head is a logged block, or the checkpoint's); otherwise stops it. Call at
-     * start, once the chain is up.
+     * start, once the chain is up; follow() then goes on from there.
      */
     async adopt(found: SurvivingAnvil): Promise<void> {
       const anvil = adoptAnvil(stateDir, found, 'standby');
@@ -212,6 +233,11 @@ export function createStandby(options: StandbyOptions) {
           // It only ever mines logged blocks: the log lost some (sandbox.db-wal damaged).
           options.checkUnlogged?.(last);
           throw new Error(`it holds blocks past the log's last, ${last.number}`);
+        }
+        if (head.number < pointer.block) {
+          throw new Error(
+            `its head, block ${head.number}, is behind the checkpoint (${pointer.block})`,
+          );
         }
         const known =
           head.number === pointer.block ? pointer.hash : store.chainLog.find(head.number)?.hash;
@@ -228,25 +254,27 @@ export function createStandby(options: StandbyOptions) {
         );
         await anvil.stop();
       }
-      follow();
     },
 
     /**
      * The standby's anvil, its chain brought to the log's head `target` and checked, for the
      * caller to use as the primary; undefined when there is no standby that can be (none
-     * yet, stale, or it failed). Call while no block is being made, with the primary stopped.
-     * A start or a round under way is let finish first.
+     * yet, still starting, or it failed). Call while no block is being made (the caller holds
+     * the producer), with the primary stopped. A catch-up under way is let finish first; a
+     * start under way is not waited for: it waits for the producer, and goes on once the
+     * caller has recovered the chain another way.
      */
     async promote(
       target: BlockHead,
     ): Promise<{ anvil: AnvilProcess; head: BlockHead } | undefined> {
       held = true;
       try {
-        await running;
+        await catchingUp?.catch(() => undefined);
+        const current = follower;
         try {
-          await catchUp();
+          await catchUpOnce();
         } catch (error) {
-          await failed(error as Error);
+          await failed(error as Error, follower ?? current);
           return undefined;
         }
         const chosen = follower;
@@ -268,7 +296,7 @@ export function createStandby(options: StandbyOptions) {
     status(): StandbyStatus {
       if (follower) return { status: 'following', block_number: follower.head.number };
       if (starting) return { status: 'starting', block_number: null };
-      return { status: stale ? 'stale' : 'none', block_number: null };
+      return { status: 'none', block_number: null };
     },
 
     async close(): Promise<void> {
