@@ -11,14 +11,22 @@ import { registerOver, rpcCall, type ServeProcess, useServes } from '../helpers/
  * put in the place of an anvil killed with kill -9 (or changed under the sandbox), so that
  * writes go on at once instead of after a replay of the whole log.
  */
-const serves = useServes('serve-standby', 'standby-test-admin');
-const { serve, request, stop } = serves;
 let state = '';
+// Registered before useServes's: after-hooks run last-registered first, so this one runs once
+// every serve is stopped. The anvils of a serve a test killed with kill -9 outlive it, as they
+// would for a user.
 afterEach(() => {
-  // The anvils of a serve a test killed with kill -9 outlive it, as they would for a user.
-  if (state) for (const pid of anvilsStartedFor(state)) process.kill(pid, 'SIGKILL');
+  for (const pid of state ? anvilsStartedFor(state) : []) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone meanwhile.
+    }
+  }
   state = '';
 });
+const serves = useServes('serve-standby', 'standby-test-admin');
+const { serve, request, stop } = serves;
 
 /** serve on a state dir of the test's; checkpoints only on request, so the log keeps growing. */
 async function serveState(): Promise<ServeProcess> {
@@ -111,7 +119,7 @@ describe('the warm standby', () => {
     const next = await deposit(sandbox.url, apiKey, 1);
     expect(await status(rpcUrl, next.deposit_tx)).toBe('0x1');
 
-    // Another standby starts from the checkpoint and follows the log up to the head.
+    // Another standby starts from a copy of the chain and follows the log up to the head.
     await standbyAtHead(sandbox.url);
     const second = pidIn('anvil-standby.pid');
     expect([primary, standby]).not.toContain(second);

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -177,11 +177,14 @@ function recorded(
 
 /** A pid file: the anvil's pid, the pid of the serve that owns it, and its port once known. */
 function writePidFile(stateDir: string, role: AnvilRole, anvilPid: number, port?: number): void {
+  // Written whole and renamed into place: a reader never sees it empty.
+  const path = join(stateDir, PID_FILES[role]);
   writeFileSync(
-    join(stateDir, PID_FILES[role]),
+    `${path}.tmp`,
     `${anvilPid} ${process.pid}${port === undefined ? '' : ` ${port}`}\n`,
     { mode: 0o600 },
   );
+  renameSync(`${path}.tmp`, path);
 }
 
 /** Removes `role`'s pid file if it names `anvilPid` (another anvil may have taken the role). */
@@ -342,7 +345,9 @@ export function recordsAnvil(dir: string): boolean {
 export function stopAbandonedAnvil(dir: string): boolean {
   const recorded = (['primary', 'standby'] as const).map((role) => readPidFile(dir, role));
   if (recorded.some(({ serve }) => serve !== undefined && isRunning(serve))) return false;
-  for (const { anvil } of recorded) if (anvil !== undefined && isAnvil(anvil)) killQuietly(anvil);
+  for (const { anvil } of recorded) {
+    if (anvil !== undefined && isAnvil(anvil) && startedFor(anvil, dir)) killQuietly(anvil);
+  }
   for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
   for (const name of Object.values(PID_FILES)) rmSync(join(dir, name), { force: true });
   return true;

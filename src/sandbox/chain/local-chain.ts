@@ -1,3 +1,5 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Address, Hash, Hex } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
@@ -32,6 +34,7 @@ import {
   type ChainCopy,
   type CheckpointPointer,
   currentPointer,
+  LOAD_FILES,
   latestHead,
   META_DEPLOYMENT,
   readPointer,
@@ -119,6 +122,8 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
   const { store, stateDir, log } = options;
   // What a serve killed with kill -9 left running; every other anvil of this dir is stopped.
   const survivors = survivingAnvils(stateDir);
+  // A state file a killed serve left while an anvil loaded it.
+  for (const file of LOAD_FILES) rmSync(join(stateDir, file), { force: true });
   const gateway: RpcGateway = await startRpcGateway();
   /** True while the chain is recovered: the sandbox's own calls fail as if anvil were down. */
   let rebuilding = false;
@@ -245,7 +250,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
             log.warn(`after the rebuild: ${(error as Error).message}`);
           });
           log.warn(`the chain is back at block ${restored.head.number}`);
-          // A new standby, in the background, from the checkpoint.
+          // A new standby, in the background, from a copy of the chain.
           standby.follow();
           return;
         } catch (error) {
@@ -310,9 +315,13 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       };
       await writeCheckpoint(stateDir, file, () => crashAt('crash-before-checkpoint'));
       crashAt('crash-in-checkpoint');
+      // The log keeps what the standby has yet to mine, a few blocks at most, so that it goes
+      // on rather than start again from a copy; never more than CHECKPOINT_EVERY_BLOCKS.
+      const needed = standby.neededAfter() ?? at.number;
+      const through = Math.max(at.number - CHECKPOINT_EVERY_BLOCKS, Math.min(at.number, needed));
       store.transaction(() => {
         writePointer(store, { block: at.number, hash: at.hash });
-        store.chainLog.truncateThrough(at.number);
+        store.chainLog.truncateThrough(through);
       });
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();

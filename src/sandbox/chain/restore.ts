@@ -31,6 +31,10 @@ export const META_DEPLOYMENT = 'chain_deployment';
 /** Replayed blocks whose hashes are read back in one request. */
 const HEADERS_PER_READ = 500;
 const unzip = promisify(gunzip);
+/** Where anvil --load-state reads a copy of the chain from while it starts (its standby's too). */
+const PRIMARY_LOAD_FILE = 'anvil-load-state.json';
+export const STANDBY_LOAD_FILE = 'anvil-standby-load-state.json';
+export const LOAD_FILES = [PRIMARY_LOAD_FILE, STANDBY_LOAD_FILE];
 
 /** Where the chain was last checkpointed: the genesis, or a file in chain/. */
 export interface CheckpointPointer {
@@ -124,6 +128,8 @@ export async function loadChain(
   source: ChainCopy,
   launch: (loadState: string) => Promise<RpcClient>,
   loadFile: string,
+  /** A checkpoint (the genesis included), or a copy of the running chain (for the standby). */
+  kind: 'checkpoint' | 'copy' = 'checkpoint',
 ): Promise<{ rpc: RpcClient; loaded: BlockHead }> {
   const { stateDir } = options;
   const pointer = readPointer(options.store);
@@ -142,12 +148,20 @@ export async function loadChain(
     await rpc.call('anvil_setTime', [source.block_timestamp]);
   } catch (error) {
     throw new StartupError(
-      `anvil could not load the chain checkpoint at block ${source.block_number}: ${(error as Error).message}`,
+      `anvil could not load ${kind === 'copy' ? 'the copy of the chain' : 'the chain checkpoint'} at block ${source.block_number}: ${(error as Error).message}`,
     );
   } finally {
     await rm(loadPath, { force: true });
   }
   const loaded = await latestHead(rpc);
+  if (
+    kind === 'copy' &&
+    (loaded.number !== source.block_number || loaded.hash !== source.block_hash)
+  ) {
+    throw new Error(
+      `the copy of the chain at block ${source.block_number} loaded as block ${loaded.number}`,
+    );
+  }
   if (loaded.number !== source.block_number || loaded.hash !== source.block_hash) {
     throw new StartupError(
       `the chain checkpoint at block ${source.block_number} loaded as block ${loaded.number} (${loaded.hash}); it is damaged`,
@@ -155,13 +169,16 @@ export async function loadChain(
   }
   // The routes trust the checkpoint's addresses: each must hold its contract in the chain loaded.
   const misplaced = await findMisplacedContracts(rpc, source.deployment);
+  if (misplaced.length > 0 && kind === 'copy') {
+    throw new Error(
+      `the copy of the chain lacks deployment.${describeMisplaced(misplaced, 'in it')}`,
+    );
+  }
   if (misplaced.length > 0) {
     const where =
       source.block_number === GENESIS.block_number
         ? 'the built-in genesis checkpoint'
-        : source.block_number === pointer.block
-          ? `the chain checkpoint ${checkpointPath(stateDir, pointer.block)}`
-          : `the copy of the chain at block ${source.block_number}`;
+        : `the chain checkpoint ${checkpointPath(stateDir, pointer.block)}`;
     throw new StartupError(
       source.block_number === GENESIS.block_number
         ? `${where} is damaged: ${describeMisplaced(misplaced, 'in its chain')}; reinstall agentctl`
@@ -183,7 +200,7 @@ export async function restore(
   const { store } = options;
   const pointer = currentPointer(options);
   const source = await checkpointCopy(options, pointer);
-  const { rpc, loaded } = await loadChain(options, source, launch, 'anvil-load-state.json');
+  const { rpc, loaded } = await loadChain(options, source, launch, PRIMARY_LOAD_FILE);
   const head = await replayLog(rpc, loaded, [...store.chainLog.after(pointer.block)], options);
   store.meta.set(META_DEPLOYMENT, JSON.stringify(source.deployment));
   return { deployment: source.deployment, head };

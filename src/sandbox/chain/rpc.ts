@@ -52,7 +52,12 @@ export interface RpcClient {
 
 const TIMEOUT_MS = 60_000;
 
-export function createRpcClient(url: string, fetchFn: typeof fetch = nodeFetch): RpcClient {
+export function createRpcClient(
+  url: string,
+  fetchFn: typeof fetch = nodeFetch,
+  /** How long one request may take before the node counts as unreachable. */
+  timeoutMs = TIMEOUT_MS,
+): RpcClient {
   let nextId = 1;
   async function post(body: unknown): Promise<unknown> {
     let response: Response;
@@ -61,7 +66,7 @@ export function createRpcClient(url: string, fetchFn: typeof fetch = nodeFetch):
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(TIMEOUT_MS),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (error) {
       throw new RpcUnreachableError(url, error);

@@ -3,6 +3,7 @@ import type { StandbyStatus } from '../../api/schemas/index.ts';
 import { StartupError } from '../errors.ts';
 import { type AnvilProcess, adoptAnvil, type SurvivingAnvil, startAnvil } from './anvil.ts';
 import { GENESIS } from './genesis.ts';
+import { nodeFetch } from './http.ts';
 import type { BlockHead } from './producer.ts';
 import {
   type ChainCopy,
@@ -12,6 +13,7 @@ import {
   type RestoreOptions,
   readHeaders,
   readPointer,
+  STANDBY_LOAD_FILE,
 } from './restore.ts';
 import { createRpcClient, type RpcClient } from './rpc.ts';
 
@@ -20,8 +22,18 @@ const FOLLOW_BATCH = 100;
 /** After a standby fails, the next one starts this long after, doubling up to RETRY_MAX_MS. */
 const RETRY_MS = 1_000;
 const RETRY_MAX_MS = 60_000;
-/** Where the copied state is written for the standby's anvil --load-state. */
-const LOAD_FILE = 'anvil-standby-load-state.json';
+/** A standby that has followed this long without failing starts the backoff afresh. */
+const HEALTHY_AFTER_MS = 60_000;
+/**
+ * A start pauses the producer while anvil dumps the chain: starts are spaced by at least this
+ * many times the last pause, as checkpoints are (writes wait for them at most 1/20 of the time).
+ */
+const START_SPACING = 20;
+/**
+ * One request to the standby may take this long before it counts as hung: a promotion runs
+ * while writes wait, and must rather rebuild the chain than wait on a stalled standby.
+ */
+const REQUEST_TIMEOUT_MS = 5_000;
 
 export interface StandbyOptions extends RestoreOptions {
   log: { info(message: string): void; warn(message: string): void };
@@ -43,6 +55,8 @@ interface Follower {
   rpc: RpcClient;
   /** The last logged block it has mined again, checked by hash. */
   head: { number: number; hash: Hash };
+  /** When it started following (performance.now()). */
+  since: number;
 }
 
 /**
@@ -107,18 +121,24 @@ export function createStandby(options: StandbyOptions) {
     starting = true;
     let anvil: AnvilProcess | undefined;
     try {
+      const paused = performance.now();
       const copy = await options.copyChain();
+      // The next start waits at least START_SPACING times the pause this one made.
+      retryAt = Math.max(retryAt, Date.now() + START_SPACING * (performance.now() - paused));
+      if (closed) return;
       const { rpc, loaded } = await loadChain(
         options,
         copy,
         async (loadState) => {
+          if (closed) throw new Error('serve is stopping');
           anvil = await startAnvil({ stateDir, role: 'standby', mining: 'manual', loadState });
-          return createRpcClient(anvil.rpcUrl);
+          return createRpcClient(anvil.rpcUrl, nodeFetch, REQUEST_TIMEOUT_MS);
         },
-        LOAD_FILE,
+        STANDBY_LOAD_FILE,
+        'copy',
       );
       if (closed) throw new Error('serve is stopping');
-      follower = { anvil: anvil as AnvilProcess, rpc, head: loaded };
+      follower = { anvil: anvil as AnvilProcess, rpc, head: loaded, since: performance.now() };
       watch(follower.anvil);
     } catch (error) {
       await anvil?.stop();
@@ -147,9 +167,11 @@ export function createStandby(options: StandbyOptions) {
       if (!current || closed) return;
       const blocks = store.chainLog.next(current.head.number, FOLLOW_BATCH);
       const first = blocks[0];
-      const cut = current.head.number < readPointer(store).block;
+      // A checkpoint keeps in the log what the standby has yet to mine (neededAfter), but
+      // only so much: one that lagged further behind has lost its next block.
+      const cut = !first && current.head.number < readPointer(store).block;
       if (!first && !cut) {
-        failures = 0;
+        if (performance.now() - current.since >= HEALTHY_AFTER_MS) failures = 0;
         return;
       }
       if (
@@ -157,7 +179,7 @@ export function createStandby(options: StandbyOptions) {
         first?.number !== current.head.number + 1 ||
         first.parentHash !== current.head.hash
       ) {
-        // A checkpoint cut the log past this standby while it lagged behind, or a rebuild
+        // A checkpoint cut the log past this standby while it lagged far behind, or a rebuild
         // logged other blocks: the next round starts another.
         log.info(
           `the standby anvil at block ${current.head.number} no longer continues the log; another starts`,
@@ -234,16 +256,21 @@ export function createStandby(options: StandbyOptions) {
           options.checkUnlogged?.(last);
           throw new Error(`it holds blocks past the log's last, ${last.number}`);
         }
-        if (head.number < pointer.block) {
+        const known =
+          head.number === pointer.block ? pointer.hash : store.chainLog.find(head.number)?.hash;
+        if (known === undefined && head.number < pointer.block) {
           throw new Error(
             `its head, block ${head.number}, is behind the checkpoint (${pointer.block})`,
           );
         }
-        const known =
-          head.number === pointer.block ? pointer.hash : store.chainLog.find(head.number)?.hash;
         if (known !== head.hash) throw new Error(`its block ${head.number} is not the logged one`);
         await rpc.call('anvil_dropAllTransactions');
-        follower = { anvil, rpc, head };
+        follower = {
+          anvil,
+          rpc: createRpcClient(anvil.rpcUrl, nodeFetch, REQUEST_TIMEOUT_MS),
+          head,
+          since: performance.now(),
+        };
         watch(anvil);
         log.info(`took over the standby anvil (pid ${anvil.pid}) at block ${head.number}`);
       } catch (error) {
@@ -278,19 +305,31 @@ export function createStandby(options: StandbyOptions) {
           return undefined;
         }
         const chosen = follower;
-        if (!chosen?.anvil.running()) return undefined;
-        if (chosen.head.number !== target.number || chosen.head.hash !== target.hash) {
+        if (!chosen) return undefined;
+        // Its head, read from it: a standby killed with the primary may not be known dead yet.
+        const head = await latestHead(chosen.rpc).catch(() => undefined);
+        if (head?.number !== target.number || head.hash !== target.hash) {
           log.warn(
-            `the standby anvil is at block ${chosen.head.number}, not at the log's head ${target.number}; it is not used`,
+            head
+              ? `the standby anvil is at block ${head.number}, not at the log's head ${target.number}; it is not used`
+              : 'the standby anvil does not answer; it is not used',
           );
           await drop(chosen);
           return undefined;
         }
         follower = undefined;
-        return { anvil: chosen.anvil, head: await latestHead(chosen.rpc) };
+        return { anvil: chosen.anvil, head };
       } finally {
         held = false;
       }
+    },
+
+    /**
+     * The standby's head, when there is one following: a checkpoint keeps the log's blocks
+     * after it (up to a bound), so that a standby a few blocks behind goes on.
+     */
+    neededAfter(): number | undefined {
+      return follower?.head.number;
     },
 
     status(): StandbyStatus {

@@ -27,7 +27,8 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 const SHUTDOWN_GRACE_MS = 10_000;
 /**
  * File descriptors kept for everything but client sockets: SQLite, the WAL, checkpoints,
- * anvil's pipes and its pooled RPC connections, worker threads, stdio (128), and the RPC URL's
+ * the pipes of anvil and its standby and their pooled RPC connections (the standby's follower
+ * uses one at a time), worker threads, stdio (128), and the RPC URL's
  * relay to anvil (two for each of its RPC_GATEWAY_CONNECTIONS).
  */
 export const RESERVED_FILE_DESCRIPTORS = 128 + 2 * RPC_GATEWAY_CONNECTIONS;
