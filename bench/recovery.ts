@@ -31,6 +31,8 @@ export interface RecoveryFigures {
   serveReadyMs: number;
   /** kill -9 of anvil: from the kill to a write acknowledged, ms (its standby takes over). */
   anvilKillMs: number;
+  /** How many blocks the standby had yet to mine, read just before that kill. */
+  standbyBehindAtKill: number;
   /** The peer: anvil and its standby killed together (the chain rebuilt), blocks and ms. */
   blocksAtBothKill: number;
   bothKillMs: number;
@@ -103,15 +105,21 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
     const info = await json(`${url}/sandbox/info`, { headers: admin });
     return Number((info.body.index as { block_number: number }).block_number);
   };
+  /** Blocks the standby has yet to mine (the index follows the log's head); -1 without one. */
+  const standbyBehind = async (url: string) => {
+    const info = (await json(`${url}/sandbox/info`, { headers: admin })).body as {
+      index: { block_number: number };
+      standby: { status: string; block_number: number | null };
+    };
+    return info.standby.status === 'following'
+      ? info.index.block_number - (info.standby.block_number ?? 0)
+      : -1;
+  };
   /** Until the standby follows the log within a few blocks of the index (writers go on). */
   const standbyCaughtUp = async (url: string) => {
     for (const deadline = performance.now() + 60_000; ; await sleep(50)) {
-      const info = (await json(`${url}/sandbox/info`, { headers: admin })).body as {
-        index: { block_number: number };
-        standby: { status: string; block_number: number | null };
-      };
-      const behind = info.index.block_number - (info.standby.block_number ?? 0);
-      if (info.standby.status === 'following' && behind <= 20) return;
+      const behind = await standbyBehind(url);
+      if (behind >= 0 && behind <= 20) return;
       if (performance.now() > deadline) throw new Error('the standby did not catch up in 60 s');
     }
   };
@@ -160,6 +168,7 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
 
     // kill -9 of anvil under load, the log `blocks` long again.
     const blocksAtAnvilKill = await logGrowsTo(base);
+    const standbyBehindAtKill = await standbyBehind(serve.url);
     let killedAt = killAnvils(options.stateDir, ['anvil.pid']);
     const anvilKillMs = (await firstAcknowledged(() => serve.url)) - killedAt;
 
@@ -193,6 +202,7 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
       serveKillMs,
       serveReadyMs: serveKill.readyAt - serveKill.startedAt,
       anvilKillMs,
+      standbyBehindAtKill,
       blocksAtBothKill,
       bothKillMs,
       serveKillEmptyLogMs,

@@ -772,7 +772,9 @@ try {
     fmt(recovery.anvilKillEmptyLogMs, 0),
     '≤ 2000'.padStart(10),
   );
-  row('    (its standby takes over; at 0 blk, with no block logged yet, there is none)');
+  row(
+    `    its standby takes over (${recovery.standbyBehindAtKill} blk behind at the kill); at 0 blk, with no block logged yet, there is none`,
+  );
   row(
     `  peer: anvil and its standby killed together (${recovery.blocksAtBothKill} blk): rebuilt`,
     fmt(recovery.bothKillMs, 0),

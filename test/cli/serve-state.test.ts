@@ -378,7 +378,11 @@ describe('state that cannot silently diverge', () => {
     }
     expect(positions?.body.positions).toMatchObject([{ vault_id: 'moderate', shares: '4' }]);
     // Found by the checkpoint's check or by the poller, whichever looked first; the standby,
-    // which only ever mined logged blocks, takes over.
+    // which only ever mined logged blocks, takes over. (Its log line may reach us after the
+    // answer that shows the chain back.)
+    for (let i = 0; i < 200 && !first.stderr().includes('holds the chain now'); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
     expect(first.stderr()).toMatch(
       /the standby anvil \(pid \d+\), at the log's head, holds the chain now/,
     );

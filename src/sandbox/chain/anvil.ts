@@ -254,8 +254,11 @@ export function survivingAnvils(stateDir: string): Partial<Record<AnvilRole, Sur
   return found;
 }
 
-/** How often a taken-over anvil, not our child, is checked to be still running. */
-const ADOPTED_CHECK_MS = 100;
+/**
+ * How often a taken-over anvil, not our child, is checked to be still running (a read of
+ * /proc, or a signal 0): its death is noticed within this, and its standby takes over.
+ */
+const ADOPTED_CHECK_MS = 25;
 
 /**
  * An anvil found running by `survivingAnvils`, as this serve's own: its pid file names this

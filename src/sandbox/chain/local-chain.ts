@@ -146,7 +146,12 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     port = Number(new URL(anvil.rpcUrl).port);
     return createRpcClient(anvil.rpcUrl);
   };
-  const standby = createStandby({ ...options, log, copyChain: () => copyChain() });
+  const standby = createStandby({
+    ...options,
+    log,
+    copyChain: () => copyChain(),
+    logHead: () => producer.head().number,
+  });
   let closing = false;
   let recovering: Promise<void> | undefined;
   let checkpointing: Promise<number> | undefined;

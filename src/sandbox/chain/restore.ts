@@ -101,7 +101,7 @@ export type ChainCopy = Pick<
 >;
 
 /** The copy of the chain `pointer` names: the built-in genesis, or a checkpoint file. */
-async function checkpointCopy(
+export async function checkpointCopy(
   options: RestoreOptions,
   pointer: CheckpointPointer,
 ): Promise<ChainCopy> {

@@ -7,6 +7,7 @@ import { nodeFetch } from './http.ts';
 import type { BlockHead } from './producer.ts';
 import {
   type ChainCopy,
+  checkpointCopy,
   latestHead,
   loadChain,
   mineLogged,
@@ -34,14 +35,28 @@ const START_SPACING = 20;
  * while writes wait, and must rather rebuild the chain than wait on a stalled standby.
  */
 const REQUEST_TIMEOUT_MS = 5_000;
+/**
+ * A standby starts from the checkpoint and replays the log when the log holds at most this
+ * many blocks (well under a second of replay, and no pause of the producer); past it, from a
+ * copy of the running chain, which pauses the producer while anvil dumps it.
+ */
+const REPLAY_AT_MOST = 200;
+/**
+ * After a promotion the next standby starts this much later: the writes that waited for the
+ * recovery go first, before a copy of the chain pauses the producer.
+ */
+const NEXT_AFTER_PROMOTION_MS = 1_000;
 
 export interface StandbyOptions extends RestoreOptions {
   log: { info(message: string): void; warn(message: string): void };
   /**
    * A copy of the chain at the log's head (anvil_dumpState of the primary, taken while no
-   * block is made, after the blocks others mined are logged): where a standby starts.
+   * block is made, after the blocks others mined are logged): where a standby starts when
+   * the log since the checkpoint is long, or cannot give the chain (see start()).
    */
   copyChain(): Promise<ChainCopy>;
+  /** The log's head block number. */
+  logHead(): number;
   /**
    * Runs before a standby left running by a killed serve is dropped for holding blocks past
    * the log's last: throws (a StartupError) when they may be acknowledged writes sandbox.db
@@ -79,6 +94,11 @@ export function createStandby(options: StandbyOptions) {
   let follower: Follower | undefined;
   /** A start under way. */
   let starting = false;
+  /**
+   * The last standby's block came out other than the logged one (cheat methods changed the
+   * primary's state): the checkpoint and log cannot give the chain, the next start copies it.
+   */
+  let mustCopy = false;
   /** Set while a promotion, or the shutdown, holds the standby: no round starts. */
   let held = false;
   let closed = false;
@@ -121,10 +141,16 @@ export function createStandby(options: StandbyOptions) {
     starting = true;
     let anvil: AnvilProcess | undefined;
     try {
-      const paused = performance.now();
-      const copy = await options.copyChain();
-      // The next start waits at least START_SPACING times the pause this one made.
-      retryAt = Math.max(retryAt, Date.now() + START_SPACING * (performance.now() - paused));
+      const pointer = readPointer(store);
+      let copy: ChainCopy;
+      if (!mustCopy && options.logHead() - pointer.block <= REPLAY_AT_MOST) {
+        copy = await checkpointCopy(options, pointer);
+      } else {
+        const paused = performance.now();
+        copy = await options.copyChain();
+        // The next copy waits at least START_SPACING times the pause this one made.
+        retryAt = Math.max(retryAt, Date.now() + START_SPACING * (performance.now() - paused));
+      }
       if (closed) return;
       const { rpc, loaded } = await loadChain(
         options,
@@ -138,6 +164,7 @@ export function createStandby(options: StandbyOptions) {
         'copy',
       );
       if (closed) throw new Error('serve is stopping');
+      mustCopy = false;
       follower = { anvil: anvil as AnvilProcess, rpc, head: loaded, since: performance.now() };
       watch(follower.anvil);
     } catch (error) {
@@ -195,6 +222,7 @@ export function createStandby(options: StandbyOptions) {
       );
       const differs = headers.find((header, i) => header.hash !== blocks[i]?.hash);
       if (differs) {
+        mustCopy = true;
         throw new Error(
           `its block ${differs.number} came out other than the logged one ` +
             '(the chain was changed outside transactions: anvil cheat methods over the RPC URL?)',
@@ -318,6 +346,10 @@ export function createStandby(options: StandbyOptions) {
           return undefined;
         }
         follower = undefined;
+        retryAt = Date.now() + NEXT_AFTER_PROMOTION_MS;
+        clearTimeout(retryTimer);
+        retryTimer = setTimeout(follow, NEXT_AFTER_PROMOTION_MS);
+        retryTimer.unref();
         return { anvil: chosen.anvil, head };
       } finally {
         held = false;
