@@ -174,6 +174,30 @@ describe('the warm standby', () => {
     await deposit(sandbox.url, apiKey, 1);
   });
 
+  it('recovers when anvil dies while the next standby starts (a start waits for the producer the recovery holds)', async () => {
+    const sandbox = await serveState();
+    const { apiKey } = await registerOver(sandbox.url);
+    const { rpc_url: rpcUrl } = await info(sandbox.url);
+    // A log past 200 blocks: a standby then starts from a copy of the running chain, taken
+    // under the producer's gate, which the rebuild below holds for a while.
+    await rpcCall(rpcUrl, 'anvil_mine', ['0x12c']);
+    const made = await deposit(sandbox.url, apiKey, 2);
+    await standbyAtHead(sandbox.url);
+    // The next standby starts a second after this one dies; the chain's anvil dies just
+    // before that, and its rebuild (300 blocks) is under way when the start asks for the gate.
+    process.kill(pidIn('anvil-standby.pid'), 'SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    process.kill(pidIn('anvil.pid'), 'SIGKILL');
+
+    await until(async () => sandbox.stderr().includes('the chain is back'));
+    expect(sandbox.stderr()).toContain('anvil exited: restarting anvil and rebuilding the chain');
+    expect(await status(rpcUrl, made.deposit_tx)).toBe('0x1');
+    await deposit(sandbox.url, apiKey, 3);
+    await standbyAtHead(sandbox.url);
+    await deposit(sandbox.url, apiKey, 4);
+    await standbyAtHead(sandbox.url);
+  });
+
   it('is taken over, with the chain’s anvil, by the serve started after a kill -9', async () => {
     const first = await serveState();
     const { apiKey } = await registerOver(first.url);
