@@ -8,7 +8,7 @@ import { SandboxInfo } from '../../src/api/schemas/index.ts';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { runCli } from '../helpers/cli.ts';
-import { BIN, registerOver, rpcCall, serveFailure, useServes } from '../helpers/serve.ts';
+import { BIN, registerOver, rpcCall, serveFailure, until, useServes } from '../helpers/serve.ts';
 
 const serves = useServes('serve-chain', 'chain-test-admin');
 const { serve, request, stop } = serves;
@@ -19,14 +19,6 @@ function isRunning(pid: number): boolean {
     return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return false;
-  }
-}
-
-async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
 

@@ -7,11 +7,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CHAIN_ID } from '../../src/api/schemas/index.ts';
 import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
 import {
+  depositOver,
   registerOver,
   requestOver,
   rpcCall,
   type ServeProcess,
   startServe,
+  until,
 } from '../helpers/serve.ts';
 
 /**
@@ -54,25 +56,7 @@ async function rpcUrlOf(url: string): Promise<string> {
   return (await request(url, 'GET', '/sandbox/info')).body.rpc_url;
 }
 
-/** Waits until `condition` holds (the test's timeout bounds the wait). */
-async function until(condition: () => Promise<boolean>): Promise<void> {
-  while (!(await condition().catch(() => false))) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
-async function deposit(url: string, apiKey: string, amount: number) {
-  const answer = await request(
-    url,
-    'POST',
-    '/api/v1/agent/vault/deposit',
-    { vault_id: 'moderate', amount_usdc: amount },
-    apiKey,
-  );
-  expect(answer.body).toMatchObject({ deposit_tx: expect.any(String) });
-  expect(answer.status).toBe(200);
-  return answer.body as { deposit_tx: Hex; shares_balance: string; agent_address: string };
-}
+const deposit = depositOver;
 
 async function receipt(rpcUrl: string, hash: Hex) {
   return (await rpcCall(rpcUrl, 'eth_getTransactionReceipt', [hash])) as {

@@ -4,7 +4,14 @@ import type { Hex } from 'viem';
 import { afterEach, describe, expect, it } from 'vitest';
 import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
 import { isRunning } from '../../src/sandbox/process.ts';
-import { registerOver, rpcCall, type ServeProcess, useServes } from '../helpers/serve.ts';
+import {
+  depositOver,
+  registerOver,
+  rpcCall,
+  type ServeProcess,
+  until,
+  useServes,
+} from '../helpers/serve.ts';
 
 /**
  * The chain's warm standby, from outside: a second anvil that mines every logged block again,
@@ -36,14 +43,6 @@ async function serveState(): Promise<ServeProcess> {
 
 const pidIn = (file: string) => Number(readFileSync(join(state, file), 'utf8').split(' ')[0]);
 
-async function until(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 async function info(url: string) {
   return (await request(url, 'GET', '/sandbox/info')).body;
 }
@@ -57,17 +56,7 @@ async function standbyAtHead(url: string): Promise<void> {
   });
 }
 
-async function deposit(url: string, apiKey: string, amount: number) {
-  const answer = await request(
-    url,
-    'POST',
-    '/api/v1/agent/vault/deposit',
-    { vault_id: 'moderate', amount_usdc: amount },
-    apiKey,
-  );
-  expect(answer.status).toBe(200);
-  return answer.body as { deposit_tx: Hex; shares_balance: string };
-}
+const deposit = depositOver;
 
 async function status(rpcUrl: string, hash: Hex) {
   return ((await rpcCall(rpcUrl, 'eth_getTransactionReceipt', [hash])) as { status: Hex } | null)

@@ -3,8 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { afterEach, beforeEach } from 'vitest';
+import { afterEach, beforeEach, expect } from 'vitest';
 import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
 
 export const BIN = fileURLToPath(new URL('../../bin/agentctl.js', import.meta.url));
@@ -98,6 +99,40 @@ export async function registerOver(url: string, agentName = 'Durable Agent') {
   if (response.status !== 200)
     throw new Error(`register answered ${response.status}: ${await response.text()}`);
   return { account, apiKey: RegisterResponse.parse(await response.json()).api_key };
+}
+
+/**
+ * Waits until `check` holds, looking every 25 ms; a check that throws counts as not yet.
+ * Throws after `timeoutMs`, saying so, rather than leave the test's own timeout to say less.
+ */
+export async function until(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (
+    !(await Promise.resolve()
+      .then(check)
+      .catch(() => false))
+  ) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** Deposits `amount` USDC into the moderate vault as the agent with `apiKey`; expects a 200. */
+export async function depositOver(url: string, apiKey: string, amount: number) {
+  const answer = await requestOver(
+    url,
+    '',
+    'POST',
+    '/api/v1/agent/vault/deposit',
+    { vault_id: 'moderate', amount_usdc: amount },
+    apiKey,
+  );
+  expect(answer.body).toMatchObject({ deposit_tx: expect.any(String) });
+  expect(answer.status).toBe(200);
+  return answer.body as { deposit_tx: Hex; shares_balance: string; agent_address: string };
 }
 
 /**
