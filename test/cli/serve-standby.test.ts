@@ -163,6 +163,30 @@ describe('the warm standby', () => {
     await deposit(sandbox.url, apiKey, 1);
   });
 
+  it('is replaced after a checkpoint asked for, which keeps a cheat method’s change that no block carries yet', async () => {
+    const sandbox = await serveState();
+    const { apiKey } = await registerOver(sandbox.url);
+    const { rpc_url: rpcUrl } = await info(sandbox.url);
+    await deposit(sandbox.url, apiKey, 2);
+    await standbyAtHead(sandbox.url);
+    const standby = pidIn('anvil-standby.pid');
+
+    const someone = '0x00000000000000000000000000000000000c4ea8';
+    await rpcCall(rpcUrl, 'anvil_setBalance', [someone, '0x5678']);
+    expect((await request(sandbox.url, 'POST', '/sandbox/checkpoint')).status).toBe(200);
+    await until(
+      async () =>
+        existsSync(join(state, 'anvil-standby.pid')) && pidIn('anvil-standby.pid') !== standby,
+    );
+    await standbyAtHead(sandbox.url);
+
+    // No block since the change: only a standby started from that checkpoint has it.
+    process.kill(pidIn('anvil.pid'), 'SIGKILL');
+    await until(async () => sandbox.stderr().includes('the chain is back'));
+    expect(sandbox.stderr()).toContain('holds the chain now');
+    expect(await rpcCall(rpcUrl, 'eth_getBalance', [someone, 'latest'])).toBe('0x5678');
+  });
+
   it('recovers when anvil dies while the next standby starts (a start waits for the producer the recovery holds)', async () => {
     const sandbox = await serveState();
     const { apiKey } = await registerOver(sandbox.url);

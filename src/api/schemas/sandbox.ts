@@ -55,8 +55,8 @@ export type ContractAddresses = z.infer<typeof ContractAddresses>;
 
 /**
  * The chain's warm standby (a second anvil that mines every logged block again, promoted when
- * the first one dies): `following` the log, at `block_number`; `starting` from a copy of the
- * chain; or `none` (no block logged yet, after a failure until the next try, or with
+ * the first one dies): `following` the log, at `block_number`; `starting` (from the checkpoint
+ * or a copy of the chain); or `none` (no block logged yet, after a failure until the next try, or with
  * --rpc-url).
  */
 export const StandbyStatus = z.object({

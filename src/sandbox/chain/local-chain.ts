@@ -331,6 +331,9 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
       removeCheckpointsExcept(stateDir, at.number);
+      // One asked for keeps what cheat methods changed since the last block, which the
+      // standby (it mines logged blocks only) lacks: it starts again from this checkpoint.
+      if (request.evenWithoutNewBlocks) standby.refresh();
       await options.afterCheckpoint?.(at.number, taken.observed).catch((error: unknown) => {
         log.warn(`after the checkpoint at block ${at.number}: ${(error as Error).message}`);
       });
@@ -392,17 +395,22 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     performance.now() - lastCheckpoint.at >=
       Math.max(sinceMs, CHECKPOINT_SPACING * lastCheckpoint.pauseMs);
   /** After blocks were logged: the standby mines them too, and a checkpoint may be due. */
-  const afterCommit = () => {
-    standby.follow();
+  const checkpointIfDue = () => {
     if (spaced(0) && producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
       checkpointInBackground();
     }
   };
+  const afterCommit = () => {
+    standby.follow();
+    checkpointIfDue();
+  };
   const poller = setInterval(() => {
     if (recovering || closing) return;
+    const before = producer.head();
     producer
       .poll()
-      .then(afterCommit)
+      // Others' blocks were logged: as after a write. (A checkpoint may be due either way.)
+      .then(() => (producer.head() === before ? checkpointIfDue() : afterCommit()))
       .catch((error: unknown) =>
         log.error(`polling the chain failed: ${(error as Error).message}`),
       );
@@ -461,7 +469,9 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       // No new recovery attempt; writes already queued finish first.
       closing = true;
       await recovering;
-      await standby.close();
+      await standby.close().catch((error: unknown) => {
+        log.warn(`stopping the standby: ${(error as Error).message}`);
+      });
       await producer.exclusive(async () => {});
       // A write that comes later is refused, rather than sent to an anvil about to stop.
       producer.stop(new ChainUnavailableError());

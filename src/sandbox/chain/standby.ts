@@ -99,6 +99,8 @@ export function createStandby(options: StandbyOptions) {
    * primary's state): the checkpoint and log cannot give the chain, the next start copies it.
    */
   let mustCopy = false;
+  /** A checkpoint asked for was taken: the standby is replaced (see refresh()). */
+  let refreshing = false;
   /** Set while a promotion, or the shutdown, holds the standby: no round starts. */
   let held = false;
   let closed = false;
@@ -127,6 +129,10 @@ export function createStandby(options: StandbyOptions) {
   }
 
   async function round(): Promise<void> {
+    if (refreshing) {
+      refreshing = false;
+      if (follower) await drop(follower);
+    }
     const current = follower;
     try {
       if (current) await catchUpOnce();
@@ -140,8 +146,8 @@ export function createStandby(options: StandbyOptions) {
     if (closed) return;
     starting = true;
     let anvil: AnvilProcess | undefined;
+    const pointer = readPointer(store);
     try {
-      const pointer = readPointer(store);
       let copy: ChainCopy;
       if (!mustCopy && options.logHead() - pointer.block <= REPLAY_AT_MOST) {
         copy = await checkpointCopy(options, pointer);
@@ -168,7 +174,13 @@ export function createStandby(options: StandbyOptions) {
       follower = { anvil: anvil as AnvilProcess, rpc, head: loaded, since: performance.now() };
       watch(follower.anvil);
     } catch (error) {
-      await anvil?.stop();
+      await anvil?.stop().catch(() => undefined);
+      // A checkpoint replaced the one it read meanwhile (and removed its file): no failure,
+      // the next round starts from the new one.
+      if (readPointer(store).block !== pointer.block) {
+        wanted = true;
+        return;
+      }
       throw error;
     } finally {
       starting = false;
@@ -242,7 +254,8 @@ export function createStandby(options: StandbyOptions) {
     if (closed) return;
     failures++;
     const wait = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** (failures - 1));
-    retryAt = Date.now() + wait;
+    // Never sooner than the spacing of copies asks (start() set it).
+    retryAt = Math.max(retryAt, Date.now() + wait);
     log.warn(`the standby anvil failed: ${error.message}; another starts in ${wait / 1000} s`);
     clearTimeout(retryTimer);
     retryTimer = setTimeout(follow, wait);
@@ -251,7 +264,9 @@ export function createStandby(options: StandbyOptions) {
 
   async function drop(which: Follower): Promise<void> {
     if (follower === which) follower = undefined;
-    await which.anvil.stop();
+    await which.anvil.stop().catch((error: unknown) => {
+      log.warn(`stopping the standby anvil (pid ${which.anvil.pid}): ${(error as Error).message}`);
+    });
   }
 
   /** A standby that exits on its own (killed, crashed) is a failure: another starts later. */
@@ -346,7 +361,7 @@ export function createStandby(options: StandbyOptions) {
           return undefined;
         }
         follower = undefined;
-        retryAt = Date.now() + NEXT_AFTER_PROMOTION_MS;
+        retryAt = Math.max(retryAt, Date.now() + NEXT_AFTER_PROMOTION_MS);
         clearTimeout(retryTimer);
         retryTimer = setTimeout(follow, NEXT_AFTER_PROMOTION_MS);
         retryTimer.unref();
@@ -362,6 +377,16 @@ export function createStandby(options: StandbyOptions) {
      */
     neededAfter(): number | undefined {
       return follower?.head.number;
+    },
+
+    /**
+     * After a checkpoint asked for (POST /sandbox/checkpoint), which keeps what cheat methods
+     * changed since the last block: a standby that has mined only logged blocks lacks it, so
+     * it is dropped and the next starts from that checkpoint (no pause of the producer).
+     */
+    refresh(): void {
+      refreshing = true;
+      follow();
     },
 
     status(): StandbyStatus {

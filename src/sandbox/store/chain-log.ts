@@ -12,7 +12,8 @@ interface BlockRow {
 
 /**
  * The chain log: blocks since the last checkpoint. Appended inside the durable transaction of
- * the write that made each block; cut back to the checkpoint once a newer one is on disk.
+ * the write that made each block; cut back once a newer checkpoint is on disk, to it or to the
+ * few blocks before it that the warm standby has yet to mine.
  */
 export function createChainLogStore(db: Database) {
   const insert = db.prepare(
