@@ -137,6 +137,7 @@ export function createStandby(options: StandbyOptions) {
     try {
       if (current) await catchUpOnce();
       else if (Date.now() >= retryAt) await start();
+      else retryLater(retryAt - Date.now());
     } catch (error) {
       await failed(error as Error, follower ?? current);
     }
@@ -257,8 +258,13 @@ export function createStandby(options: StandbyOptions) {
     // Never sooner than the spacing of copies asks (start() set it).
     retryAt = Math.max(retryAt, Date.now() + wait);
     log.warn(`the standby anvil failed: ${error.message}; another starts in ${wait / 1000} s`);
+    retryLater(retryAt - Date.now());
+  }
+
+  /** A round in `ms` (the one already set, if any, is replaced). */
+  function retryLater(ms: number): void {
     clearTimeout(retryTimer);
-    retryTimer = setTimeout(follow, wait);
+    retryTimer = setTimeout(follow, ms);
     retryTimer.unref();
   }
 
@@ -362,9 +368,7 @@ export function createStandby(options: StandbyOptions) {
         }
         follower = undefined;
         retryAt = Math.max(retryAt, Date.now() + NEXT_AFTER_PROMOTION_MS);
-        clearTimeout(retryTimer);
-        retryTimer = setTimeout(follow, NEXT_AFTER_PROMOTION_MS);
-        retryTimer.unref();
+        retryLater(retryAt - Date.now());
         return { anvil: chosen.anvil, head };
       } finally {
         held = false;
