@@ -134,7 +134,8 @@ describe('a chain no one else can stall', () => {
     await rpcCall(rpcUrl, 'evm_setNextBlockTimestamp', [Number(latest.timestamp) + 100]);
     const theirs = (await rpcCall(rpcUrl, 'eth_sendRawTransaction', [signed])) as Hex;
     await until(async () => (await rpcCall(rpcUrl, 'anvil_getAutomine')) === false);
-    expect(sandbox.stderr()).toContain('automine was turned on over the RPC URL');
+    // (Its log line may reach us after the RPC URL's answer.)
+    await until(() => sandbox.stderr().includes('automine was turned on over the RPC URL'));
     const second = await deposit(sandbox.url, apiKey, 6);
     const third = await deposit(sandbox.url, apiKey, 7);
     expect(sandbox.stderr()).not.toContain('rebuilding the chain');
@@ -251,8 +252,8 @@ describe('a chain no one else can stall', () => {
     // Part A was asked while the chain was being rebuilt, and said so.
     expect(seen.unavailable).toBeGreaterThan(0);
     await until(async () => (await request(sandbox.url, 'GET', '/health')).body.status === 'ok');
+    await until(() => sandbox.stderr().includes('the chain is back'));
     expect(sandbox.stderr()).toContain('restarting anvil and rebuilding the chain');
-    expect(sandbox.stderr()).toContain('the chain is back');
   });
 });
 

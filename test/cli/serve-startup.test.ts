@@ -3,6 +3,8 @@ import {
   chmodSync,
   chownSync,
   closeSync,
+  cpSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -16,7 +18,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SandboxInfo } from '../../src/api/schemas/index.ts';
@@ -66,10 +68,14 @@ interface Outcome {
  * Runs `agentctl serve ARGS` (behind `prefix`, a command that runs the rest) expecting a
  * refusal. A serve that starts anyway is stopped, and so is one that hangs.
  */
-function refusal(args: string[], prefix: string[] = []): Promise<Outcome> {
+function refusal(
+  args: string[],
+  prefix: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): Promise<Outcome> {
   const command = [...prefix, process.execPath, BIN, 'serve', '--port', '0', ...args];
   const child = spawn(command[0] as string, command.slice(1), {
-    env: { ...process.env, AGENTCTL_ADMIN_TOKEN: undefined },
+    env: { ...process.env, AGENTCTL_ADMIN_TOKEN: undefined, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -115,6 +121,44 @@ async function madeState(name = 'state'): Promise<string> {
   }
   return state;
 }
+
+describe('an anvil that is not there', () => {
+  it('says so when AGENTCTL_ANVIL_PATH points nowhere, rather than blame the checkpoint', async () => {
+    const nowhere = join(dir, 'no-such-anvil');
+    const outcome = await refusal([], [], { AGENTCTL_ANVIL_PATH: nowhere });
+    expectRefused(outcome, `AGENTCTL_ANVIL_PATH is ${nowhere}, which does not exist`);
+    expect(outcome.stderr).not.toContain('checkpoint');
+  });
+
+  it.runIf(!existsSync('/usr/bin/anvil') && !existsSync('/bin/anvil'))(
+    'names the package for this platform and the command that installs it, when none is installed',
+    async () => {
+      // agentctl as installed without its optional dependency: bin, dist and package.json
+      // alone, with no anvil on PATH.
+      const installed = join(dir, 'installed');
+      for (const part of ['bin', 'dist', 'package.json']) {
+        cpSync(join(dirname(BIN), '..', part), join(installed, part), { recursive: true });
+      }
+      const child = spawn(
+        process.execPath,
+        [join(installed, 'bin', 'agentctl.js'), 'serve', '--port', '0'],
+        { env: { HOME: dir, PATH: '/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stderr = '';
+      child.stderr.on('data', (chunk) => {
+        stderr += chunk;
+      });
+      const code = await new Promise((resolve) => child.on('exit', resolve));
+      const pkg = `@foundry-rs/anvil-${process.platform}-${process.arch === 'x64' ? 'amd64' : process.arch}`;
+      expectRefused(
+        { code: code as number, stderr },
+        `anvil is not installed`,
+        `npm install ${pkg}@`,
+      );
+      expect(stderr).not.toContain('checkpoint');
+    },
+  );
+});
 
 describe('a state directory that cannot be created', () => {
   it('names it and says why, where mkdir fails under a directory that exists (/proc)', async () => {

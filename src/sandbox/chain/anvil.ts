@@ -28,17 +28,54 @@ const BLOCK_GAS_LIMIT = 300_000_000;
 export class AnvilError extends StartupError {}
 
 /**
+ * anvil is not there to run: the start fails with this alone (not as a damaged checkpoint),
+ * naming the fix.
+ */
+export class AnvilMissingError extends AnvilError {}
+
+/** The anvil release agentctl depends on: package.json's optionalDependencies (a test checks). */
+export const ANVIL_VERSION = '1.7.1';
+
+/**
+ * The npm package holding anvil for `platform` and `arch`, as `@foundry-rs/anvil` names its
+ * platform packages (`@foundry-rs/anvil-darwin-arm64`, `…-linux-amd64`, `…-win32-amd64`).
+ */
+export function anvilPackage(platform: string = process.platform, arch: string = process.arch) {
+  return `@foundry-rs/anvil-${platform}-${arch === 'x64' ? 'amd64' : arch}`;
+}
+
+/** What to say when no anvil could be found for this platform. */
+export function anvilMissingMessage(
+  platform: string = process.platform,
+  arch: string = process.arch,
+): string {
+  const pkg = anvilPackage(platform, arch);
+  return (
+    `anvil is not installed: serve runs the one in the npm package ${pkg} (an optional ` +
+    "dependency of agentctl), or Foundry's anvil on PATH. Install it with " +
+    `\`npm install ${pkg}@${ANVIL_VERSION}\` where agentctl is installed (add -g for a global ` +
+    'install), set AGENTCTL_ANVIL_PATH to an anvil binary, or use --rpc-url'
+  );
+}
+
+/**
  * Where the anvil binary is: `AGENTCTL_ANVIL_PATH`, else the npm package
  * `@foundry-rs/anvil-<platform>-<arch>` (the binary package that `@foundry-rs/anvil`
  * itself installs), else `anvil` on PATH (a Foundry install).
  */
 export function resolveAnvilBinary(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.AGENTCTL_ANVIL_PATH) return env.AGENTCTL_ANVIL_PATH;
-  const arch = process.arch === 'x64' ? 'amd64' : process.arch;
+  if (env.AGENTCTL_ANVIL_PATH) {
+    if (!existsSync(env.AGENTCTL_ANVIL_PATH)) {
+      throw new AnvilMissingError(
+        `AGENTCTL_ANVIL_PATH is ${env.AGENTCTL_ANVIL_PATH}, which does not exist: point it at an anvil binary, or unset it to use the npm package ${anvilPackage()}`,
+      );
+    }
+    return env.AGENTCTL_ANVIL_PATH;
+  }
   const binary = process.platform === 'win32' ? 'anvil.exe' : 'anvil';
   const require = createRequire(import.meta.url);
   try {
-    const manifest = require.resolve(`@foundry-rs/anvil-${process.platform}-${arch}/package.json`);
+    const manifest = require.resolve(`${anvilPackage()}/package.json`);
     const path = join(manifest, '..', 'bin', binary);
     if (existsSync(path)) return path;
   } catch {
@@ -310,12 +347,12 @@ function waitForListening(child: ChildProcess, binary: string): Promise<string> 
       stderr = (stderr + chunk.toString()).slice(-2000);
     });
     child.once('error', (error: NodeJS.ErrnoException) => {
-      fail(
-        error.code === 'ENOENT'
-          ? `cannot run anvil (${binary}): install the optional dependency @foundry-rs/anvil-<platform>, ` +
-              'put Foundry’s anvil on PATH, set AGENTCTL_ANVIL_PATH, or use --rpc-url'
-          : `cannot run anvil (${binary}): ${error.message}`,
-      );
+      if (error.code === 'ENOENT') {
+        clearTimeout(timer);
+        reject(new AnvilMissingError(anvilMissingMessage()));
+        return;
+      }
+      fail(`cannot run anvil (${binary}): ${error.message}`);
     });
     const onEarlyExit = (code: number | null, signal: NodeJS.Signals | null) => {
       fail(`anvil exited before it was ready (${signal ?? `code ${code}`}): ${stderr.trim()}`);

@@ -5,6 +5,7 @@ import { gunzip } from 'node:zlib';
 import type { Hash, Hex } from 'viem';
 import { StartupError } from '../errors.ts';
 import type { Store } from '../store/index.ts';
+import { AnvilMissingError } from './anvil.ts';
 import {
   type Checkpoint,
   checkpointPath,
@@ -147,6 +148,8 @@ export async function loadChain(
     // anvil refuses to mine below its own start time; the log's blocks are older than that.
     await rpc.call('anvil_setTime', [source.block_timestamp]);
   } catch (error) {
+    // anvil missing is said as it is, not as a checkpoint anvil could not load.
+    if (error instanceof AnvilMissingError) throw error;
     throw new StartupError(
       `anvil could not load ${kind === 'copy' ? 'the copy of the chain' : 'the chain checkpoint'} at block ${source.block_number}: ${(error as Error).message}`,
     );
