@@ -255,7 +255,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
             log.warn(`after the rebuild: ${(error as Error).message}`);
           });
           log.warn(`the chain is back at block ${restored.head.number}`);
-          // A new standby, in the background, from a copy of the chain.
+          // A new standby, in the background (a second later after a promotion).
           standby.follow();
           return;
         } catch (error) {
@@ -394,12 +394,12 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     !closing &&
     performance.now() - lastCheckpoint.at >=
       Math.max(sinceMs, CHECKPOINT_SPACING * lastCheckpoint.pauseMs);
-  /** After blocks were logged: the standby mines them too, and a checkpoint may be due. */
   const checkpointIfDue = () => {
     if (spaced(0) && producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
       checkpointInBackground();
     }
   };
+  /** After blocks were logged: the standby mines them too, and a checkpoint may be due. */
   const afterCommit = () => {
     standby.follow();
     checkpointIfDue();
