@@ -191,23 +191,23 @@ export async function startAnvil(options: {
 function recorded(
   stateDir: string,
   initialRole: AnvilRole,
-  process: Pick<AnvilProcess, 'rpcUrl' | 'pid' | 'running' | 'exited'> & { port: number },
+  anvil: Pick<AnvilProcess, 'rpcUrl' | 'pid' | 'running' | 'exited'> & { port: number },
   end: () => Promise<void>,
 ): AnvilProcess {
   let role = initialRole;
   return {
-    rpcUrl: process.rpcUrl,
-    pid: process.pid,
-    running: process.running,
-    exited: process.exited,
+    rpcUrl: anvil.rpcUrl,
+    pid: anvil.pid,
+    running: anvil.running,
+    exited: anvil.exited,
     recordAs(next) {
-      writePidFile(stateDir, next, process.pid, process.port);
-      if (next !== role) removePidFile(stateDir, role, process.pid);
+      writePidFile(stateDir, next, anvil.pid, anvil.port);
+      if (next !== role) removePidFile(stateDir, role, anvil.pid);
       role = next;
     },
     async stop() {
       await end();
-      removePidFile(stateDir, role, process.pid);
+      removePidFile(stateDir, role, anvil.pid);
     },
   };
 }

@@ -35,6 +35,7 @@ import {
   type CheckpointPointer,
   currentPointer,
   LOAD_FILES,
+  lastLogged,
   latestHead,
   META_DEPLOYMENT,
   readPointer,
@@ -519,9 +520,8 @@ async function takeOver(
   const anvil = adoptAnvil(stateDir, found, 'primary');
   const rpc = createRpcClient(anvil.rpcUrl);
   try {
-    const pointer = currentPointer(options);
-    let last: { number: number; hash: Hash } = { number: pointer.block, hash: pointer.hash };
-    for (const block of store.chainLog.after(pointer.block)) last = block;
+    currentPointer(options);
+    const last = lastLogged(store);
     if (known === undefined) throw new Error('the database does not name its contracts');
     const deployment = JSON.parse(known) as Deployment;
     const [chainId, latest, logged] = await rpc.batch([

@@ -57,6 +57,15 @@ export function readPointer(store: Store): CheckpointPointer {
     : { block: GENESIS.block_number, hash: GENESIS.block_hash as Hash };
 }
 
+/** The chain's last logged block: the newest in the log, or the checkpoint's when none is past it. */
+export function lastLogged(store: Store): { number: number; hash: Hash } {
+  const pointer = readPointer(store);
+  const newest = store.chainLog.last();
+  return newest && newest.number > pointer.block
+    ? { number: newest.number, hash: newest.hash }
+    : { number: pointer.block, hash: pointer.hash };
+}
+
 export function writePointer(store: Store, pointer: CheckpointPointer): void {
   store.meta.set(META_CHECKPOINT, JSON.stringify(pointer));
 }

@@ -8,6 +8,7 @@ import type { BlockHead } from './producer.ts';
 import {
   type ChainCopy,
   checkpointCopy,
+  lastLogged,
   latestHead,
   loadChain,
   mineLogged,
@@ -298,8 +299,7 @@ export function createStandby(options: StandbyOptions) {
         const [chainId, head] = await Promise.all([rpc.call('eth_chainId'), latestHead(rpc)]);
         if (Number(chainId) !== GENESIS.chain_id) throw new Error('it is not the sandbox chain');
         const pointer = readPointer(store);
-        let last = { number: pointer.block, hash: pointer.hash };
-        for (const block of store.chainLog.after(pointer.block)) last = block;
+        const last = lastLogged(store);
         if (head.number > last.number) {
           // It only ever mines logged blocks: the log lost some (sandbox.db-wal damaged).
           options.checkUnlogged?.(last);
@@ -408,5 +408,3 @@ export function createStandby(options: StandbyOptions) {
     },
   };
 }
-
-export type Standby = ReturnType<typeof createStandby>;

@@ -24,6 +24,7 @@ export function createChainLogStore(db: Database) {
     'SELECT * FROM chain_blocks WHERE number > ? ORDER BY number LIMIT ?',
   );
   const byNumber = db.prepare('SELECT * FROM chain_blocks WHERE number = ?');
+  const newest = db.prepare('SELECT * FROM chain_blocks ORDER BY number DESC LIMIT 1');
   const truncate = db.prepare('DELETE FROM chain_blocks WHERE number <= ?');
   const rehash = db.prepare('UPDATE chain_blocks SET hash = ?, parent_hash = ? WHERE number = ?');
 
@@ -59,6 +60,11 @@ export function createChainLogStore(db: Database) {
     /** At most `limit` logged blocks after `number`, oldest first. */
     next(number: number, limit: number): LoggedBlock[] {
       return afterLimited.all(number, limit).map((row) => toBlock(row as unknown as BlockRow));
+    },
+    /** The newest logged block, if any. */
+    last(): LoggedBlock | undefined {
+      const row = newest.get() as BlockRow | undefined;
+      return row && toBlock(row);
     },
     find(number: number): LoggedBlock | undefined {
       const row = byNumber.get(number) as BlockRow | undefined;
