@@ -19,14 +19,29 @@ export interface GlobalOptions {
   dataUrl?: string;
 }
 
+/** Where a command writes: the process's streams, or a test's. */
+export interface Streams {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+}
+
+/** The context for a command commander has parsed (its options and every global one). */
+export function createContext(command: Command, env: NodeJS.ProcessEnv = process.env) {
+  return contextFrom(command.optsWithGlobals<GlobalOptions>(), env);
+}
+
 /**
  * What a command may use, built lazily: nothing (the config file, HTTP, colour) is loaded
- * until a command asks for it, so `--help` and `--version` stay fast.
+ * until a command asks for it, so `--help` and `--version` stay fast. Tests build one from
+ * plain values and call a command's run() with it, without the binary.
  *
  * Precedence for each setting: flag, then environment variable, then profile, then default.
  */
-export function createContext(command: Command, env: NodeJS.ProcessEnv = process.env) {
-  const globals = command.optsWithGlobals<GlobalOptions>();
+export function contextFrom(
+  globals: GlobalOptions,
+  env: NodeJS.ProcessEnv = process.env,
+  streams?: Streams,
+) {
   // An empty variable counts as unset (CI templates often expand a missing secret to "").
   const fromEnv = (name: string) => (env[name] === '' ? undefined : env[name]);
   const namedProfile = globals.profile ?? fromEnv('AGENTCTL_PROFILE');
@@ -94,6 +109,7 @@ export function createContext(command: Command, env: NodeJS.ProcessEnv = process
           json,
           quiet: Boolean(globals.quiet),
           verbose: Boolean(globals.verbose),
+          ...streams,
           colour: json
             ? NO_COLOUR
             : (await import('./io.ts')).colours(globals.color !== false, env),

@@ -78,3 +78,8 @@ export function rawWithAmount(raw: string, unit = ''): string {
   const fraction = digits.slice(-AMOUNT_DECIMALS).replace(/0+$/, '');
   return `${fraction ? `${whole}.${fraction}` : whole}${unit ? ` ${unit}` : ''} (${BigInt(raw)} raw)`;
 }
+
+/** 0x1234…abcd: an address in a human table or line; --wide and --json give it whole. */
+export function shortAddress(address: string): string {
+  return `${address.slice(0, 6)}…${address.slice(-4)}`;
+}

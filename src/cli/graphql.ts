@@ -96,9 +96,8 @@ export function parseVariables(pairs: readonly string[]): Record<string, unknown
 
 /** A vault address as given, or a vault id (moderate, …) looked up by name over GraphQL. */
 export async function vaultAddressOver(context: Context, value: string): Promise<string> {
-  const { checkAddress } = await import('./commands/lookup.ts');
+  const { checkAddress, vaultId } = await import('./args.ts');
   if (value.startsWith('0x')) return checkAddress('vault', value);
-  const { vaultId } = await import('./commands/deposit.ts');
   const id = vaultId(value);
   const client = await context.dataClient();
   const response = await client.graphql('{ vaults { address name } }');

@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { PROFILE_KEYS, type ProfileKey } from '../../config/keys.ts';
 import { action } from '../action.ts';
+import { checkAddress } from '../args.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { checkAddress } from './lookup.ts';
 
 const KEYS: readonly ProfileKey[] = PROFILE_KEYS;
 

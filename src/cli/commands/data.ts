@@ -1,11 +1,10 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
+import { checkAddress, usdcToRaw, vaultId, wholeNumber } from '../args.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { rawWithAmount } from '../format.ts';
-import { decimalText, vaultId } from './deposit.ts';
-import { checkAddress } from './lookup.ts';
 
 /**
  * `agentctl data`: Part B, the data API (REST under /v1). Its URL is --data-url,
@@ -19,26 +18,6 @@ const TRANSACTION_TYPES = ['deposit', 'withdraw', 'deposit_request', 'redeem_req
 const PERIODS = ['7d', '30d', '90d', '1y', 'all'];
 const INTERVALS = ['1h', '4h', '1d', '1w'];
 const PAGE_MAX = 100;
-
-const wholeNumber = (name: string, min: number, max: number) => (value: string) => {
-  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-    throw new InvalidArgumentError(`${name} must be a whole number from ${min} to ${max}`);
-  }
-  return Number(value);
-};
-
-/** A USDC amount as raw units (6 decimals), exactly. */
-function usdcToRaw(name: string, value: string): string {
-  const text = decimalText(name, value);
-  const match = /^(\d+)(?:\.(\d{1,6}))?$/.exec(text);
-  if (!match) {
-    throw new CliError(
-      `${name} ${value}: at most 6 decimals, for example 1000 or 12.5`,
-      EXIT.usage,
-    );
-  }
-  return BigInt(`${match[1]}${(match[2] ?? '').padEnd(6, '0')}`).toString();
-}
 
 const percent = (value: number) => `${Number(value.toFixed(4))} %`;
 const usdc = (raw: string) => rawWithAmount(raw, 'USDC');

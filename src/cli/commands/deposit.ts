@@ -1,40 +1,11 @@
 import { Command } from 'commander';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
+import { decimalText, vaultId } from '../args.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { amountWithRaw, rawWithAmount } from '../format.ts';
+import { amountWithRaw, rawWithAmount, shortAddress } from '../format.ts';
 import { confirmUnlessYes } from '../prompts.ts';
-import { didYouMean } from '../suggest.ts';
 import { canPrompt } from '../tty.ts';
-
-/** A vault id as the service knows it: any case, and a near miss gets a suggestion. */
-export function vaultId(value: string): string {
-  const id = value.toLowerCase();
-  if ((VAULT_IDS as readonly string[]).includes(id)) return id;
-  throw new CliError(
-    `vault ${value}: must be one of ${VAULT_IDS.join(', ')}${didYouMean(id, VAULT_IDS)}`,
-    EXIT.usage,
-  );
-}
-
-/**
- * A decimal number as typed, normalised for JSON: "12.5", ".5" and "1e3" are accepted;
- * a sign, a comma or a word is not.
- */
-export function decimalText(name: string, value: string): string {
-  if (!/^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(value)) {
-    throw new CliError(
-      `${name} ${value}: must be a positive number, for example 100, 12.5, .5 or 1e3`,
-      EXIT.usage,
-    );
-  }
-  return value.replace(/^\./, '0.').replace(/\.(?=$|[eE])/, '');
-}
-
-/** 0x1234…abcd */
-export function shortAddress(address: string): string {
-  return `${address.slice(0, 6)}…${address.slice(-4)}`;
-}
 
 export function depositCommand(): Command {
   return new Command('deposit')

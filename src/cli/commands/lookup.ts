@@ -1,19 +1,6 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
-import { CliError, EXIT } from '../exit-codes.ts';
-
-/**
- * Checks an address with the shared schema before any request (exit 2 when it is wrong).
- * Loaded lazily: the schema pulls in viem, which --help must not load.
- */
-export async function checkAddress(name: string, value: string): Promise<string> {
-  const { Address } = await import('../../api/schemas/index.ts');
-  const parsed = Address.safeParse(value);
-  if (!parsed.success) {
-    throw new CliError(`${name} ${value}: ${parsed.error.issues[0]?.message}`, EXIT.usage);
-  }
-  return parsed.data;
-}
+import { checkAddress } from '../args.ts';
 
 export function lookupCommand(): Command {
   return new Command('lookup')

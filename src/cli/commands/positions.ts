@@ -1,8 +1,8 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
+import { checkAddress } from '../args.ts';
 import { amountWithRaw } from '../format.ts';
 import type { Output } from '../output.ts';
-import { checkAddress } from './lookup.ts';
 
 interface PositionRow {
   vault_id?: string | undefined;

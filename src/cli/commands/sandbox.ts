@@ -2,11 +2,10 @@ import { Command, Option } from 'commander';
 import { type DecimalParts, decimalParts, plainDecimal } from '../../api/schemas/numbers.ts';
 import { STRATEGY_STATUSES, TIERS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
+import { checkAddress, decimalText } from '../args.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { didYouMean } from '../suggest.ts';
-import { decimalText } from './deposit.ts';
-import { checkAddress } from './lookup.ts';
 
 /** Calls the sandbox admin API with the token from --admin-token or AGENTCTL_ADMIN_TOKEN. */
 async function adminCall(
