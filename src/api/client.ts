@@ -89,6 +89,8 @@ export function createApiClient(options: ApiClientOptions) {
   const writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
   const transport = createTransport();
   const base = options.baseUrl.replace(/\/+$/, '');
+  /** The sandbox's clock as its last answer gave it (X-Sandbox-Time), and when that was. */
+  let sandboxTime: { seconds: number; seenAtMs: number } | undefined;
 
   async function send(
     method: string,
@@ -137,6 +139,8 @@ export function createApiClient(options: ApiClientOptions) {
         text = answer.text;
         options.onExchange?.(method, url, status, Math.round(performance.now() - started));
         retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
+        const stamped = Number(answer.headers['x-sandbox-time']);
+        if (Number.isSafeInteger(stamped)) sandboxTime = { seconds: stamped, seenAtMs: Date.now() };
       } catch (error) {
         const reason = networkReason(error);
         if (!retries && reason.timedOut) {
@@ -229,6 +233,13 @@ export function createApiClient(options: ApiClientOptions) {
 
   return {
     baseUrl: base,
+    /**
+     * Now by the service's clock, in ms, when an answer has carried one: the sandbox stamps
+     * every answer with X-Sandbox-Time (its clock moves with `sandbox advance`). Undefined
+     * otherwise, as for the live service, whose time is the wall clock.
+     */
+    sandboxNowMs: (): number | undefined =>
+      sandboxTime && sandboxTime.seconds * 1000 + (Date.now() - sandboxTime.seenAtMs),
     hasApiKey: async () => Boolean(await options.apiKey?.()),
     /** Any request, for `agentctl api`: the key is attached when there is one. */
     raw: (method: string, path: string, body?: unknown) =>

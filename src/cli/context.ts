@@ -155,6 +155,13 @@ export function contextFrom(
         onRetry: (reason, wait) => out.notice(`retrying in ${wait} ms (${reason})`),
       });
     },
+    /**
+     * Now, for relative hints ("in 3 h"): the sandbox's clock once one of its answers has
+     * carried it, else the wall clock (the live service's).
+     */
+    nowMs(): number {
+      return client?.sandboxNowMs() ?? dataClient?.sandboxNowMs() ?? Date.now();
+    },
     /** The client, after checking an API key is configured (exit 4 with a hint otherwise). */
     async authenticatedClient(): Promise<ApiClient> {
       const api = await context.client();

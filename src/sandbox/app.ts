@@ -84,6 +84,12 @@ export async function buildApp(options: AppOptions): Promise<App> {
   app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest('agent', null);
   registerJsonBody(app);
+  // Every answer carries the sandbox's clock, which `sandbox advance` moves: the command line
+  // computes its relative hints ("in 24 h") from it rather than from the wall clock.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    reply.header('x-sandbox-time', String(options.clock.nowSeconds()));
+    done(null, payload);
+  });
   registerErrorHandling(app, options.stateDir);
   if (options.requestSummaries) registerRequestSummaries(app);
   registerConnectionHandling(app, options.connections);
