@@ -48,6 +48,14 @@ describe('the package', () => {
     }
   });
 
+  it('needs nothing at run time but anvil: dist/ bundles every other module it runs', () => {
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+    expect(manifest.dependencies ?? {}).toEqual({});
+    expect(manifest.peerDependencies ?? {}).toEqual({});
+    for (const name of Object.keys(manifest.optionalDependencies))
+      expect(name).toMatch(/^@foundry-rs\/anvil-/);
+  });
+
   it('runs without source maps, and ships none', () => {
     expect(files.filter((file) => file.endsWith('.map'))).toEqual([]);
     expect(files).toContain('bin/agentctl.js');
