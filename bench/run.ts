@@ -22,6 +22,7 @@ import {
   healthUnderErrorFlood,
   rssUnderDocumentFlood,
 } from './graphql-hardening.ts';
+import { measureInstallSize, printInstallSize } from './install-size.ts';
 import { measureRecovery } from './recovery.ts';
 
 const QUICK = process.argv.includes('--quick');
@@ -537,6 +538,9 @@ console.log(
   `agentctl bench${QUICK ? ' --quick' : ''}: node ${process.version}, ${cpus().length} CPUs, ` +
     `${CONNECTIONS} connections, ${DURATION_SECONDS} s per load run\n`,
 );
+
+printInstallSize(measureInstallSize(), row);
+console.log();
 
 const startTemporary = await startupMs(() => []);
 const startPersistent = await startupMs(freshState);
