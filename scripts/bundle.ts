@@ -2,7 +2,10 @@
  * Builds dist/: the command line and the sandbox, bundled with esbuild into a few ES modules,
  * so that a start loads a handful of files instead of thousands (about half the start-up
  * time of `agentctl serve`). Dependencies are bundled too; what is loaded only by some
- * commands stays in chunks of its own, loaded on demand.
+ * commands stays in chunks of its own, loaded on demand. So package.json lists them all as
+ * devDependencies: an installed package holds dist/ and anvil's binary package, nothing else
+ * (test/cli/install.test.ts). A module that must stay outside the bundle would have to become
+ * a dependency again.
  *
  *   node scripts/bundle.ts
  */
