@@ -10,7 +10,7 @@ import { contextFrom } from '../../src/cli/context.ts';
 import { anvilVersionOf, findOnPath } from '../../src/cli/doctor/anvil.ts';
 import { type Check, renderChecks } from '../../src/cli/doctor/check.ts';
 import { checkNode, checkProfile, shellPath } from '../../src/cli/doctor/local.ts';
-import { changeUrlHint, type ServiceTarget } from '../../src/cli/doctor/service.ts';
+import { changeUrlHint, checkService, type ServiceTarget } from '../../src/cli/doctor/service.ts';
 import { NO_COLOUR } from '../../src/cli/output.ts';
 import { openConfig } from '../../src/config/profiles.ts';
 import { NODE_ENGINE } from '../../src/version.ts';
@@ -119,6 +119,78 @@ describe('fix lines', () => {
   });
 });
 
+describe('checkService: answers that are not a health body', () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    const open = server;
+    server = undefined;
+    if (!open) return;
+    open.closeAllConnections();
+    await new Promise((resolve) => open.close(resolve));
+  });
+
+  async function answering(status: number, headers: Record<string, string>, body = '') {
+    server = createServer((_request, response) => response.writeHead(status, headers).end(body));
+    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return {
+      url,
+      check: await checkService(
+        { name: 'base_url', url, source: 'profile', profile: 'default', profileNamed: false },
+        'agentctl/test',
+      ),
+    };
+  }
+
+  it('a redirect: the URL it leads to', async () => {
+    const { check } = await answering(301, { location: 'https://agents.example.org/health' });
+    expect(check).toMatchObject({ ok: false, reachable: true, status: null });
+    expect(check.detail).toContain('HTTP 301');
+    expect(check.detail).toContain('redirecting to https://agents.example.org/health');
+    expect(check.fix).toBe(
+      'use the URL it redirects to (https://agents.example.org): `agentctl config set base_url <url>`',
+    );
+  });
+
+  it('rate limited: wait for as long as it says', async () => {
+    const { check } = await answering(
+      429,
+      { 'content-type': 'application/json', 'retry-after': '12' },
+      JSON.stringify({ error: 'Too many requests' }),
+    );
+    expect(check.detail).toContain('HTTP 429 (application/json): Too many requests');
+    expect(check.fix).toBe('wait (in 12 s), then run `agentctl doctor` again');
+  });
+
+  it('a failing service: its own message, in one line', async () => {
+    const { check } = await answering(
+      503,
+      { 'content-type': 'application/json' },
+      JSON.stringify({ error: { code: 'INTERNAL_ERROR', message: 'down\nfor maintenance' } }),
+    );
+    expect(check.detail).toContain('HTTP 503 (application/json): down for maintenance');
+    expect(check.fix).toContain('tell the service operator');
+  });
+
+  it('a URL that is not http(s)', async () => {
+    const check = await checkService(
+      {
+        name: 'data_url',
+        url: 'ftp://x',
+        source: 'flag --data-url',
+        profile: 'default',
+        profileNamed: false,
+      },
+      'agentctl/test',
+    );
+    expect(check).toMatchObject({
+      ok: false,
+      detail: '"ftp://x" (flag --data-url) is not an http(s) URL',
+      fix: "pass the service's URL with --data-url <url>",
+    });
+  });
+});
+
 describe('renderChecks', () => {
   it('one line a check, the fix under a problem', () => {
     const checks: Check[] = [
@@ -136,8 +208,8 @@ describe('renderChecks', () => {
 describe('run', () => {
   let server: Server;
   afterEach(async () => {
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
   });
 
   function collector() {

@@ -75,7 +75,7 @@ export function checkConfig(
   env: NodeJS.ProcessEnv,
   modesApply = MODES_APPLY,
 ): Check {
-  const from = env.AGENTCTL_CONFIG_DIR ? 'from AGENTCTL_CONFIG_DIR' : 'the default';
+  const from = env.AGENTCTL_CONFIG_DIR ? 'from AGENTCTL_CONFIG_DIR' : 'the default place';
   if (config instanceof Error) {
     // conf names the file in its message: "The config file `…/config.json` is not valid JSON."
     const file = /`([^`]+)`/.exec(config.message)?.[1];
@@ -117,10 +117,20 @@ export function checkKeystores(dir: string, modesApply = MODES_APPLY): Check {
   if (!existsSync(dir)) {
     return passed('keystores', `none yet (${dir}; \`agentctl keys new\` creates one)`, facts);
   }
-  const files = readdirSync(dir)
-    .filter((file) => file.endsWith('.json') && !file.startsWith('.'))
-    .sort()
-    .map((file) => join(dir, file));
+  let files: string[];
+  try {
+    files = readdirSync(dir)
+      .filter((file) => file.endsWith('.json') && !file.startsWith('.'))
+      .sort()
+      .map((file) => join(dir, file));
+  } catch (error) {
+    return problem(
+      'keystores',
+      `cannot read ${dir}: ${(error as Error).message}`,
+      `chmod 700 ${shellPath(dir)} (as its owner)`,
+      facts,
+    );
+  }
   const count = `${files.length} keystore${files.length === 1 ? '' : 's'} in ${dir}`;
   if (!modesApply) return passed('keystores', count, facts);
   const found: string[] = [];

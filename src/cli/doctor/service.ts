@@ -57,6 +57,60 @@ function parseObject(text: string): Record<string, unknown> | undefined {
   }
 }
 
+/** A wait that will end, given by Retry-After in seconds. */
+function retryAfter(exchange: Exchange): string {
+  const seconds = Number(exchange.headers['retry-after']);
+  return Number.isFinite(seconds) && seconds > 0 ? ` (in ${Math.ceil(seconds)} s)` : '';
+}
+
+/** The service's own error message in a JSON error body, when it has one. */
+function errorMessage(text: string): string | undefined {
+  const body = parseObject(text);
+  const error = body?.error;
+  const nested =
+    typeof error === 'object' && error !== null ? (error as Record<string, unknown>) : undefined;
+  const message = typeof error === 'string' ? error : (nested?.message ?? body?.message);
+  return typeof message === 'string' ? message.replace(/\s+/g, ' ').slice(0, 200) : undefined;
+}
+
+/** A problem for an answer to GET /health that is not a health body. */
+function notHealth(target: ServiceTarget, health: Exchange, sandbox: boolean): Check {
+  const where = `${target.url} (${target.source}) answers GET /health with ${gist(health)}`;
+  const location = health.headers.location;
+  if (health.status >= 300 && health.status < 400 && typeof location === 'string') {
+    const moved = new URL(location, `${target.url.replace(/\/+$/, '')}/health`);
+    const suggested = moved.href.replace(/\/health\/?$/, '');
+    return problem(
+      target.name,
+      `${where}, redirecting to ${moved.href}`,
+      `use the URL it redirects to (${suggested}): ${changeUrlHint(target)}`,
+    );
+  }
+  const message = errorMessage(health.text);
+  const said = message ? `: ${message}` : '';
+  if (health.status === 429) {
+    return problem(
+      target.name,
+      `${where}${said}`,
+      `wait${retryAfter(health)}, then run \`agentctl doctor\` again`,
+    );
+  }
+  if (health.status >= 500) {
+    return problem(
+      target.name,
+      `${where}${said}`,
+      sandbox
+        ? "see why in the sandbox's log (`agentctl serve logs --state <dir>`), or restart it"
+        : 'wait, then run `agentctl doctor` again; if it stays so, tell the service operator',
+    );
+  }
+  return problem(
+    target.name,
+    `${where}, not a service's health: is it an agentctl service?`,
+    `point to the agent-vault service or a sandbox (\`agentctl serve\` prints its URL): ${changeUrlHint(target)}`,
+  );
+}
+
 /**
  * A service's URL: that it answers, its `/health` (ok, or degraded with a reason), and
  * whether it is a sandbox. The sandbox stamps every answer with `X-Sandbox-Time`; the live
@@ -117,12 +171,7 @@ export async function checkService(
           );
         }
       }
-      return problem(
-        target.name,
-        `${target.url} (${target.source}) answers GET /health with ${gist(health)}, not a service's health: is it an agentctl service?`,
-        `point to the agent-vault service or a sandbox (\`agentctl serve\` prints its URL): ${changeUrlHint(target)}`,
-        { ...reached, status: null },
-      );
+      return { ...notHealth(target, health, sandbox), ...reached, status: null };
     }
     const status = body.status;
     const build = [
