@@ -1,4 +1,5 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -6,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openConfig } from '../../src/config/profiles.ts';
 import { type CliResult, runCli } from '../helpers/cli.ts';
-import { type ServeProcess, startServe } from '../helpers/serve.ts';
+import { BIN, type ServeProcess, startServe } from '../helpers/serve.ts';
 
 /** A plain node:http server on a free loopback port, answering with `handler`. */
 async function plainServer(handler: RequestListener): Promise<{ url: string; server: Server }> {
@@ -249,6 +250,31 @@ describe('agentctl doctor finds problems', () => {
     );
     expect(fixOf(result.stdout, 'anvil')).toMatch(
       /^point AGENTCTL_ANVIL_PATH at an anvil binary, or `unset AGENTCTL_ANVIL_PATH` to use the npm package @foundry-rs\/anvil-/,
+    );
+  });
+
+  it('no anvil anywhere: names the package for this platform and the command that installs it', () => {
+    // An install without the optional anvil package: the bundle alone (it needs no
+    // node_modules), with nothing on PATH.
+    const install = join(configDir, 'install');
+    const root = join(BIN, '..', '..');
+    for (const part of ['bin', 'dist', 'package.json']) {
+      cpSync(join(root, part), join(install, part), { recursive: true });
+    }
+    const emptyPath = join(configDir, 'empty-bin');
+    mkdirSync(emptyPath);
+    const result = spawnSync(
+      process.execPath,
+      [join(install, 'bin', 'agentctl.js'), '--base-url', 'http://127.0.0.1:1', 'doctor'],
+      { env: { AGENTCTL_CONFIG_DIR: configDir, PATH: emptyPath }, encoding: 'utf8' },
+    );
+    expect(result.status).toBe(1);
+    const pkg = `@foundry-rs/anvil-${process.platform}-${process.arch === 'x64' ? 'amd64' : process.arch}`;
+    expect(lineOf(result.stdout, 'anvil')).toContain(
+      `not found: AGENTCTL_ANVIL_PATH is not set, the npm package ${pkg} is not installed, and there is no anvil on PATH`,
+    );
+    expect(fixOf(result.stdout, 'anvil')).toBe(
+      `install it: \`npm install ${pkg}@1.7.1\` where agentctl is installed (add -g for a global install), or set AGENTCTL_ANVIL_PATH to an anvil binary`,
     );
   });
 

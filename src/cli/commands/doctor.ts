@@ -16,7 +16,10 @@ export function doctorCommand(): Command {
         'fixes it. Exits 1 when anything is wrong. Never prompts; each network check gives up ' +
         'after 3 s.',
     )
-    .option('--data-url <url>', "the data API's URL (env AGENTCTL_DATA_URL; default: the base URL)")
+    .option(
+      '--data-url <url>',
+      "data API URL (env AGENTCTL_DATA_URL; default: the profile's data_url, else the base URL)",
+    )
     .addHelpText(
       'after',
       "\nExamples:\n  agentctl doctor\n  agentctl --profile live doctor\n  agentctl --json doctor | jq '.checks[] | select(.ok | not)'",

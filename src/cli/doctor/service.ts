@@ -5,7 +5,7 @@ import { type Check, passed, problem } from './check.ts';
 /** One try per request, bounded: doctor never waits on a service for long. */
 export const NETWORK_TIMEOUT_MS = 3_000;
 
-/** Status words that mean healthy (the sandbox says "ok"; other services say these). */
+/** Status words that mean healthy, as `agentctl health` judges them (the sandbox says "ok"). */
 const HEALTHY = new Set(['ok', 'healthy', 'up', 'pass']);
 
 /** Which URL a check is about, and where its value came from (as `config list` says it). */
@@ -36,13 +36,16 @@ function isLoopback(url: URL): boolean {
 /** A fix for a service that does not answer: on this machine, start a sandbox there. */
 function unreachableFix(target: ServiceTarget, url: URL): string {
   if (isLoopback(url) && url.protocol === 'http:') {
-    const port = url.port || '80';
-    return `start a sandbox there: \`agentctl serve --port ${port}\`; or point to a running service: ${changeUrlHint(target)}`;
+    const host = url.hostname === '[::1]' ? ' --host ::1' : '';
+    return `start a sandbox there: \`agentctl serve${host} --port ${url.port || '80'}\`; or point to a running service: ${changeUrlHint(target)}`;
   }
   return `check the network, or point to the right service: ${changeUrlHint(target)}`;
 }
 
-/** A short, one-line excerpt of a body that is not what was expected. */
+/**
+ * An answer that is not what was expected, by its status and content type: never its body
+ * (an HTML page would take many lines).
+ */
 function gist(exchange: Exchange): string {
   const type = String(exchange.headers['content-type'] ?? 'no content type').split(';')[0];
   return `HTTP ${exchange.status} (${type})`;
