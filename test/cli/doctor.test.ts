@@ -21,12 +21,11 @@ async function closed(server: Server): Promise<void> {
   await new Promise((resolve) => server.close(resolve));
 }
 
-/** A loopback URL nothing listens on: a port taken from the system, then given back. */
-async function deadUrl(): Promise<string> {
-  const { url, server } = await plainServer(() => undefined);
-  await closed(server);
-  return url;
-}
+/**
+ * A loopback URL nothing listens on: port 1 (tcpmux) is never served on a test machine, and
+ * unlike a port given back to the system, no other test can take it meanwhile.
+ */
+const NOTHING = 'http://127.0.0.1:1';
 
 /** The human line of one check (`ok       anvil  …` or `problem  anvil  …`). */
 function lineOf(stdout: string, name: string): string {
@@ -135,7 +134,7 @@ describe('agentctl doctor against a real serve', () => {
 
 describe('agentctl doctor finds problems', () => {
   it('nothing listening at the base URL: exit 1, with the command that starts a sandbox there', async () => {
-    const url = await deadUrl();
+    const url = NOTHING;
     const result = await doctor(['--base-url', url]);
     expect(result.code).toBe(1);
     expect(lineOf(result.stdout, 'base_url')).toMatch(
@@ -222,7 +221,7 @@ describe('agentctl doctor finds problems', () => {
     writeFileSync(safe, '{}', { mode: 0o600 });
     writeFileSync(open, '{}');
     chmodSync(open, 0o644);
-    const result = await doctor(['--base-url', await deadUrl()]);
+    const result = await doctor(['--base-url', NOTHING]);
     expect(result.code).toBe(1);
     expect(lineOf(result.stdout, 'keystores')).toContain(`${open} is mode 0644`);
     expect(lineOf(result.stdout, 'keystores')).not.toContain(safe);
@@ -233,7 +232,7 @@ describe('agentctl doctor finds problems', () => {
     openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('default', { api_key: 'agk_secretsecret' });
     chmodSync(configDir, 0o777);
     chmodSync(join(configDir, 'config.json'), 0o644);
-    const result = await doctor(['--base-url', await deadUrl()]);
+    const result = await doctor(['--base-url', NOTHING]);
     expect(lineOf(result.stdout, 'config')).toContain('is mode 0777, writable by others');
     expect(fixOf(result.stdout, 'config')).toBe(
       `chmod go-w ${configDir} && chmod 600 ${join(configDir, 'config.json')}`,
@@ -241,7 +240,7 @@ describe('agentctl doctor finds problems', () => {
   });
 
   it('AGENTCTL_ANVIL_PATH pointing nowhere: says so, and how to fix it', async () => {
-    const result = await doctor(['--base-url', await deadUrl()], {
+    const result = await doctor(['--base-url', NOTHING], {
       AGENTCTL_ANVIL_PATH: '/nowhere/anvil',
     });
     expect(result.code).toBe(1);
@@ -281,7 +280,7 @@ describe('agentctl doctor finds problems', () => {
   it('AGENTCTL_ANVIL_PATH naming something that is not anvil: does not run', async () => {
     const fake = join(configDir, 'anvil');
     writeFileSync(fake, '#!/bin/sh\necho broken >&2\nexit 3\n', { mode: 0o755 });
-    const result = await doctor(['--base-url', await deadUrl()], { AGENTCTL_ANVIL_PATH: fake });
+    const result = await doctor(['--base-url', NOTHING], { AGENTCTL_ANVIL_PATH: fake });
     expect(lineOf(result.stdout, 'anvil')).toContain(
       `${fake} (AGENTCTL_ANVIL_PATH) does not run: \`${fake} --version\` exited with 3: broken`,
     );
@@ -289,7 +288,7 @@ describe('agentctl doctor finds problems', () => {
 
   it('a profile named with --profile or AGENTCTL_PROFILE that does not exist', async () => {
     openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('work', { base_url: 'http://x.example' });
-    const url = await deadUrl();
+    const url = NOTHING;
     const byFlag = await doctor(['--profile', 'wrok', '--base-url', url]);
     expect(byFlag.code).toBe(1);
     expect(lineOf(byFlag.stdout, 'profile')).toContain(
@@ -307,7 +306,7 @@ describe('agentctl doctor finds problems', () => {
   it('--json: one object on stdout with every problem and its fix; the error on stderr; no secrets', async () => {
     const secret = 'agk_0123456789abcdef0123456789abcdef';
     openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('default', { api_key: secret });
-    const url = await deadUrl();
+    const url = NOTHING;
     const result = await doctor(['--json', '--base-url', url, '--api-key', `${secret}x`], {
       AGENTCTL_ANVIL_PATH: '/nowhere/anvil',
     });
