@@ -239,6 +239,20 @@ describe('agentctl doctor finds problems', () => {
     );
   });
 
+  it('a config file that is not JSON: the fix moves it aside; the URLs are still checked', async () => {
+    const file = join(configDir, 'config.json');
+    writeFileSync(file, '{"profiles": {', { mode: 0o600 });
+    const result = await doctor(['--json', '--base-url', NOTHING]);
+    const byName = Object.fromEntries(checksOf(result).checks.map((check) => [check.name, check]));
+    expect(byName.config).toMatchObject({
+      ok: false,
+      fix: `repair the file, or move it aside to start afresh: mv ${file} ${file}.bak`,
+    });
+    expect(byName.config?.detail).toContain('is not valid JSON');
+    expect(byName.keystores).toMatchObject({ ok: true, detail: 'not checked: see config' });
+    expect(byName.base_url).toMatchObject({ ok: false, url: NOTHING, reachable: false });
+  });
+
   it('AGENTCTL_ANVIL_PATH pointing nowhere: says so, and how to fix it', async () => {
     const result = await doctor(['--base-url', NOTHING], {
       AGENTCTL_ANVIL_PATH: '/nowhere/anvil',
