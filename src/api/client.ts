@@ -517,8 +517,15 @@ function errorBody(status: number, text: string): ErrorBody {
   };
 }
 
-/** Why a request failed, whether waiting may help, and whether it timed out. */
-function networkReason(error: unknown): { text: string; transient: boolean; timedOut: boolean } {
+/**
+ * Why a request failed, whether waiting may help, and whether it timed out (also for
+ * `agentctl doctor`, which makes its single tries with the transport directly).
+ */
+export function networkReason(error: unknown): {
+  text: string;
+  transient: boolean;
+  timedOut: boolean;
+} {
   const { code } = error as { code?: unknown };
   switch (code) {
     // Nothing listens there, or the name does not exist: waiting will not change it, so fail

@@ -13,7 +13,7 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 export const EXIT_CODE_HELP = `
 Exit codes:
   0    ok
-  1    service error or unexpected response, or not healthy (health, serve status)
+  1    service error or unexpected response, not healthy (health, serve status), or doctor found a problem
   2    usage or invalid input, including HTTP 400/404/409
   4    authentication or permission: 401, 403, 503 with no keys, or no key configured
   5    rate limited or cooling down: 429 or faucet cooldown

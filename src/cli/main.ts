@@ -5,6 +5,7 @@ import { completionCommand } from './commands/completion.ts';
 import { configCommand } from './commands/config.ts';
 import { dataCommand } from './commands/data.ts';
 import { depositCommand } from './commands/deposit.ts';
+import { doctorCommand } from './commands/doctor.ts';
 import { healthCommand } from './commands/health.ts';
 import { keysCommand } from './commands/keys.ts';
 import { leaderboardCommand } from './commands/leaderboard.ts';
@@ -37,6 +38,7 @@ const COMMANDS: ReadonlyArray<readonly [string, () => Command]> = [
   ['register', registerCommand],
   ['whoami', whoamiCommand],
   ['health', healthCommand],
+  ['doctor', doctorCommand],
   ['vaults', vaultsCommand],
   ['leaderboard', leaderboardCommand],
   ['stats', statsCommand],

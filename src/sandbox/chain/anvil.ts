@@ -44,6 +44,14 @@ export function anvilPackage(platform: string = process.platform, arch: string =
   return `@foundry-rs/anvil-${platform}-${arch === 'x64' ? 'amd64' : arch}`;
 }
 
+/** The command that installs anvil's package for this platform (run where agentctl is). */
+export function anvilInstallCommand(
+  platform: string = process.platform,
+  arch: string = process.arch,
+): string {
+  return `npm install ${anvilPackage(platform, arch)}@${ANVIL_VERSION}`;
+}
+
 /** What to say when no anvil could be found for this platform. */
 export function anvilMissingMessage(
   platform: string = process.platform,
@@ -53,7 +61,7 @@ export function anvilMissingMessage(
   return (
     `anvil is not installed: serve runs the one in the npm package ${pkg} (an optional ` +
     "dependency of agentctl), or Foundry's anvil on PATH. Install it with " +
-    `\`npm install ${pkg}@${ANVIL_VERSION}\` where agentctl is installed (add -g for a global ` +
+    `\`${anvilInstallCommand(platform, arch)}\` where agentctl is installed (add -g for a global ` +
     'install), set AGENTCTL_ANVIL_PATH to an anvil binary, or use --rpc-url'
   );
 }
