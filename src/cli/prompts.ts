@@ -1,5 +1,15 @@
 import { CliError, EXIT } from './exit-codes.ts';
+import type { TextPromptConfig } from './text-prompt.ts';
 import { canPrompt } from './tty.ts';
+
+/**
+ * One line of text on the terminal, each answer checked as it is given; a refused one is
+ * cleared with its reason shown, and Enter on an empty answer takes the default.
+ */
+export async function askText(config: TextPromptConfig): Promise<string> {
+  const { textPrompt } = await import('./text-prompt.ts');
+  return textPrompt(config);
+}
 
 /** Asks yes or no on the terminal. Loads inquirer only when a prompt is really shown. */
 export async function confirm(message: string): Promise<boolean> {

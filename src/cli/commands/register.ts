@@ -3,7 +3,7 @@ import { AGENT_TYPES } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { askNewPassword, hiddenPrompt } from '../prompts.ts';
+import { askNewPassword, askText, hiddenPrompt } from '../prompts.ts';
 import { canPrompt } from '../tty.ts';
 
 interface RegisterFlags {
@@ -37,9 +37,6 @@ function fieldsFrom(flags: RegisterFlags): Record<string, string> {
   );
 }
 
-/** A refused answer is cleared, with the reason shown, so the next one is typed afresh. */
-const CLEAR_ON_FAILURE = { validationFailureMode: 'clear' } as const;
-
 /** The flag that sets each register field, for messages. */
 const FLAG_OF: Record<string, string> = {
   agent_name: '--name',
@@ -69,7 +66,7 @@ async function fieldRule(field: Field): Promise<(value: string) => true | string
  * one created on the spot (its name checked at the prompt).
  */
 async function chooseKey(context: Context): Promise<{ key: string; password?: string }> {
-  const { input, select } = await import('@inquirer/prompts');
+  const { select } = await import('@inquirer/prompts');
   const { KEY_NAME } = await import('../../keystore/store.ts');
   const store = await context.keystores();
   const existing = store.list();
@@ -81,10 +78,9 @@ async function chooseKey(context: Context): Promise<{ key: string; password?: st
     ],
   });
   if (choice) return { key: choice };
-  const name = await input({
+  const name = await askText({
     message: 'Name for the new key',
     default: 'default',
-    theme: CLEAR_ON_FAILURE,
     validate: (value) =>
       !KEY_NAME.test(value)
         ? 'use letters, digits, dot, dash or underscore (at most 64), starting with a letter or digit'
@@ -103,7 +99,7 @@ async function chooseKey(context: Context): Promise<{ key: string; password?: st
 
 /** The wizard's questions, for what the flags left out; each answer is checked as it is typed. */
 async function askFields(flags: RegisterFlags, signer: string): Promise<RegisterFlags> {
-  const { input, select } = await import('@inquirer/prompts');
+  const { select } = await import('@inquirer/prompts');
   const filled = { ...flags };
   const ask = async (
     field: Field,
@@ -111,9 +107,8 @@ async function askFields(flags: RegisterFlags, signer: string): Promise<Register
     options: { optional?: boolean; default?: string } = {},
   ) => {
     const rule = await fieldRule(field);
-    return input({
+    return askText({
       message,
-      theme: CLEAR_ON_FAILURE,
       ...(options.default !== undefined && { default: options.default }),
       validate: (value) => (options.optional && value === '') || rule(value),
     });
