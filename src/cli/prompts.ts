@@ -49,3 +49,22 @@ export async function askNewPassword(): Promise<string> {
     process.stderr.write('The passwords differ; try again.\n');
   }
 }
+
+/**
+ * The password for a new keystore: --password-file, AGENTCTL_KEYSTORE_PASSWORD, or typed
+ * twice on a terminal; at least 8 characters.
+ */
+export async function newKeystorePassword(
+  env: NodeJS.ProcessEnv,
+  passwordFile: string | undefined,
+): Promise<string> {
+  const { keystorePassword } = await import('../keystore/signer.ts');
+  const password = await keystorePassword(
+    { env, passwordFile, askPassword: canPrompt() ? () => askNewPassword() : undefined },
+    'New keystore password',
+  );
+  if (password.length < 8) {
+    throw new CliError('the keystore password must be at least 8 characters', EXIT.usage);
+  }
+  return password;
+}

@@ -192,6 +192,8 @@ describe('the registration wizard', () => {
     await run.answer('Register Checked Bot with wallet', '\r');
     expect(await run.exited).toBe(0);
     expect(run.screen()).not.toMatch(/KeystoreError|\n\s+at /);
+    // scrypt's second or two is not silent: a spinner says what is happening.
+    expect(run.screen()).toContain('encrypting the new key');
     const stored = JSON.parse(readFileSync(join(config, 'config.json'), 'utf8'));
     expect(stored.profiles.default).toMatchObject({ keystore: 'wizkey' });
     expect(run.screen()).toContain(`(${stored.profiles.default.wallet_address})`);
@@ -236,6 +238,7 @@ describe('the registration wizard', () => {
     await run.answer('Operator address', '\r');
     expect(await run.exited).toBe(0);
     expect(run.screen()).toContain('registered Retry Bot');
+    expect(run.screen()).toContain('unlocking key signer');
 
     // Three wrong answers end it, with exit 4.
     const failing = onTerminal(
