@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { profileKey } from '../../src/cli/args.ts';
+import { run as configList } from '../../src/cli/commands/config/list.ts';
 import { run as configSet } from '../../src/cli/commands/config/set.ts';
 import { run as faucet } from '../../src/cli/commands/faucet.ts';
 import { run as keysImport } from '../../src/cli/commands/keys/import.ts';
@@ -222,5 +223,27 @@ describe('config set api_key binds the key to the service named for it', () => {
       api_key: `agk_${'c'.repeat(64)}`,
     });
     expect(stderr.text()).toContain('the key is sent only to https://agents.example.org');
+  });
+
+  it('says where a held key goes once base_url changes', async () => {
+    const { context, stderr } = contextWith(
+      {},
+      { base_url: 'http://127.0.0.1:8787', api_key: `agk_${'d'.repeat(64)}` },
+    );
+    await configSet({ key: 'base_url', value: 'http://127.0.0.1:8790' }, context);
+    expect(stderr.text()).toContain(
+      "the profile's API key now goes to http://127.0.0.1:8790 (it went to http://127.0.0.1:8787)",
+    );
+  });
+
+  it('config list marks a profile key the URL in effect would not get', async () => {
+    const { context, stdout } = contextWith(
+      { baseUrl: 'http://127.0.0.1:8790', json: true },
+      { base_url: 'http://127.0.0.1:8787', api_key: `agk_${'d'.repeat(64)}` },
+    );
+    await configList({}, context);
+    expect(JSON.parse(stdout.text()).sources.api_key).toBe(
+      'profile (not sent: issued for http://127.0.0.1:8787)',
+    );
   });
 });
