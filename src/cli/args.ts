@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { VAULT_IDS } from '../api/schemas/values.ts';
+import { PROFILE_KEYS, type ProfileKey } from '../config/keys.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { didYouMean } from './suggest.ts';
 
@@ -65,4 +66,13 @@ export async function checkAddress(name: string, value: string): Promise<string>
     throw new CliError(`${name} ${value}: ${parsed.error.issues[0]?.message}`, EXIT.usage);
   }
   return parsed.data;
+}
+
+/** A profile setting's name (`config get|set|unset`); a near miss gets a suggestion. */
+export function profileKey(value: string): ProfileKey {
+  if ((PROFILE_KEYS as readonly string[]).includes(value)) return value as ProfileKey;
+  throw new CliError(
+    `no setting named ${value}: the settings are ${PROFILE_KEYS.join(', ')}${didYouMean(value, PROFILE_KEYS)}`,
+    EXIT.usage,
+  );
 }

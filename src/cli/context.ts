@@ -51,6 +51,9 @@ export function contextFrom(
   let dataClient: ApiClient | undefined;
   // Set by the commands that create the profile they are given (register).
   let createsProfile = false;
+  /** The URLs a profile's key was withheld from (each is said once). */
+  const withheldFrom = new Set<string>();
+  const explicitApiKey = () => globals.apiKey ?? fromEnv('AGENTCTL_API_KEY');
 
   const context = {
     globals,
@@ -98,8 +101,41 @@ export function contextFrom(
       const given = globals.baseUrl ?? fromEnv('AGENTCTL_BASE_URL');
       return given ?? (await context.profile()).base_url ?? DEFAULT_BASE_URL;
     },
+    /**
+     * The API key in effect, before it is bound to a URL: --api-key, AGENTCTL_API_KEY, else
+     * the profile's. Requests go through apiKeyFor(url), which withholds a profile's key from
+     * other services.
+     */
     async apiKey(): Promise<string | undefined> {
-      return globals.apiKey ?? fromEnv('AGENTCTL_API_KEY') ?? (await context.profile()).api_key;
+      return explicitApiKey() ?? (await context.profile()).api_key;
+    },
+    /**
+     * The key a request to `url` carries, as gh binds a token to its host. A key given with
+     * --api-key or AGENTCTL_API_KEY goes wherever the command goes: the user chose both. A
+     * key stored in the profile belongs to the service that issued it: the profile's base URL
+     * (the default sandbox's when none is set) and its data URL (the same service's data API).
+     * Anywhere else it is withheld, and said so once per URL on stderr.
+     */
+    async apiKeyFor(url: string): Promise<string | undefined> {
+      const bound = await context.keyBinding(url);
+      if (bound.issuedFor !== undefined && !withheldFrom.has(url)) {
+        withheldFrom.add(url);
+        (await context.output()).notice(
+          `not sending the API key of profile "${context.profileName}" to ${url}: it was issued for ${bound.issuedFor}; pass --api-key or set AGENTCTL_API_KEY to send a key there`,
+        );
+      }
+      return bound.key;
+    },
+    /** apiKeyFor without the notice: the key for `url`, or the URL a withheld key belongs to. */
+    async keyBinding(url: string): Promise<{ key?: string; issuedFor?: string }> {
+      const explicit = explicitApiKey();
+      if (explicit !== undefined) return { key: explicit };
+      const profile = await context.profile();
+      if (profile.api_key === undefined) return {};
+      const home = profile.base_url ?? DEFAULT_BASE_URL;
+      const homes = [home, profile.data_url].filter((at): at is string => at !== undefined);
+      if (homes.some((at) => sameService(at, url))) return { key: profile.api_key };
+      return { issuedFor: home };
     },
     async output(): Promise<Output> {
       if (!output) {
@@ -147,7 +183,7 @@ export function contextFrom(
       }
       return createApiClient({
         baseUrl: url,
-        apiKey: () => context.apiKey(),
+        apiKey: () => context.apiKeyFor(url),
         userAgent: `agentctl/${VERSION}`,
         onExchange: (method, requestUrl, status, ms) =>
           out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),
@@ -165,6 +201,13 @@ export function contextFrom(
     /** The client, after checking an API key is configured (exit 4 with a hint otherwise). */
     async authenticatedClient(): Promise<ApiClient> {
       const api = await context.client();
+      const bound = await context.keyBinding(api.baseUrl);
+      if (bound.issuedFor !== undefined) {
+        throw new CliError(
+          `no API key for ${api.baseUrl}: the one in profile "${context.profileName}" was issued for ${bound.issuedFor} and is sent only there; pass --api-key or set AGENTCTL_API_KEY for this service, or drop --base-url`,
+          EXIT.auth,
+        );
+      }
       if (!(await api.hasApiKey())) {
         throw new CliError(
           `no API key for profile "${context.profileName}": run \`agentctl register\`, or pass --api-key or set AGENTCTL_API_KEY`,
@@ -185,6 +228,22 @@ export function contextFrom(
   return context;
 }
 export type Context = ReturnType<typeof createContext>;
+
+/**
+ * Whether two URLs name the same service: scheme, host and port (as URL normalises them,
+ * so `:80` on http is the same as none) and path, trailing slashes aside.
+ */
+export function sameService(a: string, b: string): boolean {
+  const key = (value: string) => {
+    try {
+      const url = new URL(value);
+      return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+    } catch {
+      return value;
+    }
+  };
+  return key(a) === key(b);
+}
 
 function isHttpUrl(value: string): boolean {
   try {

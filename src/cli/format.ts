@@ -83,3 +83,8 @@ export function rawWithAmount(raw: string, unit = ''): string {
 export function shortAddress(address: string): string {
   return `${address.slice(0, 6)}…${address.slice(-4)}`;
 }
+
+/** A profile setting as shown: an API key by its prefix only (it is a secret). */
+export function maskedSetting(key: string, value: string | undefined): string | undefined {
+  return key === 'api_key' && value ? `${value.slice(0, 12)}…` : value;
+}

@@ -1,5 +1,15 @@
 import { CliError, EXIT } from './exit-codes.ts';
+import type { TextPromptConfig } from './text-prompt.ts';
 import { canPrompt } from './tty.ts';
+
+/**
+ * One line of text on the terminal, each answer checked as it is given; a refused one is
+ * cleared with its reason shown, and Enter on an empty answer takes the default.
+ */
+export async function askText(config: TextPromptConfig): Promise<string> {
+  const { textPrompt } = await import('./text-prompt.ts');
+  return textPrompt(config);
+}
 
 /** Asks yes or no on the terminal. Loads inquirer only when a prompt is really shown. */
 export async function confirm(message: string): Promise<boolean> {
@@ -38,4 +48,23 @@ export async function askNewPassword(): Promise<string> {
     if (first === again) return first;
     process.stderr.write('The passwords differ; try again.\n');
   }
+}
+
+/**
+ * The password for a new keystore: --password-file, AGENTCTL_KEYSTORE_PASSWORD, or typed
+ * twice on a terminal; at least 8 characters.
+ */
+export async function newKeystorePassword(
+  env: NodeJS.ProcessEnv,
+  passwordFile: string | undefined,
+): Promise<string> {
+  const { keystorePassword } = await import('../keystore/signer.ts');
+  const password = await keystorePassword(
+    { env, passwordFile, askPassword: canPrompt() ? () => askNewPassword() : undefined },
+    'New keystore password',
+  );
+  if (password.length < 8) {
+    throw new CliError('the keystore password must be at least 8 characters', EXIT.usage);
+  }
+  return password;
 }

@@ -70,8 +70,9 @@ async function follow(
   show: (data: Record<string, unknown>) => void,
 ): Promise<void> {
   const out = await context.output();
-  const url = graphqlSocketUrl(await context.dataUrl());
-  const apiKey = await context.apiKey();
+  const dataUrl = await context.dataUrl();
+  const url = graphqlSocketUrl(dataUrl);
+  const apiKey = await context.apiKeyFor(dataUrl);
   let connectedOnce = false;
   let lost = false;
   /** The wait before the next reconnection: cleared at the end, so it holds no exit up. */

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import type { Hex, PrivateKeyAccount } from 'viem';
+import { readOptionFile } from './files.ts';
 import { type KeystoreDir, KeystoreError } from './store.ts';
 
 /** Everything a signer may come from, in the order resolveSigner tries them. */
@@ -14,6 +14,8 @@ export interface SignerSources {
   keystores: KeystoreDir;
   /** A hidden prompt, when prompting is allowed; undefined otherwise. */
   askPassword?: (message: string) => Promise<string>;
+  /** Runs a keystore's decryption (a second or two of scrypt), e.g. under a spinner. */
+  unlocking?: <T>(name: string, work: () => Promise<T>) => Promise<T>;
 }
 
 export interface ResolvedSigner {
@@ -63,7 +65,8 @@ async function unlock(
   for (let attempt = 1; ; attempt++) {
     const password = await keystorePassword(sources, `Password for key ${name}`);
     try {
-      const key = await sources.keystores.decrypt(name, password);
+      const decrypt = () => sources.keystores.decrypt(name, password);
+      const key = await (sources.unlocking ? sources.unlocking(name, decrypt) : decrypt());
       return {
         account: toAccount(`0x${Buffer.from(key).toString('hex')}`),
         source: `keystore ${name}`,
@@ -83,14 +86,13 @@ export async function keystorePassword(
   message: string,
 ): Promise<string> {
   if (sources.passwordFile) {
-    try {
-      // The first line: files written by `echo` end with a newline that is not part of it.
-      return readFileSync(sources.passwordFile, 'utf8').split(/\r?\n/)[0] ?? '';
-    } catch (error) {
-      throw new KeystoreError(
-        `--password-file ${sources.passwordFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
-      );
-    }
+    const text = readOptionFile(
+      '--password-file',
+      sources.passwordFile,
+      'the keystore password on its first line',
+    );
+    // The first line: files written by `echo` end with a newline that is not part of it.
+    return text.split(/\r?\n/)[0] ?? '';
   }
   const fromEnv = sources.env.AGENTCTL_KEYSTORE_PASSWORD;
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;

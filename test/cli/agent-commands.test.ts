@@ -44,7 +44,10 @@ describe('agent commands against serve', () => {
   it('wallet: human and --json', async () => {
     const human = await cli(['wallet']);
     expect(human.code).toBe(0);
-    expect(human.stdout).toMatch(/^usdc_balance\s+10000$/m);
+    // Every amount with its unit, under a readable label.
+    expect(human.stdout).toMatch(/^USDC\s+10000 USDC \(10000000000 raw\)$/m);
+    expect(human.stdout).toMatch(/^ETH\s+1 ETH \(1000000000000000000 wei\)$/m);
+    expect(human.stdout).not.toMatch(/usdc_balance|eth_balance/);
     const json = await cli(['--json', 'wallet']);
     expect(JSON.parse(json.stdout)).toMatchObject({ configured: true, usdc_balance: 10000 });
   });
@@ -314,7 +317,7 @@ describe('agent commands against serve', () => {
     [['stats'], /^total_agents\s+\d+$/m],
     [['leaderboard', '--limit', '3'], /CLI Agent/],
     [['proposals'], /proposals/],
-    [['eligibility'], /^eligible\s+(true|false)$/m],
+    [['eligibility'], /^eligible\s+(yes|no: not every criterion is met)$/m],
     [['keys', 'list'], /no keys|name/],
     [['sandbox', 'info'], /^chain_id\s+84532$/m],
   ])('%j in human mode', async (args, expected) => {

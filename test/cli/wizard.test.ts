@@ -64,6 +64,41 @@ function onTerminal(args: string[], env: NodeJS.ProcessEnv) {
   };
 }
 
+/**
+ * What a terminal shows once `raw` has been written to it: the cursor moves and erasures
+ * inquirer uses (up, down, column, erase line) are applied; other escapes are dropped.
+ */
+function visibleScreen(raw: string): string[] {
+  const lines: string[] = [''];
+  let row = 0;
+  let column = 0;
+  const put = (char: string) => {
+    const line = (lines[row] ?? '').padEnd(column, ' ');
+    lines[row] = line.slice(0, column) + char + line.slice(column + 1);
+    column += 1;
+  };
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: terminal escapes
+  const tokens = raw.match(/\u001b\[[?\d;]*[A-Za-z]|\u001b.|[\s\S]/g) ?? [];
+  for (const token of tokens) {
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: terminal escapes
+    const control = /^\u001b\[([?\d;]*)([A-Za-z])$/.exec(token);
+    if (control) {
+      const n = Number(control[1] || 1);
+      if (control[2] === 'A') row = Math.max(0, row - n);
+      else if (control[2] === 'B') row += n;
+      else if (control[2] === 'G') column = n - 1;
+      else if (control[2] === 'K')
+        lines[row] = control[1] === '2' ? '' : (lines[row] ?? '').slice(0, column);
+      while (lines.length <= row) lines.push('');
+    } else if (token === '\r') column = 0;
+    else if (token === '\n') {
+      row += 1;
+      while (lines.length <= row) lines.push('');
+    } else if (!token.startsWith('\u001b')) put(token);
+  }
+  return lines.map((line) => line.trimEnd());
+}
+
 describe('the registration wizard', () => {
   it('asks for every field, registers, and stores the API key', async () => {
     const key = generatePrivateKey();
@@ -157,10 +192,31 @@ describe('the registration wizard', () => {
     await run.answer('Register Checked Bot with wallet', '\r');
     expect(await run.exited).toBe(0);
     expect(run.screen()).not.toMatch(/KeystoreError|\n\s+at /);
+    // scrypt's second or two is not silent: a spinner says what is happening.
+    expect(run.screen()).toContain('encrypting the new key');
     const stored = JSON.parse(readFileSync(join(config, 'config.json'), 'utf8'));
     expect(stored.profiles.default).toMatchObject({ keystore: 'wizkey' });
     expect(run.screen()).toContain(`(${stored.profiles.default.wallet_address})`);
   }, 90_000);
+
+  it('leaves no error on the screen once a refused answer gives way to the default', async () => {
+    const key = generatePrivateKey();
+    const run = onTerminal(
+      ['--base-url', sandbox.url, 'register', '--name', 'Default Bot', '--yes'],
+      { AGENTCTL_CONFIG_DIR: mkdtempSync(join(dir, 'stale-')), AGENTCTL_PRIVATE_KEY: key },
+    );
+    // A wrong checksum is refused; Enter on the emptied answer then takes the default.
+    await run.answer('Operator address', '0x000000000000000000000000000000000000DEaD\r');
+    await run.answer('has an invalid EIP-55 checksum', '\r');
+    expect(await run.exited).toBe(0);
+    const screen = visibleScreen(run.screen());
+    expect(screen.join('\n')).toContain('registered Default Bot');
+    expect(screen.join('\n')).not.toContain('EIP-55');
+    // The accepted answer is the signer's address, and the registration follows at once.
+    const answered = screen.findIndex((line) => line.includes('Operator address'));
+    expect(screen.slice(answered).join('')).toContain(privateKeyToAccount(key).address);
+    expect(screen[answered + 2]).toMatch(/^registered Default Bot/);
+  }, 60_000);
 
   it('asks again after a wrong keystore password, up to 3 times', async () => {
     const config = mkdtempSync(join(dir, 'password-'));
@@ -182,6 +238,7 @@ describe('the registration wizard', () => {
     await run.answer('Operator address', '\r');
     expect(await run.exited).toBe(0);
     expect(run.screen()).toContain('registered Retry Bot');
+    expect(run.screen()).toContain('unlocking key signer');
 
     // Three wrong answers end it, with exit 4.
     const failing = onTerminal(

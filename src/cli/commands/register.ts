@@ -3,10 +3,13 @@ import { AGENT_TYPES } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { askNewPassword, hiddenPrompt } from '../prompts.ts';
+import type { Output } from '../output.ts';
+import { askNewPassword, askText, hiddenPrompt } from '../prompts.ts';
+import { didYouMean } from '../suggest.ts';
 import { canPrompt } from '../tty.ts';
 
-interface RegisterFlags {
+/** What `agentctl register` is given: its flags (the wizard fills the gaps on a terminal). */
+export interface RegisterOptions {
   key?: string;
   passwordFile?: string;
   name?: string;
@@ -22,7 +25,7 @@ interface RegisterFlags {
 }
 
 /** The fields of the register body, from the flags (the wizard fills the gaps first). */
-function fieldsFrom(flags: RegisterFlags): Record<string, string> {
+function fieldsFrom(flags: RegisterOptions): Record<string, string> {
   return Object.fromEntries(
     Object.entries({
       agent_name: flags.name,
@@ -36,9 +39,6 @@ function fieldsFrom(flags: RegisterFlags): Record<string, string> {
     }).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== ''),
   );
 }
-
-/** A refused answer is cleared, with the reason shown, so the next one is typed afresh. */
-const CLEAR_ON_FAILURE = { validationFailureMode: 'clear' } as const;
 
 /** The flag that sets each register field, for messages. */
 const FLAG_OF: Record<string, string> = {
@@ -69,7 +69,7 @@ async function fieldRule(field: Field): Promise<(value: string) => true | string
  * one created on the spot (its name checked at the prompt).
  */
 async function chooseKey(context: Context): Promise<{ key: string; password?: string }> {
-  const { input, select } = await import('@inquirer/prompts');
+  const { select } = await import('@inquirer/prompts');
   const { KEY_NAME } = await import('../../keystore/store.ts');
   const store = await context.keystores();
   const existing = store.list();
@@ -81,10 +81,9 @@ async function chooseKey(context: Context): Promise<{ key: string; password?: st
     ],
   });
   if (choice) return { key: choice };
-  const name = await input({
+  const name = await askText({
     message: 'Name for the new key',
     default: 'default',
-    theme: CLEAR_ON_FAILURE,
     validate: (value) =>
       !KEY_NAME.test(value)
         ? 'use letters, digits, dot, dash or underscore (at most 64), starting with a letter or digit'
@@ -92,18 +91,18 @@ async function chooseKey(context: Context): Promise<{ key: string; password?: st
   });
   const password = await askNewPassword();
   const { generatePrivateKey } = await import('viem/accounts');
-  const entry = await store.create(
-    name,
-    Buffer.from(generatePrivateKey().slice(2), 'hex'),
-    password,
+  const out = await context.output();
+  // scrypt takes a second or two: say what is happening.
+  const entry = await out.progress('encrypting the new key', () =>
+    store.create(name, Buffer.from(generatePrivateKey().slice(2), 'hex'), password),
   );
-  process.stderr.write(`Created key ${name}: ${entry.address}\n`);
+  out.info(`Created key ${name}: ${entry.address}`);
   return { key: name, password };
 }
 
 /** The wizard's questions, for what the flags left out; each answer is checked as it is typed. */
-async function askFields(flags: RegisterFlags, signer: string): Promise<RegisterFlags> {
-  const { input, select } = await import('@inquirer/prompts');
+async function askFields(flags: RegisterOptions, signer: string): Promise<RegisterOptions> {
+  const { select } = await import('@inquirer/prompts');
   const filled = { ...flags };
   const ask = async (
     field: Field,
@@ -111,9 +110,8 @@ async function askFields(flags: RegisterFlags, signer: string): Promise<Register
     options: { optional?: boolean; default?: string } = {},
   ) => {
     const rule = await fieldRule(field);
-    return input({
+    return askText({
       message,
-      theme: CLEAR_ON_FAILURE,
       ...(options.default !== undefined && { default: options.default }),
       validate: (value) => (options.optional && value === '') || rule(value),
     });
@@ -153,9 +151,15 @@ async function checkFields(fields: Record<string, string>): Promise<void> {
   };
   const checked = RegisterRequest.safeParse({ ...placeholder, ...fields });
   if (!checked.success) {
-    const problems = checked.error.issues.map(
-      (issue) => `${FLAG_OF[String(issue.path[0])] ?? String(issue.path[0])}: ${issue.message}`,
-    );
+    const problems = checked.error.issues.map((issue) => {
+      const field = String(issue.path[0]);
+      // The schema's enum message names the values in its own words; say it in ours.
+      if (field === 'agent_type') {
+        const given = fields.agent_type ?? '';
+        return `--type ${given}: must be one of ${AGENT_TYPES.join(', ')}${didYouMean(given, AGENT_TYPES)}`;
+      }
+      return `${FLAG_OF[field] ?? field}: ${issue.message}`;
+    });
     throw new CliError(problems.join('; '), EXIT.usage);
   }
 }
@@ -164,7 +168,7 @@ export function registerCommand(): Command {
   return new Command('register')
     .summary('register an agent and store its API key')
     .description(
-      'Register a wallet as an agent: get a nonce, sign it (EIP-191) with your key, submit, and store the one-time API key in the profile (created if new). On a terminal a wizard asks for what the flags leave out; in scripts, give --name (and a key). The operator defaults to the signing wallet.',
+      'Register a wallet as an agent: get a nonce, sign it (EIP-191) with your key, submit, and store the one-time API key in the profile (created if new), bound to the service that issued it. On a terminal a wizard asks for what the flags leave out; in scripts, give --name (and a key). The operator defaults to the signing wallet.',
     )
     .option('--key <name>', "keystore that signs (else AGENTCTL_PRIVATE_KEY, else the profile's)")
     .option('--password-file <file>', 'keystore password from the first line of FILE')
@@ -185,157 +189,133 @@ export function registerCommand(): Command {
       'after',
       '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader --name "Trend Bot" --type trading --yes\n  agentctl --profile second register      # a second agent, in a new profile',
     )
-    .action(
-      action(async (context, command) => {
-        context.createsProfile();
-        let flags = command.opts<RegisterFlags>();
-        const prompting = canPrompt();
-        // What can be refused without the key or the network is refused first.
-        const profile = await context.profile();
-        if (profile.api_key && !flags.force) {
-          throw new CliError(
-            `profile "${context.profileName}" already holds an API key; register into another profile (--profile NAME), or pass --force to replace it`,
-            EXIT.usage,
-          );
-        }
-        await checkFields(fieldsFrom(flags));
-        if (!prompting && flags.name === undefined)
-          throw new CliError('missing --name', EXIT.usage);
-
-        let newKeyPassword: string | undefined;
-        if (prompting && !flags.key && !context.env.AGENTCTL_PRIVATE_KEY && !profile.keystore) {
-          const chosen = await chooseKey(context);
-          flags = { ...flags, key: chosen.key };
-          newKeyPassword = chosen.password;
-        }
-        const { resolveSigner } = await import('../../keystore/signer.ts');
-        const signer = await resolveSigner({
-          keyName: flags.key,
-          profileKeystore: profile.keystore,
-          // The key the wizard just made is unlocked with the password just typed.
-          env: newKeyPassword ? {} : context.env,
-          passwordFile: newKeyPassword ? undefined : flags.passwordFile,
-          keystores: await context.keystores(),
-          askPassword: newKeyPassword ? async () => newKeyPassword : hiddenPrompt(),
-        });
-        const wallet = signer.account.address;
-        const client = await context.client();
-        const out = await context.output();
-        // Before any question: a wallet registers once.
-        const known = await client.lookup(wallet);
-        if (known.data.registered) {
-          throw new CliError(
-            `wallet ${wallet} is already registered, as ${known.data.agent_name}; register another key, or store this agent's API key with \`agentctl config set api_key\``,
-            EXIT.usage,
-            'conflict',
-          );
-        }
-        if (prompting) flags = await askFields(flags, wallet);
-        const fields: Record<string, string> = { operator_address: wallet, ...fieldsFrom(flags) };
-        await checkFields(fields);
-        if (prompting && !flags.yes) {
-          const { confirm } = await import('@inquirer/prompts');
-          const go = await confirm({
-            message: `Register ${fields.agent_name} with wallet ${wallet} on ${client.baseUrl} (profile ${context.profileName})?`,
-            default: true,
-          });
-          if (!go) throw new CliError('cancelled', EXIT.cancelled);
-        }
-
-        const nonce = await client.nonce(wallet);
-        const signature = await signer.account.signMessage({ message: nonce.data.message });
-        const response = await client.register({
-          ...fields,
-          wallet_address: wallet,
-          nonce: nonce.data.nonce,
-          signature,
-        } as Parameters<typeof client.register>[0]);
-        // The key is shown once: print the body first with --json, and never drop the key.
-        if (out.json) out.raw(response.text);
-        const apiKey = (response.data as { api_key?: unknown } | null)?.api_key;
-        if (typeof apiKey !== 'string' || apiKey === '') {
-          if (!out.json) out.generic(response.data);
-          throw new CliError(
-            'the service answered without an api_key; nothing was stored',
-            EXIT.failure,
-          );
-        }
-        const config = await context.config();
-        try {
-          config.set(context.profileName, {
-            api_key: apiKey,
-            wallet_address: wallet,
-            base_url: client.baseUrl,
-          });
-          if (signer.keystore) config.set(context.profileName, { keystore: signer.keystore });
-          else config.unset(context.profileName, 'keystore');
-        } catch (error) {
-          // Losing a one-time key is worse than showing it: say it once, on stderr.
-          out.error(
-            `warning: could not store the API key (${(error as Error).message}); it is ${apiKey}`,
-          );
-          throw new CliError('registered, but the API key could not be stored', EXIT.failure);
-        }
-        if (!out.json) {
-          out.writeResult(response, (result) =>
-            out.print(
-              `registered ${result.agent_name} (${wallet}) as agent ${result.agent_id}, tier ${result.tier}`,
-            ),
-          );
-          // The wallet the agent will act from, which the service holds (and funds in a sandbox).
-          const agentWallet = await client.wallet().then(
-            (answer) => answer.data.agent_address,
-            () => undefined,
-          );
-          if (agentWallet) {
-            out.print(
-              `its server-side wallet is ${agentWallet}: deposits, strategies and votes come from it`,
-            );
-          }
-        }
-        out.info(
-          `API key ${apiKey.slice(0, 12)}… stored in profile "${context.profileName}" (${config.path})`,
-        );
-      }),
-    );
+    .action(action((context, command) => run(command.opts<RegisterOptions>(), context)));
 }
 
-export function whoamiCommand(): Command {
-  return new Command('whoami')
-    .summary("registration lookup of the profile's wallet")
-    .description(
-      "Look up the registration of the profile's wallet (set by `agentctl register`), and show the agent's server-side wallet: the registered wallet signs the registration; the server-side wallet, which the service holds, sends deposits, strategies and votes.",
-    )
-    .addHelpText('after', '\nExample:\n  agentctl --profile live whoami')
-    .action(
-      action(async (context) => {
-        const profile = await context.profile();
-        if (!profile.wallet_address) {
-          throw new CliError(
-            `profile "${context.profileName}" has no wallet: run \`agentctl register\` (or \`agentctl config set wallet_address\`)`,
-            EXIT.usage,
-          );
-        }
-        const client = await context.client();
-        const out = await context.output();
-        if (out.json) return out.raw((await client.lookup.asReceived(profile.wallet_address)).text);
-        const response = await client.lookup(profile.wallet_address);
-        // The agent acts from its server-side wallet: show it too, when the key can ask.
-        const agentWallet = (await client.hasApiKey())
-          ? await client.wallet().then(
-              (answer) => answer.data.agent_address,
-              () => undefined,
-            )
-          : undefined;
-        out.fields({
-          profile: context.profileName,
-          service: client.baseUrl,
-          wallet: `${profile.wallet_address} (registered; signs the registration)`,
-          ...(agentWallet && {
-            agent_wallet: `${agentWallet} (server-side; deposits, strategies, votes, faucet)`,
-          }),
-          ...response.data,
-        });
-      }),
+export async function run(options: RegisterOptions, context: Context): Promise<void> {
+  context.createsProfile();
+  let flags = options;
+  const prompting = canPrompt();
+  // What can be refused without the key or the network is refused first.
+  const profile = await context.profile();
+  if (profile.api_key && !flags.force) {
+    throw new CliError(
+      `profile "${context.profileName}" already holds an API key; register into another profile (--profile NAME), or pass --force to replace it`,
+      EXIT.usage,
     );
+  }
+  await checkFields(fieldsFrom(flags));
+  if (!prompting && flags.name === undefined) throw new CliError('missing --name', EXIT.usage);
+  const client = await context.client();
+  const out = await context.output();
+  // Then the service: a password typed (or a key unlocked) for a service that is down is
+  // wasted. Only reachability counts here; any answer lets the registration say the rest.
+  await out.progress(`checking ${client.baseUrl}`, async () => {
+    const { UnreachableError } = await import('../../api/errors.ts');
+    await client.health().catch((error: unknown) => {
+      if (error instanceof UnreachableError) throw error;
+    });
+  });
+
+  let newKeyPassword: string | undefined;
+  if (prompting && !flags.key && !context.env.AGENTCTL_PRIVATE_KEY && !profile.keystore) {
+    const chosen = await chooseKey(context);
+    flags = { ...flags, key: chosen.key };
+    newKeyPassword = chosen.password;
+  }
+  const { resolveSigner } = await import('../../keystore/signer.ts');
+  const signer = await resolveSigner({
+    keyName: flags.key,
+    profileKeystore: profile.keystore,
+    // The key the wizard just made is unlocked with the password just typed.
+    env: newKeyPassword ? {} : context.env,
+    passwordFile: newKeyPassword ? undefined : flags.passwordFile,
+    keystores: await context.keystores(),
+    askPassword: newKeyPassword ? async () => newKeyPassword : hiddenPrompt(),
+    // scrypt takes a second or two: a spinner on a terminal says what is happening.
+    unlocking: (name, work) => out.progress(`unlocking key ${name}`, work),
+  });
+  const wallet = signer.account.address;
+  // Before any question: a wallet registers once.
+  const known = await client.lookup(wallet);
+  if (known.data.registered) {
+    throw new CliError(
+      `wallet ${wallet} is already registered, as ${known.data.agent_name}; register another key, or store this agent's API key with \`agentctl config set api_key\``,
+      EXIT.usage,
+      'conflict',
+    );
+  }
+  if (prompting) flags = await askFields(flags, wallet);
+  const fields: Record<string, string> = { operator_address: wallet, ...fieldsFrom(flags) };
+  await checkFields(fields);
+  if (prompting && !flags.yes) {
+    const { confirm } = await import('@inquirer/prompts');
+    const go = await confirm({
+      message: `Register ${fields.agent_name} with wallet ${wallet} on ${client.baseUrl} (profile ${context.profileName})?`,
+      default: true,
+    });
+    if (!go) throw new CliError('cancelled', EXIT.cancelled);
+  }
+
+  const nonce = await client.nonce(wallet);
+  const signature = await signer.account.signMessage({ message: nonce.data.message });
+  const response = await client.register({
+    ...fields,
+    wallet_address: wallet,
+    nonce: nonce.data.nonce,
+    signature,
+  } as Parameters<typeof client.register>[0]);
+  // The key is shown once: print the body first with --json, and never drop the key.
+  if (out.json) out.raw(response.text);
+  const apiKey = (response.data as { api_key?: unknown } | null)?.api_key;
+  if (typeof apiKey !== 'string' || apiKey === '') {
+    if (!out.json) out.generic(response.data);
+    throw new CliError('the service answered without an api_key; nothing was stored', EXIT.failure);
+  }
+  const config = await context.config();
+  try {
+    config.set(context.profileName, {
+      api_key: apiKey,
+      wallet_address: wallet,
+      // The key is bound to this service: it is sent only here (and to the profile's data_url).
+      base_url: client.baseUrl,
+    });
+    if (signer.keystore) config.set(context.profileName, { keystore: signer.keystore });
+    else config.unset(context.profileName, 'keystore');
+  } catch (error) {
+    // Losing a one-time key is worse than showing it: say it once, on stderr.
+    out.error(
+      `warning: could not store the API key (${(error as Error).message}); it is ${apiKey}`,
+    );
+    throw new CliError('registered, but the API key could not be stored', EXIT.failure);
+  }
+  if (!out.json) await reportRegistration(out, response, wallet, client);
+  out.info(
+    `API key ${apiKey.slice(0, 12)}… stored in profile "${context.profileName}" (${config.path})`,
+  );
+}
+
+type Client = Awaited<ReturnType<Context['client']>>;
+
+async function reportRegistration(
+  out: Output,
+  response: Awaited<ReturnType<Client['register']>>,
+  wallet: string,
+  client: Client,
+): Promise<void> {
+  out.writeResult(response, (result) =>
+    out.print(
+      `registered ${result.agent_name} (${wallet}) as agent ${result.agent_id}, tier ${result.tier}`,
+    ),
+  );
+  // The wallet the agent will act from, which the service holds (and funds in a sandbox).
+  const agentWallet = await client.wallet().then(
+    (answer) => answer.data.agent_address,
+    () => undefined,
+  );
+  if (agentWallet) {
+    out.print(
+      `its server-side wallet is ${agentWallet}: deposits, strategies and votes come from it`,
+    );
+  }
 }

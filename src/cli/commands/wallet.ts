@@ -1,56 +1,52 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
+import type { Context } from '../context.ts';
+import { amountWithRaw, rawWithAmount } from '../format.ts';
+import { showRead } from '../read.ts';
+
+/** `agentctl wallet` takes no options of its own. */
+export type WalletOptions = Record<string, never>;
 
 export function walletCommand(): Command {
   return new Command('wallet')
     .summary("the agent's server-side wallet")
-    .description("Show the agent's server-side wallet: address, network, ETH and USDC balances.")
-    .addHelpText('after', '\nExample:\n  agentctl wallet')
-    .action(
-      action(async (context) => {
-        const client = await context.authenticatedClient();
-        const out = await context.output();
-        if (out.json) return out.raw((await client.wallet.asReceived()).text);
-        const response = await client.wallet();
-        out.generic(response.data);
-      }),
-    );
-}
-
-export function eligibilityCommand(): Command {
-  return new Command('eligibility')
-    .summary('campaign eligibility')
-    .description('Show whether the agent is eligible for the campaign, criterion by criterion.')
-    .addHelpText('after', '\nExample:\n  agentctl eligibility --json')
-    .action(
-      action(async (context) => {
-        const response = await (await context.authenticatedClient()).eligibility();
-        const out = await context.output();
-        if (out.json) return out.raw(response.text);
-        out.generic(response.data);
-      }),
-    );
-}
-
-export function faucetCommand(): Command {
-  return new Command('faucet')
-    .summary('request testnet ETH for the agent wallet')
     .description(
-      "Ask the faucet for testnet ETH for the agent's wallet. During the cooldown (typically 24 hours) it exits 5 and says when to come back.",
+      "Show the agent's server-side wallet: address, network, ETH and USDC balances, and its vault positions.",
     )
-    .addHelpText('after', '\nExample:\n  agentctl faucet')
-    .action(
-      action(async (context) => {
-        const client = await context.authenticatedClient();
-        const out = await context.output();
-        const response = await out.progress('waiting for the drip to confirm', () =>
-          client.faucet(),
-        );
-        if (out.json) return out.raw(response.text);
-        out.print(
-          `received ${response.data.drip_amount_eth} ETH (${response.data.drip_amount_wei} wei) in ${response.data.agent_address}`,
-        );
-        out.print(`tx ${response.data.tx_hash}`);
+    .addHelpText('after', '\nExample:\n  agentctl wallet')
+    .action(action((context) => run({}, context)));
+}
+
+/** Wei as ETH, exactly: "1.5 ETH (1500000000000000000 wei)". */
+function ethWithWei(eth: string, wei: string): string {
+  return `${eth} ETH (${wei} wei)`;
+}
+
+export async function run(_options: WalletOptions, context: Context): Promise<void> {
+  const client = await context.authenticatedClient();
+  const out = await context.output();
+  await showRead(out, client.wallet, [], (wallet) => {
+    out.fields({
+      address: wallet.agent_address,
+      network: `${wallet.network} (chain id ${wallet.chain_id})`,
+      ETH: ethWithWei(wallet.eth_balance, wallet.eth_balance_wei),
+      gas: wallet.has_gas ? 'enough for transactions' : 'too little ETH: run `agentctl faucet`',
+      USDC: rawWithAmount(wallet.usdc_balance_raw, 'USDC'),
+      ...(wallet.protocol_token_balance !== undefined && {
+        'protocol token': `${wallet.protocol_token_balance} tokens`,
       }),
+      ...(!wallet.configured && { configured: 'no: the service has no wallet for this agent' }),
+    });
+    if (wallet.positions === undefined) return;
+    if (wallet.positions.length === 0) return out.print('positions: none');
+    out.print(out.colour.bold('positions'));
+    out.table(
+      ['vault', 'shares', 'value'],
+      wallet.positions.map((position) => [
+        position.vault_id ?? position.vault_name,
+        amountWithRaw(position.shares, 'shares'),
+        amountWithRaw(position.value_usdc),
+      ]),
     );
+  });
 }
