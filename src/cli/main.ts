@@ -3,7 +3,7 @@ import { VERSION } from '../version.ts';
 import { apiCommand } from './commands/api.ts';
 import { completionCommand } from './commands/completion.ts';
 import { configCommand } from './commands/config.ts';
-import { dataCommand } from './commands/data.ts';
+import { dataCommand } from './commands/data/index.ts';
 import { depositCommand } from './commands/deposit.ts';
 import { healthCommand } from './commands/health.ts';
 import { keysCommand } from './commands/keys.ts';
