@@ -9,6 +9,7 @@ import { run as history } from '../../src/cli/commands/data/history.ts';
 import { run as nodes } from '../../src/cli/commands/data/nodes.ts';
 import { run as positions } from '../../src/cli/commands/data/positions.ts';
 import { run as strategies } from '../../src/cli/commands/data/strategies.ts';
+import { run as strategy } from '../../src/cli/commands/data/strategy.ts';
 import { run as vaults } from '../../src/cli/commands/data/vaults.ts';
 import { contextFrom } from '../../src/cli/context.ts';
 
@@ -120,6 +121,18 @@ const BODIES: Record<string, unknown> = {
         maxDrawdown: 33.212345,
       },
     ],
+  },
+  [`/v1/strategies/0x${'3f'.repeat(32)}/performance`]: {
+    id: `0x${'3f'.repeat(32)}`,
+    name: 'Momentum Alpha',
+    status: 'live',
+    apy: 12.31,
+    sharpeRatio: 1.87,
+    maxDrawdown: 3.2,
+    returns: Array.from({ length: 120 }, (_, i) => ({
+      timestamp: new Date((NOW - (120 - i) * 86_400) * 1000).toISOString(),
+      value: i % 7 === 0 ? -0.5 : 0.2,
+    })),
   },
   '/v1/nodes': {
     nodes: [
@@ -249,5 +262,14 @@ describe('data tables with live-sized values', () => {
     expect(text.match(/^ +2026-08-31T12:00Z +2026-11-28T12:00Z$/gm)).toHaveLength(2);
     expect(text).toMatch(/^apy now +7\.9998 %$/m);
     expect(text).not.toContain('0.104 %');
+  });
+
+  it('strategy: its span with hints, and a chart with a time axis, within 80 columns', async () => {
+    const text = await output(strategy, { id: `0x${'3f'.repeat(32)}` });
+    expect(tooWide(text)).toEqual([]);
+    expect(text).toMatch(/^days +120$/m);
+    expect(text).toMatch(/^from +2026-07-31T12:00:00Z \(120 d ago\)$/m);
+    expect(text).toMatch(/^to +2026-11-27T12:00:00Z \(1 d ago\)$/m);
+    expect(text).toMatch(/│.*\n +└─+\n +2026-07-31 +2026-11-27$/m);
   });
 });
