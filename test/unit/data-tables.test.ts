@@ -46,6 +46,8 @@ const VAULT_LIST = {
       isERC7540: true,
       fulfillmentDelay: 86_400,
     }),
+    // A live service's vault whose name holds no vault id.
+    vaultItem('Delta Neutral Basis Trade Vault', `0x${'ab'.repeat(20)}`, '0'),
   ],
   totalTvl: '9999999999999',
   totalTvlUsd: 9_999_999.999999,
@@ -211,8 +213,9 @@ describe('data tables with live-sized values', () => {
       /│ moderate +│ 1234567\.123456 USDC +│ 15\.1235 % +│ conservative +│ no +│/,
     );
     expect(text).toMatch(/│ configurable +│ .*│ yes, 86400 s +│/);
+    expect(text).toMatch(/│ Delta Neutr… │ 0 USDC +│/);
     expect(text).toContain(
-      'total tvl 1234574.123456 USDC (1234574123456 raw) in the 2 vaults shown\n',
+      'total tvl 1234574.123456 USDC (1234574123456 raw) in the 3 vaults shown\n',
     );
     expect(text).toContain('all vaults 9999999.999999 USDC (9999999999999 raw)\n');
     const wide = await output(vaults, { wide: true });

@@ -4,6 +4,7 @@ import type { Context } from '../../context.ts';
 import { rawToDecimal, rawWithAmount } from '../../format.ts';
 import { showRead } from '../../read.ts';
 import {
+  clip,
   percent,
   signedUsdc,
   timeCell,
@@ -67,7 +68,7 @@ export async function run(options: DataPositionsOptions, context: Context): Prom
     out.table(
       ['vault', 'value\nshares', 'pnl', 'since'],
       body.positions.map((p) => [
-        vaultIdOf(p.vaultName) ?? p.vaultName,
+        vaultIdOf(p.vaultName) ?? clip(p.vaultName, 12),
         `${usdcShort(p.value)}\n${rawToDecimal(p.shares)} shares`,
         `${signedUsdc(p.pnl, false)}\n${percent(p.pnlPercent)}`,
         timeCell(p.depositedAt, now),

@@ -3,7 +3,7 @@ import { action } from '../../action.ts';
 import { usdcToRaw } from '../../args.ts';
 import type { Context } from '../../context.ts';
 import { showRead } from '../../read.ts';
-import { percent, usdc, usdcShort, vaultIdOf, wideOption } from './shared.ts';
+import { clip, percent, usdc, usdcShort, vaultIdOf, wideOption } from './shared.ts';
 
 const RISK_LEVELS = ['conservative', 'moderate', 'aggressive'];
 
@@ -55,7 +55,7 @@ export async function run(options: DataVaultsOptions, context: Context): Promise
       out.table(
         ['vault', 'tvl', 'apy', 'risk', 'ERC-7540'],
         body.vaults.map((vault) => [
-          vaultIdOf(vault.name) ?? vault.name,
+          vaultIdOf(vault.name) ?? clip(vault.name, 12),
           usdcShort(vault.tvl),
           percent(vault.apy),
           vault.riskLevel,
