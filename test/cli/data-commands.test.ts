@@ -270,7 +270,9 @@ describe('agentctl data in one voice (issue 22 §3)', () => {
     const positions = await cli(['data', 'positions']);
     expect(positions.stdout).toMatch(/│ \(2 d ago\) +│/);
     const stats = await cli(['data', 'stats']);
-    expect(stats.stdout).toMatch(/^updated at +\d{4}-\d\d-\d\dT[\d:]+Z \((now|\d+ (s|min|h) ago)\)$/m);
+    expect(stats.stdout).toMatch(
+      /^updated at +\d{4}-\d\d-\d\dT[\d:]+Z \((now|\d+ (s|min|h) ago)\)$/m,
+    );
     const wide = await cli(['data', 'transactions', '--type', 'deposit', '--wide']);
     expect(wide.stdout).toMatch(/│ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(2 d ago\) +│ deposit +│/);
   });

@@ -63,6 +63,9 @@ let server: Server;
 let url: string;
 let dir: string;
 let requests: URL[] = [];
+/** Transactions that arrive once the first page has been served (newest first). */
+let arriving: number[] = [];
+let arrived: number[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'agentctl-data-transactions-'));
@@ -90,10 +93,19 @@ beforeAll(async () => {
     if (asked.pathname === `/v1/users/${USER}/transactions`) {
       const limit = Number(asked.searchParams.get('limit') ?? 50);
       const offset = Number(asked.searchParams.get('offset') ?? 0);
-      const end = Math.min(TOTAL, offset + limit);
-      const transactions = [];
-      for (let i = offset; i < end; i++) transactions.push(transaction(i));
-      return send({ address: USER, transactions, total: TOTAL, limit, offset, extra: 'kept' });
+      const every = [...arrived, ...Array.from({ length: TOTAL }, (_, i) => i)];
+      const transactions = every.slice(offset, offset + limit).map(transaction);
+      // The newcomers land after this page: the next one's offsets are shifted by them.
+      arrived = [...arriving, ...arrived];
+      arriving = [];
+      return send({
+        address: USER,
+        transactions,
+        total: every.length,
+        limit,
+        offset,
+        extra: 'kept',
+      });
     }
     response.writeHead(404, { 'content-type': 'application/json' });
     response.end(JSON.stringify({ error: { code: 'NOT_FOUND', message: 'no', details: {} } }));
@@ -107,6 +119,8 @@ afterAll(async () => {
 });
 beforeEach(() => {
   requests = [];
+  arriving = [];
+  arrived = [];
 });
 
 /** A writable stream that keeps what is written. */
@@ -159,6 +173,25 @@ describe('data transactions run()', () => {
     );
     expect(body.transactions[0].extra).toBe('kept');
     expect(stderr).toBe('');
+  });
+
+  it('--all keeps each transaction once, and fetches those that arrived while it paged', async () => {
+    // Two transactions arrive after the first page: the next pages are shifted by two.
+    arriving = [-2, -1];
+    const { stdout } = await transactions({ all: true }, true);
+    const body = JSON.parse(stdout);
+    expect(body.total).toBe(TOTAL + 2);
+    expect(body.limit).toBe(TOTAL + 2);
+    expect(body.transactions.map((tx: { blockNumber: number }) => tx.blockNumber)).toEqual(
+      Array.from({ length: TOTAL + 2 }, (_, i) => 1002 - i),
+    );
+    // The three pages, then the top again for the newcomers.
+    expect(pagesAsked()).toEqual([
+      ['100', '0'],
+      ['100', '100'],
+      ['100', '200'],
+      ['100', '0'],
+    ]);
   });
 
   it('--all as a table: every transaction, no "more" hint, each line within 80 columns', async () => {

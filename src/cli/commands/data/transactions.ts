@@ -87,10 +87,18 @@ export async function run(options: DataTransactionsOptions, context: Context): P
   await table(out, body, options, context);
 }
 
+/** How many times --all goes back for transactions that arrived while it was paging. */
+const CATCH_UP_ROUNDS = 3;
+
 /**
  * Every page, gathered into one body of the same shape: the first page's fields (unknown ones
- * too, with --json), every transaction, the last page's total, `limit` the number gathered
- * and `offset` 0. With `asReceived`, the pages are taken as sent, not checked.
+ * too, with --json), every transaction once, the last page's total, `limit` the number
+ * gathered and `offset` 0. With `asReceived`, the pages are taken as sent, not checked.
+ *
+ * Pages are newest first, so a transaction that arrives while paging pushes the rest down a
+ * place: the next page would repeat one, and the newcomer would be missed. Each transaction is
+ * kept once (by hash, log index and type), and the newcomers are fetched from the top again
+ * until the count matches the total (a few rounds at most, under a steady stream).
  */
 export async function everyPage(
   client: ApiClient,
@@ -98,21 +106,45 @@ export async function everyPage(
   type: string | undefined,
   asReceived: boolean,
 ): Promise<Record<string, unknown> & { transactions: unknown[]; total: number }> {
-  const all: unknown[] = [];
-  let total = 0;
   let first: Record<string, unknown> | undefined;
-  for (let offset = 0; offset === 0 || offset < total; offset += PAGE_MAX) {
+  let total = 0;
+  const seen = new Set<string>();
+  /** One page: the transactions not gathered yet, and how many the page held. */
+  const page = async (offset: number) => {
     const query = { type, limit: PAGE_MAX, offset };
-    const page = (
+    const body = (
       asReceived
         ? (await client.data.transactions.asReceived(address, query)).data
         : (await client.data.transactions(address, query)).data
     ) as { transactions?: unknown[]; total?: number };
-    first ??= page as Record<string, unknown>;
-    total = Number(page.total ?? 0);
-    const items = page.transactions ?? [];
-    all.push(...items);
-    if (items.length === 0) break;
+    first ??= body as Record<string, unknown>;
+    total = Number(body.total ?? 0);
+    const items = body.transactions ?? [];
+    const fresh = items.filter((tx) => {
+      const { hash, logIndex, type } = (tx ?? {}) as Record<string, unknown>;
+      const key = `${hash}:${logIndex}:${type}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+    return { fresh, held: items.length };
+  };
+  const all: unknown[] = [];
+  for (let offset = 0; offset === 0 || offset < total; offset += PAGE_MAX) {
+    const { fresh, held } = await page(offset);
+    all.push(...fresh);
+    if (held === 0) break;
+  }
+  for (let round = 0; round < CATCH_UP_ROUNDS && all.length < total; round++) {
+    // Newcomers are at the top: read down until a page holds one already gathered.
+    const newcomers: unknown[] = [];
+    for (let offset = 0; ; offset += PAGE_MAX) {
+      const { fresh, held } = await page(offset);
+      newcomers.push(...fresh);
+      if (fresh.length < held || held < PAGE_MAX) break;
+    }
+    if (newcomers.length === 0) break;
+    all.unshift(...newcomers);
   }
   return { ...first, transactions: all, total, limit: all.length, offset: 0 };
 }
