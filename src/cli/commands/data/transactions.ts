@@ -5,6 +5,7 @@ import { wholeNumber } from '../../args.ts';
 import type { Context } from '../../context.ts';
 import { rawToDecimal, rawWithAmount } from '../../format.ts';
 import type { Output } from '../../output.ts';
+import { showRead } from '../../read.ts';
 import {
   timeCell,
   timeText,
@@ -82,9 +83,9 @@ export async function run(options: DataTransactionsOptions, context: Context): P
     return table(out, body as unknown as Page, options, context);
   }
   const query = { type: options.type, limit: options.limit, offset: options.offset };
-  if (out.json) return out.raw((await client.data.transactions.asReceived(address, query)).text);
-  const { data: body } = await client.data.transactions(address, query);
-  await table(out, body, options, context);
+  await showRead(out, client.data.transactions, [address, query], (body) =>
+    table(out, body, options, context),
+  );
 }
 
 /** How many times --all goes back for transactions that arrived while it was paging. */
