@@ -3,7 +3,7 @@
 
 _agentctl_subcommands() {
   case "$1" in
-    "") echo "keys register whoami health doctor vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet data watch eligibility api config completion sandbox serve" ;;
+    "") echo "keys register whoami health vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet data watch eligibility api config completion sandbox serve" ;;
     "keys") echo "new import list address remove" ;;
     "strategy") echo "submit list" ;;
     "data") echo "vaults vault history strategies strategy positions transactions stats nodes" ;;
@@ -27,7 +27,6 @@ _agentctl_options() {
     "register") echo "--key --password-file --name --type --description --operator --operator-email --operator-name --framework --repo-url --yes --force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "whoami") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "health") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "doctor") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "vaults") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "leaderboard") echo "--limit --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -97,7 +96,6 @@ _agentctl_option_values() {
     "register:--operator-name") echo "@none" ;;
     "register:--framework") echo "@none" ;;
     "register:--repo-url") echo "@none" ;;
-    "doctor:--data-url") echo "@none" ;;
     "leaderboard:--limit") echo "@none" ;;
     "positions:--wallet") echo "@none" ;;
     "nfts:--wallet") echo "@none" ;;

@@ -73,10 +73,19 @@ export function amountWithRaw(decimal: string | number, unit = 'USDC'): string {
 /** An amount the service gives in raw units ("12500000"), as a decimal beside them. */
 export function rawWithAmount(raw: string, unit = ''): string {
   if (!/^\d+$/.test(raw)) return raw;
+  return `${rawToDecimal(raw)}${unit ? ` ${unit}` : ''} (${BigInt(raw)} raw)`;
+}
+
+/**
+ * Raw units ("12500000") as the decimal they stand for ("12.5"), exactly, for a narrow table
+ * (--wide and --json give the raw units). Text that is not whole digits is returned as it is.
+ */
+export function rawToDecimal(raw: string): string {
+  if (!/^\d+$/.test(raw)) return raw;
   const digits = raw.padStart(AMOUNT_DECIMALS + 1, '0');
   const whole = digits.slice(0, -AMOUNT_DECIMALS).replace(/^0+(?=\d)/, '');
   const fraction = digits.slice(-AMOUNT_DECIMALS).replace(/0+$/, '');
-  return `${fraction ? `${whole}.${fraction}` : whole}${unit ? ` ${unit}` : ''} (${BigInt(raw)} raw)`;
+  return fraction ? `${whole}.${fraction}` : whole;
 }
 
 /** 0x1234…abcd: an address in a human table or line; --wide and --json give it whole. */

@@ -3,7 +3,7 @@ import { VERSION } from '../version.ts';
 import { apiCommand } from './commands/api.ts';
 import { completionCommand } from './commands/completion.ts';
 import { configCommand } from './commands/config/index.ts';
-import { dataCommand } from './commands/data.ts';
+import { dataCommand } from './commands/data/index.ts';
 import { depositCommand } from './commands/deposit.ts';
 import { doctorCommand } from './commands/doctor.ts';
 import { eligibilityCommand } from './commands/eligibility.ts';

@@ -10,6 +10,7 @@ let sandbox: ServeProcess;
 let dir: string;
 let apiKey: string;
 let agentAddress: string;
+let strategyId: string;
 
 beforeAll(async () => {
   sandbox = await startServe([
@@ -45,6 +46,19 @@ beforeAll(async () => {
     );
     expect(deposit.status).toBe(200);
   }
+  const strategy = await requestOver(
+    sandbox.url,
+    ADMIN,
+    'POST',
+    '/api/v1/agent/strategy/submit',
+    {
+      name: 'Momentum Alpha with a name longer than a narrow column',
+      description: 'A strategy for the data tables.',
+    },
+    apiKey,
+  );
+  expect(strategy.status).toBe(200);
+  strategyId = strategy.body.strategy_id;
   const advanced = await requestOver(sandbox.url, ADMIN, 'POST', '/sandbox/clock/advance', {
     seconds: 2 * 86_400,
   });
@@ -76,9 +90,11 @@ describe('agentctl data against serve', () => {
   it('vaults: a table, and --json as the service sent it', async () => {
     const human = await cli(['data', 'vaults', '--sort', 'tvl']);
     expect(human.code).toBe(0);
-    expect(human.stdout).toMatch(/Moderate USDC Vault/);
-    expect(human.stdout).toMatch(/ERC-7540, 3600 s/);
-    expect(human.stdout).toMatch(/^total tvl [\d.]+ USDC \(\d+ raw\)$/m);
+    expect(human.stdout).toMatch(/│ moderate +│/);
+    expect(human.stdout).toMatch(
+      /│ configurable +│ 7 USDC +│ [\d.]+ % +│ moderate +│ yes, 3600 s +│/,
+    );
+    expect(human.stdout).toMatch(/^total tvl [\d.]+ USDC \(\d+ raw\) in the 6 vaults shown$/m);
     const json = await cli(['--json', 'data', 'vaults', '--risk', 'moderate']);
     expect(json.code).toBe(0);
     const body = JSON.parse(json.stdout);
@@ -96,7 +112,7 @@ describe('agentctl data against serve', () => {
     const history = await cli(['data', 'history', 'moderate', '--period', '7d']);
     expect(history.code).toBe(0);
     expect(history.stdout).toContain('TVL (USDC)');
-    expect(history.stdout).toContain('APY (%)');
+    expect(history.stdout).toContain('APY over each 1d (%)');
     expect(history.stdout).toMatch(/│[ ▁▂▃▄▅▆▇█]+$/m);
     const json = await cli(['--json', 'data', 'history', 'moderate', '--interval', '1w']);
     expect(JSON.parse(json.stdout)).toMatchObject({ period: '30d', interval: '1w' });
@@ -119,7 +135,8 @@ describe('agentctl data against serve', () => {
     expect(body.positions).toHaveLength(2);
     const transactions = await cli(['data', 'transactions', '--type', 'deposit_request']);
     expect(transactions.code).toBe(0);
-    expect(transactions.stdout).toMatch(/deposit_request\s*│\s*claimed/);
+    // The status under the type.
+    expect(transactions.stdout).toMatch(/│ deposit_request +│.*\n│ .*│ claimed +│/);
     const all = await cli(['--json', 'data', 'transactions', agentAddress, '--all']);
     const every = JSON.parse(all.stdout);
     expect(every.transactions.length).toBe(every.total);
@@ -199,5 +216,107 @@ describe('agentctl data against serve', () => {
     // The data URL, not the base URL, is asked.
     const elsewhere = await cli(['data', 'stats'], { AGENTCTL_DATA_URL: 'http://127.0.0.1:9' });
     expect(elsewhere.code).toBe(6);
+  });
+});
+
+/** The lines of a human output wider than 80 columns (characters, as a terminal counts them). */
+const wideLines = (text: string) => text.split('\n').filter((line) => [...line].length > 80);
+
+describe('agentctl data in one voice (issue 22 §3)', () => {
+  it('every table fits 80 columns; --wide gives the whole values', async () => {
+    const verbs = [
+      ['vaults'],
+      ['vaults', '--risk', 'moderate'],
+      ['vault', 'moderate'],
+      ['history', 'moderate'],
+      ['history', 'configurable', '--period', '7d', '--interval', '1h'],
+      ['strategies'],
+      ['strategy', strategyId],
+      ['positions'],
+      ['transactions'],
+      ['stats'],
+      ['nodes'],
+    ];
+    for (const verb of verbs) {
+      const result = await cli(['data', ...verb]);
+      expect(result.code, verb.join(' ')).toBe(0);
+      expect(result.stdout.split('\n').length, verb.join(' ')).toBeGreaterThan(3);
+      expect(wideLines(result.stdout), verb.join(' ')).toEqual([]);
+    }
+    const vaults = JSON.parse((await cli(['--json', 'data', 'vaults'])).stdout).vaults;
+    const moderate = vaults.find((vault: { name: string }) => /moderate/i.test(vault.name));
+    // Narrow tables name a vault by its id; --wide shows its address whole.
+    const narrow = await cli(['data', 'transactions']);
+    expect(narrow.stdout).not.toContain(moderate.address);
+    expect(narrow.stdout).toMatch(/│ moderate +│/);
+    const wide = await cli(['data', 'transactions', '--wide']);
+    expect(wide.stdout).toContain(moderate.address);
+    expect(wide.stdout).toMatch(/│ 0x[0-9a-f]{64} │/);
+    expect(wide.stdout).toMatch(/│ 20 USDC \(20000000 raw\) +│/);
+    expect((await cli(['data', 'vaults', '--wide'])).stdout).toContain(moderate.address);
+    expect((await cli(['data', 'positions', '--wide'])).stdout).toContain(moderate.address);
+    expect((await cli(['data', 'strategies', '--wide'])).stdout).toContain(strategyId);
+    expect((await cli(['data', 'strategies'])).stdout).toContain(
+      `${strategyId.slice(0, 6)}…${strategyId.slice(-4)}`,
+    );
+  });
+
+  it('times are ISO 8601 with a hint by the sandbox clock', async () => {
+    // The deposits were made, then the clock advanced two days.
+    const transactions = await cli(['data', 'transactions', '--type', 'deposit']);
+    expect(transactions.stdout).toMatch(
+      /│ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +│ deposit +│.*\n│ \(2 d ago\) +│ fulfilled +│/,
+    );
+    const positions = await cli(['data', 'positions']);
+    expect(positions.stdout).toMatch(/│ \(2 d ago\) +│/);
+    const stats = await cli(['data', 'stats']);
+    expect(stats.stdout).toMatch(
+      /^updated at +\d{4}-\d\d-\d\dT[\d:]+Z \((now|\d+ (s|min|h) ago)\)$/m,
+    );
+    const wide = await cli(['data', 'transactions', '--type', 'deposit', '--wide']);
+    expect(wide.stdout).toMatch(/│ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(2 d ago\) +│ deposit +│/);
+  });
+
+  it('history names the vault, shows the APY data vault shows, and labels its time axis', async () => {
+    const history = await cli(['data', 'history', 'moderate']);
+    expect(history.code).toBe(0);
+    expect(history.stdout).toMatch(/^vault +Moderate USDC Vault \(moderate\)$/m);
+    expect(history.stdout).toMatch(/^from +\d{4}-\d\d-\d\dT[\d:]+Z \(\d+ d ago\)$/m);
+    // Under each chart, an axis and its first and last times.
+    expect(
+      history.stdout.match(
+        /│.*\n +└─+\n +\d{4}-\d\d-\d\dT\d\d:\d\dZ +\d{4}-\d\d-\d\dT\d\d:\d\dZ$/gm,
+      ),
+    ).toHaveLength(2);
+    const vault = await cli(['data', 'vault', 'moderate']);
+    const apyNow = (text: string) => /^apy now +(.+)$/m.exec(text)?.[1];
+    expect(apyNow(vault.stdout)).toMatch(/^[\d.]+ %$/);
+    expect(apyNow(history.stdout)).toBe(apyNow(vault.stdout));
+    // The same quantity: the vault detail's apy.current, in percent.
+    const detail = JSON.parse((await cli(['--json', 'data', 'vault', 'moderate'])).stdout);
+    expect(apyNow(vault.stdout)).toBe(`${Number(detail.apy.current.toFixed(4))} %`);
+  });
+
+  it('a filtered vault list totals the vaults it shows', async () => {
+    const filtered = await cli(['data', 'vaults', '--risk', 'moderate', '--min-tvl', '10']);
+    expect(filtered.code).toBe(0);
+    const shown = JSON.parse(
+      (await cli(['--json', 'data', 'vaults', '--risk', 'moderate', '--min-tvl', '10'])).stdout,
+    );
+    expect(shown.vaults).toHaveLength(1);
+    const sum = shown.vaults.reduce(
+      (total: bigint, v: { tvl: string }) => total + BigInt(v.tvl),
+      0n,
+    );
+    expect(filtered.stdout).toMatch(
+      new RegExp(`^total tvl [\\d.]+ USDC \\(${sum} raw\\) in the vault shown$`, 'm'),
+    );
+    // The service's total, of every vault, is labelled as such.
+    expect(filtered.stdout).toMatch(
+      new RegExp(`^all vaults [\\d.]+ USDC \\(${shown.totalTvl} raw\\)$`, 'm'),
+    );
+    expect(BigInt(shown.totalTvl)).toBeGreaterThan(sum);
+    const none = await cli(['data', 'vaults', '--min-tvl', '1000000']);
+    expect(none.stdout).toBe('no vaults match\n');
   });
 });
