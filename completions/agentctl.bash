@@ -3,7 +3,7 @@
 
 _agentctl_subcommands() {
   case "$1" in
-    "") echo "keys register whoami health vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet data watch eligibility api config completion sandbox serve" ;;
+    "") echo "keys register whoami health doctor vaults leaderboard stats lookup proposals positions nfts wallet deposit strategy vote faucet data watch eligibility api config completion sandbox serve" ;;
     "keys") echo "new import list address remove" ;;
     "strategy") echo "submit list" ;;
     "data") echo "vaults vault history strategies strategy positions transactions stats nodes" ;;
@@ -27,6 +27,7 @@ _agentctl_options() {
     "register") echo "--key --password-file --name --type --description --operator --operator-email --operator-name --framework --repo-url --yes --force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "whoami") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "health") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "doctor") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "vaults") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "leaderboard") echo "--limit --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -42,15 +43,15 @@ _agentctl_options() {
     "vote") echo "--reason --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "faucet") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "data") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "data vaults") echo "--risk --min-tvl --sort --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "data vault") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data vaults") echo "--risk --min-tvl --sort --wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data vault") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "data history") echo "--period --interval --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "data strategies") echo "--status --min-sharpe --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data strategies") echo "--status --min-sharpe --wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "data strategy") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "data positions") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "data transactions") echo "--type --limit --offset --all --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data positions") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data transactions") echo "--type --limit --offset --all --wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "data stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "data nodes") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "data nodes") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "watch") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "watch vault") echo "--count --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "watch transactions") echo "--vault --count --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -96,6 +97,7 @@ _agentctl_option_values() {
     "register:--operator-name") echo "@none" ;;
     "register:--framework") echo "@none" ;;
     "register:--repo-url") echo "@none" ;;
+    "doctor:--data-url") echo "@none" ;;
     "leaderboard:--limit") echo "@none" ;;
     "positions:--wallet") echo "@none" ;;
     "nfts:--wallet") echo "@none" ;;
