@@ -67,7 +67,6 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       stateDir.markCreated(sandboxId);
     }
     const admin = adminTokenFor(options.adminToken, stateDir.persistent ? store : undefined);
-    if (admin.store) await store.sync();
     const { buildApp } = await loadingApp;
     const app = await buildApp({
       store,
@@ -100,6 +99,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       stateDir.release();
     });
     await app.listen({ host: options.host, port: options.port });
+    // Kept only now that the sandbox listens: a start that failed (a port in use, say) never
+    // printed its token, and the next start must not point at it.
+    if (admin.store) {
+      openedStore.meta.set('admin_token_sha256', admin.hash);
+      await openedStore.sync();
+    }
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : options.port;
     const url = `http://${formatHostPort(options.host, port)}`;
@@ -129,7 +134,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
 /**
  * The admin token: the one given; else, with --state, the one of an earlier start (kept as a
  * hash in sandbox.db, so an exported AGENTCTL_ADMIN_TOKEN keeps working across restarts);
- * else a new one, printed once. A given token replaces the kept one.
+ * else a new one, printed once. A given token replaces the kept one. `store` says the hash
+ * is to be kept; the caller keeps it once the sandbox listens.
  */
 function adminTokenFor(
   given: string | undefined,
@@ -142,7 +148,6 @@ function adminTokenFor(
   const token = given ?? randomBytes(24).toString('base64url');
   const hash = hashAdminToken(token);
   const changed = store !== undefined && hash !== kept;
-  if (changed) store.meta.set('admin_token_sha256', hash);
   return { token, hash, generated: given === undefined, store: changed };
 }
 
