@@ -7,7 +7,7 @@ import { StartupError } from './errors.ts';
 import type { GraphiqlMode, SandboxOptions } from './options.ts';
 import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
-import { loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
+import { LISTENING_LOG_TEXT, loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
 import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
 import { openStore, type Store } from './store/index.ts';
@@ -98,7 +98,13 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       await openedStore.close();
       stateDir.release();
     });
-    await app.listen({ host: options.host, port: options.port });
+    // Fastify's own "Server listening at …" is dropped (see loggerOptions): the ready block
+    // serve prints is the one word on where it listens.
+    await app.listen({
+      host: options.host,
+      port: options.port,
+      listenTextResolver: () => LISTENING_LOG_TEXT,
+    });
     // Kept only now that the sandbox listens: a start that failed (a port in use, say) never
     // printed its token, and the next start must not point at it.
     if (admin.store) {
@@ -189,7 +195,8 @@ export async function serveUntilSignalled(
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) process.exit(130);
       stopping = true;
-      print(`${signal} received, shutting down`);
+      // A notice, not data: stdout holds only the ready block.
+      process.stderr.write(`${signal} received, shutting down\n`);
       sandbox.close().then(resolveStopped, (error: unknown) => {
         sandbox.app.log.error({ err: error }, 'shutdown failed');
         process.exitCode = 1;
