@@ -38,7 +38,7 @@ export function logsCommand(): Command {
       )
       .addHelpText(
         'after',
-        '\nExamples:\n  agentctl serve logs -n 50\n  agentctl serve logs --follow\n  agentctl serve logs --format json | jq .msg',
+        '\nExamples:\n  agentctl serve logs -n 50\n  agentctl serve logs --follow\n  agentctl serve logs --format json | grep \'"level":50\'   # the errors',
       ),
   ).action(
     action((context, command) => {
