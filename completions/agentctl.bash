@@ -77,7 +77,7 @@ _agentctl_options() {
     "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "serve logs") echo "--lines --follow --state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve logs") echo "--lines --follow --format --state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
   esac
 }
 
@@ -151,6 +151,7 @@ _agentctl_option_values() {
     "serve stop:--state") echo "@files" ;;
     "serve status:--state") echo "@files" ;;
     "serve logs:--lines") echo "@none" ;;
+    "serve logs:--format") echo "human json" ;;
     "serve logs:--state") echo "@files" ;;
     *:--profile) echo "$(command agentctl completion --values profiles 2>/dev/null)" ;;
     *:--base-url) echo "@none" ;;

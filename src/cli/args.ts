@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { type DecimalParts, decimalParts, plainDecimal } from '../api/schemas/numbers.ts';
 import { VAULT_IDS } from '../api/schemas/values.ts';
 import { PROFILE_KEYS, type ProfileKey } from '../config/keys.ts';
 import { CliError, EXIT } from './exit-codes.ts';
@@ -45,6 +46,46 @@ export function usdcToRaw(name: string, value: string): string {
     );
   }
   return BigInt(`${match[1]}${(match[2] ?? '').padEnd(6, '0')}`).toString();
+}
+
+/** JSON.rawJSON (Node 21 and later; not yet in TypeScript's lib). */
+const { rawJSON } = JSON as unknown as { rawJSON(text: string): unknown };
+
+/**
+ * A decimal argument as a JSON number written digit for digit: Number() would round
+ * 0.123456789012345678 ETH, which the service takes exactly.
+ */
+export function exactJsonNumber(name: string, value: string): unknown {
+  const parts = decimalParts(decimalText(name, value)) as DecimalParts;
+  // Before writing the digits out: 1e999999 would be a million characters.
+  if (parts.digits.length + parts.exponent > 30) {
+    throw new CliError(`${name} ${value}: is far too large`, EXIT.usage);
+  }
+  return rawJSON(plainDecimal(parts));
+}
+
+/** A commander option parser for a TCP port; 0 asks the system for a free one. */
+export function port(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) > 65535) {
+    throw new InvalidArgumentError('must be an integer from 0 to 65535 (0 picks a free port)');
+  }
+  return Number(value);
+}
+
+/** A commander option parser for an http(s) URL. */
+export function httpUrl(example: string) {
+  return (value: string): string => {
+    let url: URL | undefined;
+    try {
+      url = new URL(value);
+    } catch {
+      // Said below.
+    }
+    if (url?.protocol !== 'http:' && url?.protocol !== 'https:') {
+      throw new InvalidArgumentError(`must be an http(s) URL, for example ${example}`);
+    }
+    return value;
+  };
 }
 
 /** A commander option parser for a whole number in [min, max]. */

@@ -88,6 +88,43 @@ export function rawToDecimal(raw: string): string {
   return fraction ? `${whole}.${fraction}` : whole;
 }
 
+/** An amount in wei (18 decimals), as ETH beside it: "1.5 ETH (1500000000000000000 wei)". */
+export function weiWithEth(wei: string): string {
+  if (!/^\d+$/.test(wei)) return wei;
+  const digits = wei.padStart(19, '0');
+  const whole = digits.slice(0, -18).replace(/^0+(?=\d)/, '');
+  const fraction = digits.slice(-18).replace(/0+$/, '');
+  return `${fraction ? `${whole}.${fraction}` : whole} ETH (${BigInt(wei)} wei)`;
+}
+
+/**
+ * An object as `key  value` lines, a nested object as its key alone, then its own fields
+ * indented under it (rather than one long line of key=value pairs). Arrays of scalars are
+ * joined; null is "none".
+ *
+ *   nestedFieldLines({ clock: { now: 1, offset_seconds: 0 } })
+ *   // ["clock", "  now             1", "  offset_seconds  0"]
+ */
+export function nestedFieldLines(
+  value: Record<string, unknown>,
+  bold: (text: string) => string = (text) => text,
+  indent = '',
+): string[] {
+  const width = Math.max(0, ...Object.keys(value).map((key) => key.length));
+  const lines: string[] = [];
+  for (const [key, field] of Object.entries(value)) {
+    if (typeof field === 'object' && field !== null && !Array.isArray(field)) {
+      lines.push(`${indent}${bold(key)}`);
+      lines.push(...nestedFieldLines(field as Record<string, unknown>, bold, `${indent}  `));
+    } else {
+      lines.push(
+        `${indent}${bold(key.padEnd(width))}  ${field === null ? 'none' : cellText(field)}`,
+      );
+    }
+  }
+  return lines;
+}
+
 /** 0x1234…abcd: an address in a human table or line; --wide and --json give it whole. */
 export function shortAddress(address: string): string {
   return `${address.slice(0, 6)}…${address.slice(-4)}`;

@@ -1,4 +1,4 @@
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, type Option } from 'commander';
 import { VERSION } from '../version.ts';
 import { apiCommand } from './commands/api.ts';
 import { completionCommand } from './commands/completion.ts';
@@ -15,8 +15,8 @@ import { lookupCommand } from './commands/lookup.ts';
 import { nftsCommand, positionsCommand } from './commands/positions.ts';
 import { proposalsCommand } from './commands/proposals.ts';
 import { registerCommand } from './commands/register.ts';
-import { sandboxCommand } from './commands/sandbox.ts';
-import { serveCommand } from './commands/serve.ts';
+import { sandboxCommand } from './commands/sandbox/index.ts';
+import { serveCommand } from './commands/serve/index.ts';
 import { statsCommand } from './commands/stats.ts';
 import { strategyCommand } from './commands/strategy.ts';
 import { vaultsCommand } from './commands/vaults.ts';
@@ -90,7 +90,7 @@ export function namedCommand(args: readonly string[]): string | undefined {
  * With `only`, the tree holds just that command (under the same global options): building
  * all of them is a tenth of a quick command's run time.
  */
-export function buildProgram(only?: string): Command {
+export function buildProgram(only?: string, args: readonly string[] = []): Command {
   const program: Command = new Command('agentctl')
     .description(
       'Operate software agents on the agent-vault protocol (Base Sepolia, chain id 84532), ' +
@@ -111,14 +111,23 @@ export function buildProgram(only?: string): Command {
   for (const [name, create] of COMMANDS) {
     if (only === undefined || only === name) program.addCommand(create());
   }
+  const { json, quiet } = usageFlags(args);
   forEachCommand(program, (command) =>
     command.exitOverride().configureOutput({
-      // Usage errors in the voice of every other error: "agentctl: …", then the hint alone.
+      // Usage errors in the voice of every other error: "agentctl: …", then the hint alone;
+      // with --quiet only the first line; with --json one JSON object.
       outputError: (text, write) => {
-        const { message, hint } = usageMessage(text.trimEnd());
-        write(
-          `agentctl: ${message}\n${hint ? `${hint}\n` : ''}(run \`${command.name() === 'agentctl' ? 'agentctl' : commandPath(command)} --help\` for usage)\n`,
-        );
+        const { message, hint } = usageError(text.trimEnd(), program, args);
+        if (json) {
+          write(
+            `${JSON.stringify({ error: message, ...(hint && { hint }), status: null, code: 'usage' })}\n`,
+          );
+        } else if (quiet) write(`agentctl: ${message}\n`);
+        else {
+          write(
+            `agentctl: ${message}\n${hint ? `${hint}\n` : ''}(run \`${command.name() === 'agentctl' ? 'agentctl' : commandPath(command)} --help\` for usage)\n`,
+          );
+        }
       },
     }),
   );
@@ -138,6 +147,16 @@ function forEachCommand(command: Command, apply: (command: Command) => void): vo
   for (const sub of command.commands) forEachCommand(sub, apply);
 }
 
+/** --json and --quiet as given anywhere before `--` (usage errors come before any parsing). */
+function usageFlags(args: readonly string[]): { json: boolean; quiet: boolean } {
+  const end = args.indexOf('--');
+  const given = end === -1 ? args : args.slice(0, end);
+  return {
+    json: given.includes('--json'),
+    quiet: given.some((arg) => arg === '--quiet' || /^-[qv]*q[qv]*$/.test(arg)),
+  };
+}
+
 /**
  * Commander's usage error as one line in our voice, and its "(Did you mean …?)" as a hint:
  * "error: unknown command 'depost'\n(Did you mean deposit?)".
@@ -152,6 +171,63 @@ export function usageMessage(text: string): { message: string; hint?: string } {
 }
 
 /**
+ * usageMessage(), and for an unknown option that another command has (`agentctl
+ * --admin-token X sandbox info`), where it goes instead of a did-you-mean.
+ */
+function usageError(
+  text: string,
+  program: Command,
+  args: readonly string[],
+): { message: string; hint?: string } {
+  const usage = usageMessage(text);
+  // `--admin-token=SECRET`: the option is named, its value (perhaps a secret) is not echoed.
+  usage.message = usage.message.replace(/^(unknown option '[^'=]+)=[^']*'/, "$1'");
+  const flag = /^unknown option '([^'=]+)/.exec(usage.message)?.[1];
+  const placement = flag === undefined ? undefined : placementHint(flag, program, args);
+  return placement ? { ...usage, hint: placement } : usage;
+}
+
+/**
+ * "--admin-token is an option of `agentctl sandbox`: agentctl sandbox --admin-token <token>
+ * info": the commands that have `flag`, and the command line with it moved after the one it
+ * names (its value shown as a placeholder: it may be a secret).
+ */
+export function placementHint(
+  flag: string,
+  program: Command,
+  args: readonly string[],
+): string | undefined {
+  const owners: Array<{ path: string[]; option: Option }> = [];
+  forEachCommand(program, (command) => {
+    const option = command.options.find((known) => known.long === flag || known.short === flag);
+    if (option && command !== program)
+      owners.push({ path: commandPath(command).split(' ').slice(1), option });
+  });
+  if (owners.length === 0) return undefined;
+  const at = args.findIndex((arg) => arg === flag || arg.startsWith(`${flag}=`));
+  for (const { path, option } of owners) {
+    if (at === -1) break;
+    const takesValue = option.required || option.optional;
+    const rest = [...args];
+    rest.splice(at, takesValue && !(args[at] as string).includes('=') ? 2 : 1);
+    // Where the owner's last name is, its names in order among the arguments.
+    let named = -1;
+    for (const name of path) {
+      named = rest.indexOf(name, named + 1);
+      if (named === -1) break;
+    }
+    if (named === -1) continue;
+    const placed = takesValue
+      ? [flag, `<${option.flags.match(/[<[]([^>\]]+)[>\]]/)?.[1] ?? 'value'}>`]
+      : [flag];
+    rest.splice(named + 1, 0, ...placed);
+    return `${flag} is an option of \`agentctl ${path.join(' ')}\`: agentctl ${rest.join(' ')}`;
+  }
+  const names = owners.slice(0, 3).map(({ path }) => `\`agentctl ${path.join(' ')}\``);
+  return `${flag} is an option of ${names.join(', ')}${owners.length > 3 ? ' and others' : ''}: give it after the command's name`;
+}
+
+/**
  * Maps any error to an exit code, in one place, and reports it on stderr: one line, or with
  * --json one JSON object (stdout stays empty).
  */
@@ -161,17 +237,9 @@ export function exitCodeFor(
   json = false,
 ): number {
   if (error instanceof CommanderError) {
-    // --help and --version end here with exit code 0. Anything else is a usage error:
-    // commander has printed it already (in our voice), except with --json, where it is one
-    // JSON object.
-    if (error.exitCode === 0) return EXIT.ok;
-    if (json) {
-      const { message, hint } = usageMessage(error.message);
-      writeError(
-        JSON.stringify({ error: message, ...(hint && { hint }), status: null, code: 'usage' }),
-      );
-    }
-    return EXIT.usage;
+    // --help and --version end here with exit code 0. Anything else is a usage error that
+    // commander has printed already, in our voice (buildProgram's outputError).
+    return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
   }
   const failure = describeFailure(error);
   if (json) {
@@ -192,18 +260,14 @@ export async function main(argv: string[]): Promise<void> {
       throw error;
     });
   }
-  const program = buildProgram(namedCommand(argv.slice(2)));
+  const program = buildProgram(namedCommand(argv.slice(2)), argv.slice(2));
   if (argv.length <= 2) {
     // No command is a usage error: help goes to stderr so scripts do not mistake it for output.
     program.outputHelp({ error: true });
     process.exitCode = EXIT.usage;
     return;
   }
-  // Known before parsing, so that commander's own usage errors can be JSON too.
   const json = argv.slice(2).includes('--json');
-  if (json) {
-    forEachCommand(program, (command) => command.configureOutput({ outputError: () => undefined }));
-  }
   try {
     await program.parseAsync(argv);
   } catch (error) {

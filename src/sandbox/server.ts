@@ -7,7 +7,7 @@ import { StartupError } from './errors.ts';
 import type { GraphiqlMode, SandboxOptions } from './options.ts';
 import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
-import { loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
+import { LISTENING_LOG_TEXT, loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
 import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
 import { openStore, type Store } from './store/index.ts';
@@ -67,7 +67,6 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       stateDir.markCreated(sandboxId);
     }
     const admin = adminTokenFor(options.adminToken, stateDir.persistent ? store : undefined);
-    if (admin.store) await store.sync();
     const { buildApp } = await loadingApp;
     const app = await buildApp({
       store,
@@ -99,7 +98,19 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       await openedStore.close();
       stateDir.release();
     });
-    await app.listen({ host: options.host, port: options.port });
+    // Fastify's own "Server listening at …" is dropped (see loggerOptions): the ready block
+    // serve prints is the one word on where it listens.
+    await app.listen({
+      host: options.host,
+      port: options.port,
+      listenTextResolver: () => LISTENING_LOG_TEXT,
+    });
+    // Kept only now that the sandbox listens: a start that failed (a port in use, say) never
+    // printed its token, and the next start must not point at it.
+    if (admin.store) {
+      openedStore.meta.set('admin_token_sha256', admin.hash);
+      await openedStore.sync();
+    }
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : options.port;
     const url = `http://${formatHostPort(options.host, port)}`;
@@ -129,7 +140,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
 /**
  * The admin token: the one given; else, with --state, the one of an earlier start (kept as a
  * hash in sandbox.db, so an exported AGENTCTL_ADMIN_TOKEN keeps working across restarts);
- * else a new one, printed once. A given token replaces the kept one.
+ * else a new one, printed once. A given token replaces the kept one. `store` says the hash
+ * is to be kept; the caller keeps it once the sandbox listens.
  */
 function adminTokenFor(
   given: string | undefined,
@@ -142,7 +154,6 @@ function adminTokenFor(
   const token = given ?? randomBytes(24).toString('base64url');
   const hash = hashAdminToken(token);
   const changed = store !== undefined && hash !== kept;
-  if (changed) store.meta.set('admin_token_sha256', hash);
   return { token, hash, generated: given === undefined, store: changed };
 }
 
@@ -184,7 +195,8 @@ export async function serveUntilSignalled(
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) process.exit(130);
       stopping = true;
-      print(`${signal} received, shutting down`);
+      // A notice, not data: stdout holds only the ready block.
+      process.stderr.write(`${signal} received, shutting down\n`);
       sandbox.close().then(resolveStopped, (error: unknown) => {
         sandbox.app.log.error({ err: error }, 'shutdown failed');
         process.exitCode = 1;

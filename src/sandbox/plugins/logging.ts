@@ -154,6 +154,12 @@ export function humanStream(out: NodeJS.WritableStream): { write(line: string): 
   };
 }
 
+/**
+ * The text Fastify is given for its "Server listening at …" line (listenTextResolver), so
+ * that the log can drop it: serve's ready block says where it listens, and comes first.
+ */
+export const LISTENING_LOG_TEXT = 'agentctl serve: listening (ready block on stdout)';
+
 /** Pino options for the sandbox's JSON request log (Fastify's `logger` option). */
 export function loggerOptions(
   level: LogLevel,
@@ -175,6 +181,11 @@ export function loggerOptions(
       }),
       err: serializeError,
     },
-    hooks: { streamWrite: (line: string) => scrubSecrets(line, forms, adminTokenHash) },
+    hooks: {
+      logMethod(this: unknown, args: unknown[], method: (...args: unknown[]) => void) {
+        if (args[0] !== LISTENING_LOG_TEXT) method.apply(this, args);
+      },
+      streamWrite: (line: string) => scrubSecrets(line, forms, adminTokenHash),
+    },
   };
 }

@@ -1,0 +1,40 @@
+import { Command, Option } from 'commander';
+import { advanceCommand } from './advance.ts';
+import { fulfillmentDelayCommand } from './fulfillment-delay.ts';
+import { fundCommand } from './fund.ts';
+import { infoCommand } from './info.ts';
+import { nodeCommand } from './node.ts';
+import { proposalCommand } from './proposal.ts';
+import { strategyStatusCommand } from './strategy-status.ts';
+import { tierCommand } from './tier.ts';
+
+/** `agentctl sandbox`: the admin API of `agentctl serve`, one file per verb. */
+export function sandboxCommand(): Command {
+  const sandbox = new Command('sandbox')
+    .summary('the sandbox admin API (agentctl serve only)')
+    .description(
+      "Drive the local sandbox: its clock, tiers, funds, proposals, strategy statuses, the ERC-7540 vault's fulfilment delay and data API nodes.",
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agentctl sandbox advance 86400\n  agentctl sandbox tier 0xYourWallet established\n  agentctl sandbox --admin-token TOKEN info',
+    )
+    .addOption(
+      new Option('--admin-token <token>', 'the token serve printed at start').env(
+        'AGENTCTL_ADMIN_TOKEN',
+      ),
+    );
+  for (const command of [
+    infoCommand(),
+    advanceCommand(),
+    tierCommand(),
+    fundCommand(),
+    proposalCommand(),
+    strategyStatusCommand(),
+    fulfillmentDelayCommand(),
+    nodeCommand(),
+  ]) {
+    sandbox.addCommand(command);
+  }
+  return sandbox;
+}

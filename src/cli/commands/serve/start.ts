@@ -1,0 +1,151 @@
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SandboxOptions } from '../../../sandbox/options.ts';
+import { SERVE_LOG_FILE as LOG_FILE } from '../../../sandbox/options.ts';
+import type { Context } from '../../context.ts';
+import { CliError, EXIT } from '../../exit-codes.ts';
+import { readFrom, sleep, stateDirOf } from '../../serve-dir.ts';
+
+/** `agentctl serve`: the sandbox's options, plus how to run it. */
+export interface ServeOptions extends SandboxOptions {
+  /** Run in the background (serve again, detached), logging to STATE/serve.log. */
+  detach: boolean;
+  /** The command line after `agentctl`, which --detach runs again without --detach. */
+  argv: string[];
+}
+
+/** How long `serve --detach` waits for the ready line. */
+const READY_TIMEOUT_MS = 60_000;
+/** The ready block's last line: serve is listening once it is printed. */
+const READY_LINE = /agentctl sandbox listening on (\S+)/;
+
+/**
+ * Starts the sandbox: in the foreground until SIGINT or SIGTERM (the ready block on stdout,
+ * the log and notices on stderr), or, with --detach, in the background.
+ */
+export async function run(options: ServeOptions, context: Context): Promise<void> {
+  if (options.adminToken !== undefined && options.adminToken.trim() === '') {
+    throw new CliError(
+      'the admin token (--admin-token or AGENTCTL_ADMIN_TOKEN) is empty: set a value, or unset it to have one generated',
+      EXIT.usage,
+    );
+  }
+  const { automaticCheckpoints, CHECKPOINTS_ENV } = await import(
+    '../../../sandbox/chain/checkpoint-mode.ts'
+  );
+  if (automaticCheckpoints() === undefined) {
+    throw new CliError(
+      `${CHECKPOINTS_ENV}=${process.env[CHECKPOINTS_ENV]} is not a checkpoint mode: set it to manual (no automatic checkpoints, for tests and the bench), or unset it`,
+      EXIT.usage,
+    );
+  }
+  const out = await context.output();
+  if (options.detach) return detach(options.argv, options.state, out.print);
+  const { serveUntilSignalled } = await import('../../../sandbox/server.ts');
+  const { StartupError } = await import('../../../sandbox/errors.ts');
+  const { detach: _detach, argv: _argv, ...sandboxOptions } = options;
+  try {
+    await serveUntilSignalled(sandboxOptions, out.print);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') {
+      throw new CliError(
+        `port ${options.port} on ${options.host} is already in use: choose another with --port, or --port 0 for a free one`,
+        EXIT.failure,
+      );
+    }
+    // Only the listening socket's own errors: an EACCES from a file is a StartupError.
+    const syscall = (error as NodeJS.ErrnoException).syscall;
+    if ((code === 'EADDRNOTAVAIL' || code === 'EACCES') && syscall === 'listen') {
+      throw new CliError(
+        `cannot listen on ${options.host}:${options.port} (${code})`,
+        EXIT.failure,
+      );
+    }
+    if (error instanceof StartupError) throw new CliError(error.message, EXIT.failure);
+    throw error;
+  }
+}
+
+/**
+ * Starts `serve` again as a detached process with its output in STATE/serve.log, waits for
+ * its ready line, prints what it printed, and returns: the sandbox keeps running.
+ */
+async function detach(
+  argv: string[],
+  state: string | undefined,
+  print: (line: string) => void,
+): Promise<void> {
+  const dir = stateDirOf(state);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const logPath = join(dir, LOG_FILE);
+  const { serveUsing } = await import('../../../sandbox/state-dir.ts');
+  const running = serveUsing(dir);
+  if (running) {
+    throw new CliError(
+      `a sandbox is already running on ${dir}${running.pid ? ` (pid ${running.pid})` : ''}${running.url ? ` at ${running.url}` : ''}; stop it with \`agentctl serve stop --state ${dir}\``,
+      EXIT.failure,
+    );
+  }
+  const log = openSync(logPath, 'a', 0o600);
+  const offset = statSync(logPath).size;
+  const args = [
+    ...process.execArgv,
+    process.argv[1] as string,
+    ...withoutDetach(argv),
+    '--state',
+    dir,
+  ];
+  const child = spawn(process.execPath, args, {
+    detached: true,
+    stdio: ['ignore', log, log],
+    env: process.env,
+  });
+  closeSync(log);
+  let exited: number | null | undefined;
+  child.on('exit', (code, signal) => {
+    exited = code ?? (signal ? 128 : 1);
+  });
+  child.unref();
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  for (;;) {
+    const output = readFrom(logPath, offset);
+    const ready = READY_LINE.exec(output);
+    if (ready) {
+      // The lines serve prints to stdout (admin token, state, chain, URL), not its JSON log.
+      for (const line of output.split('\n')) {
+        if (line && !line.startsWith('{')) print(line);
+      }
+      print(
+        `running in the background as pid ${child.pid}; logs: ${logPath}\nstop it with: agentctl serve stop --state ${dir}`,
+      );
+      return;
+    }
+    if (exited !== undefined || Date.now() > deadline) {
+      const lastLines = output.trim().split('\n').slice(-5).join('\n');
+      if (exited === undefined) child.kill('SIGTERM');
+      throw new CliError(
+        `${exited === undefined ? 'serve was not ready in time' : 'serve did not start'}; the end of ${logPath}:\n${lastLines}`,
+        EXIT.failure,
+      );
+    }
+    await sleep(50);
+  }
+}
+
+/** The command line again, minus --detach (the child must run in the foreground). */
+function withoutDetach(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (arg === '--detach') continue;
+    if (arg === '--state') {
+      i++; // given again, resolved, at the end
+      continue;
+    }
+    if (arg.startsWith('--state=')) continue;
+    out.push(arg);
+  }
+  return out;
+}
