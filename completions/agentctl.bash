@@ -27,7 +27,7 @@ _agentctl_options() {
     "register") echo "--key --password-file --name --type --description --operator --operator-email --operator-name --framework --repo-url --yes --force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "whoami") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "health") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "vaults") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "vaults") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "leaderboard") echo "--limit --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "lookup") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;

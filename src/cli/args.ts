@@ -66,3 +66,11 @@ export async function checkAddress(name: string, value: string): Promise<string>
   }
   return parsed.data;
 }
+
+/** A commander option parser for a count: a whole number, at least 1, with no upper bound. */
+export function positiveCount(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) {
+    throw new InvalidArgumentError('must be a whole number, at least 1');
+  }
+  return Number(value);
+}
