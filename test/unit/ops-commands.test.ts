@@ -5,7 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { pathOn } from '../../src/cli/commands/api/request.ts';
 import { run as deposit } from '../../src/cli/commands/deposit.ts';
+import { run as health } from '../../src/cli/commands/health.ts';
+import { run as nfts } from '../../src/cli/commands/nfts.ts';
+import { run as positions } from '../../src/cli/commands/positions.ts';
 import { run as proposals } from '../../src/cli/commands/proposals.ts';
 import { run as strategyList } from '../../src/cli/commands/strategy/list.ts';
 import {
@@ -13,6 +17,7 @@ import {
   run as strategySubmit,
 } from '../../src/cli/commands/strategy/submit.ts';
 import { run as vaults } from '../../src/cli/commands/vaults.ts';
+import { run as vote } from '../../src/cli/commands/vote.ts';
 import { contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
 import { describeFailure } from '../../src/cli/errors.ts';
 import { transactionLine, vaultLine } from '../../src/cli/watch.ts';
@@ -317,5 +322,77 @@ describe('watch lines', () => {
         vault: { address: `0x${'22'.repeat(20)}`, name: 'Moderate USDC Vault' },
       }),
     ).toMatch(/^2031-01-02T03:04:05Z {2}deposit {2}fulfilled {2}2 USDC \(2000000 raw\)/);
+  });
+});
+
+describe('checks before any request', () => {
+  it('vote refuses a bad support or proposal id with exit 2', async () => {
+    const support = await failureOf(
+      vote({ proposalId: '3', support: 'maybe' }, testContext().context),
+    );
+    expect(support).toMatchObject({
+      exitCode: 2,
+      message: 'support maybe: must be for, against or abstain',
+    });
+    const id = await failureOf(vote({ proposalId: 'x', support: 'for' }, testContext().context));
+    expect(id).toMatchObject({ exitCode: 2, message: 'proposal id x: must be an integer' });
+  });
+
+  it('nfts without --wallet or a registered wallet says how to give one', async () => {
+    const failure = await failureOf(nfts({}, testContext().context));
+    expect(failure.exitCode).toBe(2);
+    expect(failure.message).toMatch(/^no wallet: pass --wallet, or register/);
+  });
+
+  it('api refuses a URL on another host, so the key never goes there', () => {
+    expect(pathOn('http://127.0.0.1:8787', 'http://127.0.0.1:8787/health?x=1')).toBe('/health?x=1');
+    expect(pathOn('http://127.0.0.1:8787', 'api/v1/vaults')).toBe('/api/v1/vaults');
+    expect(() => pathOn('http://127.0.0.1:8787', 'http://evil.example/health')).toThrow(
+      /is not on the service/,
+    );
+  });
+});
+
+describe('reads', () => {
+  it("positions --wallet shows a known shape as the agent's own table, any other field by field", async () => {
+    let body: unknown = {
+      positions: [
+        {
+          vault_id: 'moderate',
+          vault_address: `0x${'22'.repeat(20)}`,
+          vault_name: 'Moderate USDC Vault',
+          shares: '12.5',
+          value_usdc: '12.5',
+        },
+      ],
+    };
+    const url = await serviceAnswering((_request, response) => json(response, 200, body));
+    const known = testContext({}, url);
+    await positions({ wallet: `0x${'11'.repeat(20)}` }, known.context);
+    expect(known.collected.stdout).toContain('12.5 USDC (12500000 raw)');
+    body = { holdings: 'none yet', total: 0 };
+    const other = testContext({}, url);
+    await positions({ wallet: `0x${'11'.repeat(20)}` }, other.context);
+    expect(other.collected.stdout).toMatch(/^holdings +none yet$/m);
+  });
+
+  it('health exits 1 after printing an answer that is not healthy', async () => {
+    const url = await serviceAnswering((_request, response) =>
+      json(response, 200, {
+        status: 'degraded',
+        version: '0.1.0',
+        chain_id: 84532,
+        chain_name: 'Base Sepolia',
+        rpc_connected: true,
+        reason: 'the index is being rebuilt',
+      }),
+    );
+    const { context, collected } = testContext({}, url);
+    const failure = await failureOf(health({}, context));
+    expect(failure).toMatchObject({
+      exitCode: 1,
+      message: 'the service is degraded (the index is being rebuilt)',
+    });
+    expect(collected.stdout).toMatch(/^status +degraded$/m);
   });
 });
