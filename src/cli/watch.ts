@@ -6,7 +6,7 @@ import {
 } from '../api/schemas/index.ts';
 import type { Context } from './context.ts';
 import { CliError, EXIT } from './exit-codes.ts';
-import { rawWithAmount } from './format.ts';
+import { rawWithAmount, shortAddress } from './format.ts';
 import { GraphqlFailure, graphqlSocketUrl } from './graphql.ts';
 
 /** Reconnection waits: 0.25 s doubling to 10 s, each between half and all of that. */
@@ -29,6 +29,11 @@ export const TRANSACTION_SUBSCRIPTION = `subscription ($vault: String) {
     hash type status amount shares user timestamp vault { address name }
   }
 }`;
+
+/** A vault as the user named it: `moderate (0x0763…279C)`, or its address as given. */
+export function vaultLabel(given: string, address: string): string {
+  return given.startsWith('0x') ? address : `${given} (${shortAddress(address)})`;
+}
 
 /** A vault event as a human line, stamped with its block's time (never the local clock). */
 export function vaultLine(data: unknown): string {

@@ -21,7 +21,9 @@ export function transactionsCommand(): Command {
 
 export async function run(options: WatchTransactionsOptions, context: Context): Promise<void> {
   const { vaultAddressOver } = await import('../../graphql.ts');
-  const { follow, transactionLine, TRANSACTION_SUBSCRIPTION } = await import('../../watch.ts');
+  const { follow, transactionLine, TRANSACTION_SUBSCRIPTION, vaultLabel } = await import(
+    '../../watch.ts'
+  );
   const address =
     options.vault === undefined ? null : await vaultAddressOver(context, options.vault);
   const out = await context.output();
@@ -31,7 +33,10 @@ export async function run(options: WatchTransactionsOptions, context: Context): 
       query: TRANSACTION_SUBSCRIPTION,
       variables: { vault: address },
       count: options.count,
-      awaiting: address === null ? 'the next transaction' : `the next transaction in ${address}`,
+      awaiting:
+        options.vault === undefined || address === null
+          ? 'the next transaction'
+          : `the next transaction in vault ${vaultLabel(options.vault, address)}`,
     },
     (data) => {
       const line = transactionLine(data.transactionCreated);

@@ -26,7 +26,7 @@ export function vaultCommand(): Command {
 
 export async function run(options: WatchVaultOptions, context: Context): Promise<void> {
   const { vaultAddressOver } = await import('../../graphql.ts');
-  const { follow, vaultLine, VAULT_SUBSCRIPTION } = await import('../../watch.ts');
+  const { follow, vaultLine, VAULT_SUBSCRIPTION, vaultLabel } = await import('../../watch.ts');
   const address = await vaultAddressOver(context, options.vault);
   const out = await context.output();
   await follow(
@@ -35,7 +35,7 @@ export async function run(options: WatchVaultOptions, context: Context): Promise
       query: VAULT_SUBSCRIPTION,
       variables: { address },
       count: options.count,
-      awaiting: `the next change to vault ${address}`,
+      awaiting: `the next change to vault ${vaultLabel(options.vault, address)}`,
     },
     (data) => {
       // Checked (and so refused when unreadable) whether printed as received or as a line.
