@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -115,6 +115,22 @@ describe('strategy submit reports every problem at once', () => {
     });
     expect(failure.message).toBe(
       '--slippage abc: must be a whole number; --max-leverage 5: must be 100 to 1000; --correlation 200: must be 0 to 100',
+    );
+  });
+
+  it("names a file's fields as the file does, and never repeats a long text back", async () => {
+    const file = join(configDir, 'strategy.json');
+    writeFileSync(file, JSON.stringify({ name: 'From a file', stop_loss_percent: 10 }));
+    const failure = await submit({ file, description: 'x'.repeat(2001), maxLeverage: '300' });
+    expect(failure.message).toBe(
+      'stop_loss_percent (from --file): must be 50 to 5000; --description: must be 10 to 2000 characters',
+    );
+  });
+
+  it('an unreadable file is reported with the flags, and does not count as missing fields', async () => {
+    const failure = await submit({ file: join(configDir, 'none.json'), slippage: '0' });
+    expect(failure.message).toBe(
+      `--file ${join(configDir, 'none.json')}: no such file; --slippage 0: must be 1 to 1000`,
     );
   });
 

@@ -85,24 +85,26 @@ function readStrategyFile(file: string, fields: readonly string[]): Record<strin
  * not a number, a missing name or description and every out-of-range value, each named as the
  * user gave it (the flag, or the file's field).
  */
-async function checkedRequest(options: StrategySubmitOptions): Promise<Record<string, unknown>> {
+async function checkedRequest(options: StrategySubmitOptions) {
   const { StrategySubmitRequest } = await import('../../../api/schemas/index.ts');
-  const fields = Object.keys(StrategySubmitRequest.shape);
   const problems: string[] = [];
   let body: Record<string, unknown> = {};
+  let fileRead = true;
   if (options.file) {
     try {
-      body = readStrategyFile(options.file, fields);
+      body = readStrategyFile(options.file, Object.keys(StrategySubmitRequest.shape));
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
       problems.push(error.message);
+      fileRead = false;
     }
   }
-  /** The flag that set each field, to name it in a problem. */
-  const flagOf = new Map<string, string>();
-  const given = (field: string, flag: string, value: unknown) => {
+  /** Each field a flag set: the flag, as it is named in a problem, and its value as typed. */
+  const flags = new Map<string, string>();
+  const given = (field: string, flag: string, value: unknown, typed = String(value)) => {
     body[field] = value;
-    flagOf.set(field, flag);
+    // A long text is not repeated back (a description may be 2000 characters).
+    flags.set(field, typed.length <= 40 && !typed.includes('\n') ? `${flag} ${typed}` : flag);
   };
   if (options.name !== undefined) given('name', '--name', options.name);
   if (options.description !== undefined) given('description', '--description', options.description);
@@ -113,53 +115,44 @@ async function checkedRequest(options: StrategySubmitOptions): Promise<Record<st
     const value = options[flag as keyof typeof NUMERIC_FLAGS];
     if (value === undefined) continue;
     const flagName = `--${flag.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
-    if (/^\d+$/.test(value)) given(field, flagName, Number(value));
-    else {
+    if (/^\d+$/.test(value)) {
+      given(field, flagName, Number(value), value);
+    } else {
       problems.push(`${flagName} ${value}: must be a whole number`);
       delete body[field];
       reported.add(field);
     }
   }
   if (options.flashLoans !== undefined) {
-    given(
-      'flash_loans_enabled',
-      options.flashLoans ? '--flash-loans' : '--no-flash-loans',
-      options.flashLoans,
-    );
+    body.flash_loans_enabled = options.flashLoans;
   }
   for (const [flag, field] of [
     ['--name', 'name'],
     ['--description', 'description'],
   ] as const) {
-    if (body[field] === undefined && !problems.some((p) => p.startsWith('--file'))) {
-      problems.push(`missing ${flag} (or give ${field} in --file)`);
-      reported.add(field);
-    } else if (body[field] === undefined) reported.add(field);
+    if (body[field] !== undefined) continue;
+    // A file that could not be read may hold it: its problem is reported already.
+    if (fileRead) problems.push(`missing ${flag} (or give ${field} in --file)`);
+    reported.add(field);
   }
   const parsed = StrategySubmitRequest.safeParse(body);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      const field = String(issue.path[0] ?? '');
-      if (reported.has(field)) continue;
-      const flag = flagOf.get(field);
-      problems.push(
-        flag
-          ? `${flag}${typeof body[field] === 'boolean' ? '' : ` ${String(body[field])}`}: ${issue.message}`
-          : `${issue.path.join('.') || 'strategy'} (from --file): ${issue.message}`,
-      );
-    }
+  for (const issue of parsed.error?.issues ?? []) {
+    const field = String(issue.path[0] ?? '');
+    if (reported.has(field)) continue;
+    const where = flags.get(field) ?? `${issue.path.join('.') || 'strategy'} (from --file)`;
+    problems.push(`${where}: ${issue.message}`);
   }
-  if (problems.length > 0) throw new CliError(problems.join('; '), EXIT.usage);
-  return body;
+  if (problems.length > 0 || !parsed.success) {
+    throw new CliError(problems.join('; '), EXIT.usage);
+  }
+  return { body, request: parsed.data };
 }
 
 /** Checks the strategy (every problem at once), then prints it (--dry-run) or submits it. */
 export async function run(options: StrategySubmitOptions, context: Context): Promise<void> {
-  const body = await checkedRequest(options);
+  const { body, request } = await checkedRequest(options);
   const out = await context.output();
   if (options.dryRun) {
-    const { StrategySubmitRequest } = await import('../../../api/schemas/index.ts');
-    const request = StrategySubmitRequest.parse(body);
     if (out.json) return out.jsonValue(request);
     out.info('dry run: the request is valid; nothing was sent');
     return out.fields(strategyFields(request));
