@@ -513,6 +513,8 @@ function errorBody(status: number, text: string): ErrorBody {
     // An HTML error page, a proxy's text: one line, never the page itself.
     return { error: notJsonMessage(text) };
   }
+  // A bare JSON string is the message; another value is shown as it came, on one line.
+  if (typeof parsed === 'string' && parsed.trim() !== '') return { error: oneLine(parsed, 200) };
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     return { error: `HTTP ${status}: ${oneLine(text, 200)}` };
   }

@@ -310,6 +310,16 @@ describe('an error body that is not JSON', () => {
   });
 });
 
+describe('an error body that is a bare JSON string', () => {
+  it('is the message', async () => {
+    const url = await serviceAnswering((_request, response) =>
+      json(response, 500, 'the index is being rebuilt'),
+    );
+    const failure = await failureOf(vaults({}, testContext({}, url).context));
+    expect(failure.message).toBe('500: the index is being rebuilt');
+  });
+});
+
 describe('watch lines', () => {
   it("stamp a vault event with its block's time", () => {
     expect(
