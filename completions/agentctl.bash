@@ -28,7 +28,7 @@ _agentctl_options() {
     "whoami") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "health") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "doctor") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "vaults") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "vaults") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "leaderboard") echo "--limit --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "lookup") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { z } from 'zod';
-import { ApiError, UnexpectedResponseError, UnreachableError } from './errors.ts';
+import { ApiError, NOT_JSON_ANSWER, UnexpectedResponseError, UnreachableError } from './errors.ts';
 import type { ErrorBody, RegisterResponse } from './schemas/index.ts';
 import {
   ANSWER_TOO_LARGE,
@@ -461,10 +461,6 @@ function parseJson(status: number, text: string): unknown {
   }
 }
 
-/**
- * The error body with all its fields. A JSON object without `error` gets one from its
- * `message` or `detail`; a non-JSON error page still gets a readable message.
- */
 /** Query parameters; undefined ones are left out. */
 type Query = Record<string, string | number | undefined>;
 
@@ -475,6 +471,22 @@ function queryString(query: Query): string {
   }
   const text = params.toString();
   return text ? `?${text}` : '';
+}
+
+/** Text as one line of at most `max` characters: tags dropped, whitespace collapsed. */
+function oneLine(text: string, max: number): string {
+  const flat = text
+    .replace(/<(script|style)\b[\s\S]*?<\/\1>/gi, ' ')
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** What a non-JSON error body is said as: that it is not JSON, and how it begins. */
+function notJsonMessage(text: string): string {
+  const start = oneLine(text, 60);
+  return `${NOT_JSON_ANSWER}${start ? ` (it begins "${start}")` : ''}`;
 }
 
 /** Whether a body is a GraphQL response (data or errors), whatever its HTTP status. */
@@ -489,16 +501,22 @@ function isGraphqlResponse(text: string): boolean {
   }
 }
 
+/**
+ * The error body with all its fields. A JSON object without `error` gets one from its
+ * `message` or `detail`; a non-JSON error page gets one line saying so.
+ */
 function errorBody(status: number, text: string): ErrorBody {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    const snippet = text.trim().slice(0, 200);
-    return { error: snippet ? `HTTP ${status}: ${snippet}` : `HTTP ${status}` };
+    // An HTML error page, a proxy's text: one line, never the page itself.
+    return { error: notJsonMessage(text) };
   }
+  // A bare JSON string is the message; another value is shown as it came, on one line.
+  if (typeof parsed === 'string' && parsed.trim() !== '') return { error: oneLine(parsed, 200) };
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    return { error: `HTTP ${status}: ${text.trim().slice(0, 200)}` };
+    return { error: `HTTP ${status}: ${oneLine(text, 200)}` };
   }
   const fields = parsed as Record<string, unknown>;
   // The data API's shape: {error: {code, message, details}}.

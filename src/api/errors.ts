@@ -1,5 +1,8 @@
 import type { ErrorBody } from './schemas/index.ts';
 
+/** The start of an error's message when its body was not JSON (an HTML page, say). */
+export const NOT_JSON_ANSWER = 'the answer is not JSON';
+
 /** The service answered with a non-2xx status. `body` keeps every field it sent. */
 export class ApiError extends Error {
   readonly status: number;

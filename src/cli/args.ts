@@ -117,3 +117,11 @@ export function profileKey(value: string): ProfileKey {
     EXIT.usage,
   );
 }
+
+/** A commander option parser for a count: a whole number, at least 1, with no upper bound. */
+export function positiveCount(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) {
+    throw new InvalidArgumentError('must be a whole number, at least 1');
+  }
+  return Number(value);
+}

@@ -1,4 +1,9 @@
-import { ApiError, UnexpectedResponseError, UnreachableError } from '../api/errors.ts';
+import {
+  ApiError,
+  NOT_JSON_ANSWER,
+  UnexpectedResponseError,
+  UnreachableError,
+} from '../api/errors.ts';
 import { CliError, EXIT, EXIT_CODE_NAMES, type ExitCode } from './exit-codes.ts';
 
 /** What the user sees of a failure: one line, or one JSON object with --json. */
@@ -29,7 +34,7 @@ export function describeFailure(error: unknown): Failure {
   if (error instanceof UnexpectedResponseError) {
     return {
       exitCode: EXIT.failure,
-      message: error.message,
+      message: `${error.message}${/not JSON/.test(error.message) ? NOT_OURS_HINT : ''}`,
       json: { error: error.message, status: error.status, code: 'unexpected_response' },
     };
   }
@@ -80,7 +85,11 @@ function classify(error: ApiError): { exitCode: ExitCode; code: string } {
   return { exitCode: EXIT.failure, code: status === 503 ? 'unavailable' : 'server_error' };
 }
 
+/** Said when an answer is not JSON: the URL likely names something else than the service. */
+const NOT_OURS_HINT = '; is this an agentctl service? check --base-url (or --data-url)';
+
 function hint(error: ApiError): string {
+  if (error.message.startsWith(NOT_JSON_ANSWER)) return NOT_OURS_HINT;
   if ((error.status === 401 || error.status === 503) && /api key/i.test(error.message)) {
     return ' (register with `agentctl register`, or check --api-key / AGENTCTL_API_KEY)';
   }

@@ -6,8 +6,8 @@ import {
 } from '../api/schemas/index.ts';
 import type { Context } from './context.ts';
 import { CliError, EXIT } from './exit-codes.ts';
-import { rawWithAmount } from './format.ts';
-import { GraphqlFailure, graphqlSocketUrl, vaultAddressOver } from './graphql.ts';
+import { rawWithAmount, shortAddress } from './format.ts';
+import { GraphqlFailure, graphqlSocketUrl } from './graphql.ts';
 
 /** Reconnection waits: 0.25 s doubling to 10 s, each between half and all of that. */
 const FIRST_RETRY_MS = 250;
@@ -20,55 +20,54 @@ const RATE_LIMITED_CLOSE = 4290;
 /** The server's close codes that waiting will not change. */
 const FATAL_CLOSE_CODES = new Set([4400, 4403, 4429, 4500, 1002, 1003, 1008]);
 
-const VAULT_SUBSCRIPTION = `subscription ($address: String!) {
-  vaultUpdated(address: $address) { address name tvl tvlUsd totalShares pricePerShare apy { current } }
+/** vaultUpdated, with `updatedAt`: the time of the block the state is at (our addition). */
+export const VAULT_SUBSCRIPTION = `subscription ($address: String!) {
+  vaultUpdated(address: $address) { address name tvl tvlUsd totalShares pricePerShare apy { current } updatedAt }
 }`;
-const TRANSACTION_SUBSCRIPTION = `subscription ($vault: String) {
+export const TRANSACTION_SUBSCRIPTION = `subscription ($vault: String) {
   transactionCreated(vaultAddress: $vault) {
     hash type status amount shares user timestamp vault { address name }
   }
 }`;
 
-export async function watchVault(context: Context, vault: string, count?: number) {
-  const address = await vaultAddressOver(context, vault);
-  const out = await context.output();
-  await follow(context, VAULT_SUBSCRIPTION, { address }, count, (data) => {
-    const event = VaultUpdatedEvent.parse(data.vaultUpdated);
-    if (out.json) return out.raw(JSON.stringify(data.vaultUpdated));
-    const price = Number(event.pricePerShare) / 1e6;
-    out.print(
-      `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}  ${event.name}  tvl ${rawWithAmount(event.tvl, 'USDC')}  price ${price.toFixed(6)}  apy ${Number(event.apy.current.toFixed(4))} %`,
-    );
-  });
+/** A vault as the user named it: `moderate (0x0763…279C)`, or its address as given. */
+export function vaultLabel(given: string, address: string): string {
+  return given.startsWith('0x') ? address : `${given} (${shortAddress(address)})`;
 }
 
-export async function watchTransactions(context: Context, vault?: string, count?: number) {
-  const address = vault === undefined ? null : await vaultAddressOver(context, vault);
-  const out = await context.output();
-  await follow(context, TRANSACTION_SUBSCRIPTION, { vault: address }, count, (data) => {
-    const event = TransactionCreatedEvent.parse(data.transactionCreated);
-    if (out.json) return out.raw(JSON.stringify(data.transactionCreated));
-    const amount =
-      event.type === 'REDEEM_REQUEST'
-        ? `${event.shares} shares`
-        : rawWithAmount(event.amount, 'USDC');
-    out.print(
-      `${event.timestamp}  ${event.type.toLowerCase()}  ${event.status.toLowerCase()}  ${amount}  ${event.vault.name}  user ${event.user}  tx ${event.hash}`,
-    );
-  });
+/** A vault event as a human line, stamped with its block's time (never the local clock). */
+export function vaultLine(data: unknown): string {
+  const event = VaultUpdatedEvent.parse(data);
+  const price = Number(event.pricePerShare) / 1e6;
+  return `${event.updatedAt}  ${event.name}  tvl ${rawWithAmount(event.tvl, 'USDC')}  price ${price.toFixed(6)}  apy ${Number(event.apy.current.toFixed(4))} %`;
+}
+
+/** A transaction event as a human line, stamped with its block's time. */
+export function transactionLine(data: unknown): string {
+  const event = TransactionCreatedEvent.parse(data);
+  const amount =
+    event.type === 'REDEEM_REQUEST'
+      ? `${event.shares} shares`
+      : rawWithAmount(event.amount, 'USDC');
+  return `${event.timestamp}  ${event.type.toLowerCase()}  ${event.status.toLowerCase()}  ${amount}  ${event.vault.name}  user ${event.user}  tx ${event.hash}`;
 }
 
 /**
  * Subscribes and hands each event's data to `show` until `count` events (or forever), Ctrl-C
  * (exit 130) or a failure that reconnecting will not mend.
  */
-async function follow(
+export async function follow(
   context: Context,
-  query: string,
-  variables: Record<string, unknown>,
-  count: number | undefined,
+  subscription: {
+    query: string;
+    variables: Record<string, unknown>;
+    count?: number | undefined;
+    /** What is awaited, for the line a person sees while nothing has come yet. */
+    awaiting: string;
+  },
   show: (data: Record<string, unknown>) => void,
 ): Promise<void> {
+  const { query, variables, count } = subscription;
   const out = await context.output();
   const dataUrl = await context.dataUrl();
   const url = graphqlSocketUrl(dataUrl);
@@ -101,6 +100,10 @@ async function follow(
       connected: (connected) => {
         socket = connected as typeof socket;
         if (lost) out.notice(`reconnected to ${url}; events while it was down are not replayed`);
+        // A person sees nothing until the first event: say that it is listening.
+        else if (!connectedOnce) {
+          out.info(`watching ${url}: waiting for ${subscription.awaiting} (Ctrl-C to stop)`);
+        }
         connectedOnce = true;
         lost = false;
       },

@@ -58,7 +58,9 @@ describe('agent commands against serve', () => {
     expect(deposit.stdout).toMatch(/^approve tx {2}0x[0-9a-f]{64}$/m);
     expect(deposit.stdout).toMatch(/^deposit tx {2}0x[0-9a-f]{64}$/m);
     expect(deposit.stdout).toMatch(/^deposited 12\.5 USDC \(12500000 raw\) into /m);
-    expect(deposit.stdout).toMatch(/^shares {6}[\d.]+ \(\d+ raw\)$/m);
+    expect(deposit.stdout).toMatch(
+      /^balance {5}[\d.]+ shares \(\d+ raw\), all the agent's shares in Moderate USDC Vault$/m,
+    );
     const positions = await cli(['positions']);
     expect(positions.stdout).toContain('moderate');
     expect(positions.stdout).toContain('12.5 USDC (12500000 raw)');
@@ -169,7 +171,7 @@ describe('agent commands against serve', () => {
       '5000',
     ]);
     expect(bounds.code).toBe(2);
-    expect(bounds.stderr).toContain('max_leverage: must be 100 to 1000');
+    expect(bounds.stderr).toContain('--max-leverage 5000: must be 100 to 1000');
     const missing = await cli(['strategy', 'submit']);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('missing --name');
@@ -316,7 +318,10 @@ describe('agent commands against serve', () => {
   it.each([
     [['stats'], /^total_agents\s+\d+$/m],
     [['leaderboard', '--limit', '3'], /CLI Agent/],
-    [['proposals'], /proposals/],
+    [
+      ['proposals'],
+      /^vote_end +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(in \d+ \w+\)$|^no open proposals$/m,
+    ],
     [['eligibility'], /^eligible\s+(yes|no: not every criterion is met)$/m],
     [['keys', 'list'], /no keys|name/],
     [['sandbox', 'info'], /^chain_id\s+84532$/m],

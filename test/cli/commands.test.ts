@@ -61,8 +61,14 @@ describe('public read commands', () => {
     ]) {
       expect(result.stdout).toContain(id);
     }
-    expect(result.stdout).toContain('Moderate USDC Vault');
-    expect(result.stdout).toMatch(/ \d+(\.\d+)? USDC \(\d+ raw\) /);
+    expect(result.stdout).toMatch(/ \d+(\.\d+)? USDC /);
+    expect(Math.max(...result.stdout.split('\n').map((line) => line.length))).toBeLessThanOrEqual(
+      80,
+    );
+    const wide = await cli(['vaults', '--wide']);
+    expectOk(wide);
+    expect(wide.stdout).toContain('Moderate USDC Vault');
+    expect(wide.stdout).toMatch(/ \d+(\.\d+)? USDC \(\d+ raw\) /);
     // Not a terminal: no colour codes, same layout as on one.
     expect(result.stdout).not.toContain('\u001b[');
   });
@@ -302,7 +308,7 @@ describe('an answer that breaks the contract', () => {
       });
       expect(result.code).toBe(1);
       expect(result.stderr).toBe(
-        'agentctl: the service answered 200 with a body that is not JSON\n',
+        'agentctl: the service answered 200 with a body that is not JSON; is this an agentctl service? check --base-url (or --data-url)\n',
       );
     } finally {
       server.close();

@@ -173,6 +173,9 @@ describe('the schema', () => {
       isERC7540: 'Boolean!',
       fulfillmentDelay: 'Int',
       createdAt: 'DateTime!',
+      // Ours, beyond the spec: the time of the block the state is at, so that vaultUpdated's
+      // events say when they happened (docs/data-api.md).
+      updatedAt: 'DateTime!',
     });
   });
 });

@@ -126,6 +126,8 @@ export const VaultUpdatedEvent = z.looseObject({
   totalShares: z.string(),
   pricePerShare: z.string(),
   apy: z.looseObject({ current: z.number() }),
+  /** The time of the block the state is at: the sandbox's addition to the spec's Vault. */
+  updatedAt: z.string(),
 });
 export type VaultUpdatedEvent = z.infer<typeof VaultUpdatedEvent>;
 

@@ -1,6 +1,13 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { LEADERBOARD_MAX_LIMIT } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
+import type { Context } from '../context.ts';
+import { showRead } from '../read.ts';
+
+/** `agentctl leaderboard [--limit n]`: the service's default when no limit is given. */
+export interface LeaderboardOptions {
+  limit?: number | undefined;
+}
 
 function parseLimit(value: string): number {
   const limit = Number(value);
@@ -21,22 +28,25 @@ export function leaderboardCommand(): Command {
     )
     .addHelpText('after', '\nExample:\n  agentctl leaderboard --limit 10')
     .action(
-      action(async (context, command) => {
-        const { limit } = command.opts<{ limit?: number }>();
-        const client = await context.client();
-        const out = await context.output();
-        if (out.json) return out.raw((await client.leaderboard.asReceived(limit)).text);
-        const response = await client.leaderboard(limit);
-        out.table(
-          ['#', 'agent', 'tier', 'score', 'strategies'],
-          response.data.agents.map((agent, i) => [
-            i + 1,
-            agent.agent_name,
-            agent.tier,
-            agent.performance_score,
-            agent.strategies_submitted,
-          ]),
-        );
-      }),
+      action((context, command) =>
+        run({ limit: command.opts<LeaderboardOptions>().limit }, context),
+      ),
     );
+}
+
+export async function run(options: LeaderboardOptions, context: Context): Promise<void> {
+  const client = await context.client();
+  const out = await context.output();
+  await showRead(out, client.leaderboard, [options.limit], ({ agents }) =>
+    out.table(
+      ['#', 'agent', 'tier', 'score', 'strategies'],
+      agents.map((agent, i) => [
+        i + 1,
+        agent.agent_name,
+        agent.tier,
+        agent.performance_score,
+        agent.strategies_submitted,
+      ]),
+    ),
+  );
 }

@@ -1,6 +1,13 @@
 import { Command } from 'commander';
 import { action } from '../action.ts';
 import { checkAddress } from '../args.ts';
+import type { Context } from '../context.ts';
+import { showRead } from '../read.ts';
+
+/** `agentctl lookup <wallet>`, as typed. */
+export interface LookupOptions {
+  wallet: string;
+}
 
 export function lookupCommand(): Command {
   return new Command('lookup')
@@ -12,14 +19,16 @@ export function lookupCommand(): Command {
       '\nExample:\n  agentctl lookup 0x000000000000000000000000000000000000dEaD',
     )
     .action(
-      action(async (context, command) => {
-        const wallet = await checkAddress('wallet', command.processedArgs[0] as string);
-        const client = await context.client();
-        const out = await context.output();
-        if (out.json) return out.raw((await client.lookup.asReceived(wallet)).text);
-        const response = await client.lookup(wallet);
-        if (!response.data.registered) return out.print(`${wallet} is not registered`);
-        out.fields(response.data);
-      }),
+      action((context, command) => run({ wallet: command.processedArgs[0] as string }, context)),
     );
+}
+
+export async function run(options: LookupOptions, context: Context): Promise<void> {
+  const wallet = await checkAddress('wallet', options.wallet);
+  const client = await context.client();
+  const out = await context.output();
+  await showRead(out, client.lookup, [wallet], (record) => {
+    if (!record.registered) return out.print(`${wallet} is not registered`);
+    out.fields(record);
+  });
 }

@@ -2,18 +2,26 @@ import { Command } from 'commander';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
-import { amountWithRaw } from '../format.ts';
+import { amountWithRaw, shortAddress } from '../format.ts';
 import { showRead } from '../read.ts';
 
-/** `agentctl vaults` takes no options of its own. */
-export type VaultsOptions = Record<string, never>;
+/** `agentctl vaults [--wide]`. */
+export interface VaultsOptions {
+  /** Every column, and values whole: the name, raw amounts, full addresses. */
+  wide?: boolean | undefined;
+}
 
 export function vaultsCommand(): Command {
   return new Command('vaults')
     .summary('the active vaults')
-    .description('List the active vaults, with the identifier `deposit` takes.')
-    .addHelpText('after', '\nExample:\n  agentctl vaults')
-    .action(action((context) => run({}, context)));
+    .description(
+      'List the active vaults, with the identifier `deposit` takes. The table fits 80 columns (addresses shortened); --wide adds the names, the raw amounts and the full addresses.',
+    )
+    .option('--wide', 'every column, with full addresses and raw amounts')
+    .addHelpText('after', '\nExamples:\n  agentctl vaults\n  agentctl vaults --wide')
+    .action(
+      action((context, command) => run({ wide: command.opts<VaultsOptions>().wide }, context)),
+    );
 }
 
 /** The deposit identifier, for a service that does not send `vault_id`: from the name. */
@@ -21,20 +29,32 @@ function identifierOf(name: string): string {
   return VAULT_IDS.find((id) => name.toLowerCase().includes(id)) ?? '';
 }
 
-export async function run(_options: VaultsOptions, context: Context): Promise<void> {
+export async function run(options: VaultsOptions, context: Context): Promise<void> {
   const client = await context.client();
   const out = await context.output();
-  await showRead(out, client.vaults, [], (body) =>
+  await showRead(out, client.vaults, [], ({ vaults }) => {
+    if (options.wide) {
+      return out.table(
+        ['vault', 'name', 'apy %', 'total assets', 'status', 'address'],
+        vaults.map((vault) => [
+          vault.vault_id ?? identifierOf(vault.name),
+          vault.name,
+          vault.apy,
+          amountWithRaw(vault.total_assets),
+          vault.status,
+          vault.address,
+        ]),
+      );
+    }
     out.table(
-      ['vault', 'name', 'apy %', 'total assets', 'status', 'address'],
-      body.vaults.map((vault) => [
+      ['vault', 'apy %', 'total assets', 'status', 'address'],
+      vaults.map((vault) => [
         vault.vault_id ?? identifierOf(vault.name),
-        vault.name,
         vault.apy,
-        amountWithRaw(vault.total_assets),
+        `${vault.total_assets} USDC`,
         vault.status,
-        vault.address,
+        shortAddress(vault.address),
       ]),
-    ),
-  );
+    );
+  });
 }

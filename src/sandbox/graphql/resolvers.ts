@@ -42,6 +42,7 @@ export interface VaultRoot {
   isERC7540: boolean;
   fulfillmentDelay: number | null;
   createdAt: string;
+  updatedAt: string;
 }
 
 export function vaultRoot(summary: VaultSummary, queries: DataQueries): VaultRoot {
@@ -73,6 +74,7 @@ export function vaultRoot(summary: VaultSummary, queries: DataQueries): VaultRoo
     isERC7540: item.isERC7540,
     fulfillmentDelay: item.fulfillmentDelay,
     createdAt: item.createdAt,
+    updatedAt: isoTime(summary.at),
   };
 }
 

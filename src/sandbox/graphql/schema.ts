@@ -81,6 +81,8 @@ type Vault {
   "Seconds before a request can be fulfilled; null on a synchronous vault."
   fulfillmentDelay: Int
   createdAt: DateTime!
+  "The time of the block this state is at (the last indexed one). Not in the spec: ours, so that vaultUpdated's events carry their block's time."
+  updatedAt: DateTime!
 }
 
 """A strategy with its simulated performance."""

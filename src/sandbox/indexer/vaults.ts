@@ -38,6 +38,8 @@ export interface VaultSummary {
   totalShares: bigint;
   pricePerShare: bigint;
   apy: number;
+  /** The time of the last indexed block, which this state is at (Unix seconds). */
+  at: number;
 }
 
 /** Every indexed vault at the last indexed block, in the deployment's order. */
@@ -63,6 +65,7 @@ export function vaultSummaries(index: Indexer): VaultSummary[] {
       totalShares: state.totalSupply,
       pricePerShare: convertToAssets(SHARE_UNIT, tvl, state.totalSupply),
       apy: currentRate(state, now),
+      at: now,
     });
   }
   return summaries;

@@ -1,9 +1,10 @@
 import { readFileSync, statSync } from 'node:fs';
 import { Command, Option } from 'commander';
-import { action } from '../action.ts';
-import { CliError, EXIT } from '../exit-codes.ts';
-import { strategyFields, timeWithHint } from '../format.ts';
-import { didYouMean } from '../suggest.ts';
+import { action } from '../../action.ts';
+import type { Context } from '../../context.ts';
+import { CliError, EXIT } from '../../exit-codes.ts';
+import { strategyFields } from '../../format.ts';
+import { didYouMean } from '../../suggest.ts';
 
 /** Flags and the API fields they fill; `--file` takes the API's own names. */
 const NUMERIC_FLAGS = {
@@ -15,7 +16,8 @@ const NUMERIC_FLAGS = {
   velocityLimit: 'velocity_limit',
 } as const;
 
-interface SubmitFlags {
+/** `agentctl strategy submit`'s flags, as typed (numbers are checked in run). */
+export interface StrategySubmitOptions {
   name?: string;
   description?: string;
   dna?: string;
@@ -77,44 +79,97 @@ function readStrategyFile(file: string, fields: readonly string[]): Record<strin
   return parsed as Record<string, unknown>;
 }
 
-/** The request body from --file or the flags (flags win over the file). Every bad flag is reported at once. */
-function requestFrom(flags: SubmitFlags, fields: readonly string[]): Record<string, unknown> {
-  const body: Record<string, unknown> = flags.file ? readStrategyFile(flags.file, fields) : {};
-  if (flags.name !== undefined) body.name = flags.name;
-  if (flags.description !== undefined) body.description = flags.description;
-  if (flags.dna !== undefined) body.dna_string = flags.dna;
+/**
+ * The request body from --file and the flags (flags win over the file), checked against the
+ * contract. Every problem is found before any is reported: an unreadable file, a flag that is
+ * not a number, a missing name or description and every out-of-range value, each named as the
+ * user gave it (the flag, or the file's field).
+ */
+async function checkedRequest(options: StrategySubmitOptions) {
+  const { StrategySubmitRequest } = await import('../../../api/schemas/index.ts');
   const problems: string[] = [];
+  let body: Record<string, unknown> = {};
+  let fileRead = true;
+  if (options.file) {
+    try {
+      body = readStrategyFile(options.file, Object.keys(StrategySubmitRequest.shape));
+    } catch (error) {
+      if (!(error instanceof CliError)) throw error;
+      problems.push(error.message);
+      fileRead = false;
+    }
+  }
+  /** Each field a flag set: the flag, as it is named in a problem, and its value as typed. */
+  const flags = new Map<string, string>();
+  const given = (field: string, flag: string, value: unknown, typed = String(value)) => {
+    body[field] = value;
+    // A long text is not repeated back (a description may be 2000 characters).
+    flags.set(field, typed.length <= 40 && !typed.includes('\n') ? `${flag} ${typed}` : flag);
+  };
+  if (options.name !== undefined) given('name', '--name', options.name);
+  if (options.description !== undefined) given('description', '--description', options.description);
+  if (options.dna !== undefined) given('dna_string', '--dna', options.dna);
+  /** Fields already reported: the contract's check says nothing more about them. */
+  const reported = new Set<string>();
   for (const [flag, field] of Object.entries(NUMERIC_FLAGS)) {
-    const value = flags[flag as keyof typeof NUMERIC_FLAGS];
+    const value = options[flag as keyof typeof NUMERIC_FLAGS];
     if (value === undefined) continue;
     const flagName = `--${flag.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
-    if (/^\d+$/.test(value)) body[field] = Number(value);
-    else problems.push(`${flagName} ${value}: must be a whole number`);
+    if (/^\d+$/.test(value)) {
+      given(field, flagName, Number(value), value);
+    } else {
+      problems.push(`${flagName} ${value}: must be a whole number`);
+      delete body[field];
+      reported.add(field);
+    }
   }
-  if (flags.flashLoans !== undefined) body.flash_loans_enabled = flags.flashLoans;
+  if (options.flashLoans !== undefined) {
+    body.flash_loans_enabled = options.flashLoans;
+  }
   for (const [flag, field] of [
     ['--name', 'name'],
     ['--description', 'description'],
-  ]) {
-    if (body[field as string] === undefined)
-      problems.push(`missing ${flag} (or give ${field} in --file)`);
+  ] as const) {
+    if (body[field] !== undefined) continue;
+    // A file that could not be read may hold it: its problem is reported already.
+    if (fileRead) problems.push(`missing ${flag} (or give ${field} in --file)`);
+    reported.add(field);
   }
-  if (problems.length > 0) throw new CliError(problems.join('; '), EXIT.usage);
-  return body;
+  const parsed = StrategySubmitRequest.safeParse(body);
+  for (const issue of parsed.error?.issues ?? []) {
+    const field = String(issue.path[0] ?? '');
+    if (reported.has(field)) continue;
+    const where = flags.get(field) ?? `${issue.path.join('.') || 'strategy'} (from --file)`;
+    problems.push(`${where}: ${issue.message}`);
+  }
+  if (problems.length > 0 || !parsed.success) {
+    throw new CliError(problems.join('; '), EXIT.usage);
+  }
+  return { body, request: parsed.data };
 }
 
-export function strategyCommand(): Command {
-  const strategy = new Command('strategy')
-    .summary('submit and list strategies')
-    .description(
-      "Submit DNA-encoded strategies to the registry from the agent's server-side wallet, and list them.",
-    )
-    .addHelpText(
-      'after',
-      '\nExamples:\n  agentctl strategy submit --file strategy.json --dry-run\n  agentctl strategy list',
-    );
-  strategy
-    .command('submit')
+/** Checks the strategy (every problem at once), then prints it (--dry-run) or submits it. */
+export async function run(options: StrategySubmitOptions, context: Context): Promise<void> {
+  const { body, request } = await checkedRequest(options);
+  const out = await context.output();
+  if (options.dryRun) {
+    if (out.json) return out.jsonValue(request);
+    out.info('dry run: the request is valid; nothing was sent');
+    return out.fields(strategyFields(request));
+  }
+  const client = await context.authenticatedClient();
+  const response = await out.progress('waiting for the submission to confirm', () =>
+    client.submitStrategy(body),
+  );
+  out.writeResult(response, (result) => {
+    out.print(`submitted "${result.strategy_name}" as ${result.strategy_id} (${result.status})`);
+    out.print(`dna ${result.dna_string}`);
+    out.print(`tx  ${result.tx_hash} (block ${result.block_number}, gas ${result.gas_used})`);
+  });
+}
+
+export function submitCommand(): Command {
+  return new Command('submit')
     .description(
       "Submit a DNA-encoded strategy to the registry from the agent's server-side wallet. Risk parameters are checked against the spec's bounds before anything is sent.",
     )
@@ -138,57 +193,5 @@ export function strategyCommand(): Command {
       'after',
       `\nExamples:\n  agentctl strategy submit --name "Mean reversion" --description "Buys dips, sells rips." --max-leverage 300\n  agentctl strategy submit --file strategy.json --dry-run`,
     )
-    .action(
-      action(async (context, command) => {
-        const flags = command.opts<SubmitFlags>();
-        const { StrategySubmitRequest, describeZodError } = await import(
-          '../../api/schemas/index.ts'
-        );
-        const body = requestFrom(flags, Object.keys(StrategySubmitRequest.shape));
-        const parsed = StrategySubmitRequest.safeParse(body);
-        if (!parsed.success)
-          throw new CliError(describeZodError(parsed.error, 'strategy'), EXIT.usage);
-        const out = await context.output();
-        if (flags.dryRun) {
-          if (out.json) return out.jsonValue(parsed.data);
-          out.info('dry run: the request is valid; nothing was sent');
-          return out.fields(strategyFields(parsed.data));
-        }
-        const client = await context.authenticatedClient();
-        const response = await out.progress('waiting for the submission to confirm', () =>
-          client.submitStrategy(body),
-        );
-        out.writeResult(response, (result) => {
-          out.print(
-            `submitted "${result.strategy_name}" as ${result.strategy_id} (${result.status})`,
-          );
-          out.print(`dna ${result.dna_string}`);
-          out.print(`tx  ${result.tx_hash} (block ${result.block_number}, gas ${result.gas_used})`);
-        });
-      }),
-    );
-  strategy
-    .command('list')
-    .description("List the agent's strategies, enumerated onchain from the registry.")
-    .addHelpText('after', '\nExample:\n  agentctl strategy list')
-    .action(
-      action(async (context) => {
-        const client = await context.authenticatedClient();
-        const out = await context.output();
-        if (out.json) return out.raw((await client.strategies.asReceived()).text);
-        const response = await client.strategies();
-        if (response.data.strategies.length === 0) return out.print('no strategies');
-        out.table(
-          ['strategy id', 'name', 'status', 'created', 'last change'],
-          response.data.strategies.map((s) => [
-            s.strategy_id,
-            s.name,
-            s.status,
-            timeWithHint(s.created_at),
-            timeWithHint(s.last_status_change),
-          ]),
-        );
-      }),
-    );
-  return strategy;
+    .action(action((context, command) => run(command.opts<StrategySubmitOptions>(), context)));
 }
