@@ -1,11 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.ts';
+import { runCli, spawnCli as spawnAgentctl } from '../helpers/cli.ts';
 import {
-  BIN,
   registerOver,
   requestOver,
   type ServeProcess,
@@ -53,25 +51,8 @@ const env = () => ({
   AGENTCTL_API_KEY: apiKey,
 });
 
-/** The built agentctl in the background: its output so far, and its exit. */
-function spawnCli(args: string[]) {
-  const child: ChildProcess = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, AGENTCTL_DATA_URL: undefined, ...env() },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr?.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) =>
-    child.on('close', (code) => resolve(code)),
-  );
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
-}
+/** The built agentctl in the background, against this test's sandbox. */
+const spawnCli = (args: string[]) => spawnAgentctl(args, env());
 
 /** Open subscriptions, as /sandbox/info counts them. */
 async function subscriptions(): Promise<number> {

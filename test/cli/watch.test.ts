@@ -1,10 +1,15 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.ts';
-import { BIN, registerOver, requestOver, type ServeProcess, startServe } from '../helpers/serve.ts';
+import { runCli, spawnCli as spawnAgentctl } from '../helpers/cli.ts';
+import {
+  registerOver,
+  requestOver,
+  type ServeProcess,
+  startServe,
+  until,
+} from '../helpers/serve.ts';
 
 const ADMIN = 'watch-admin';
 let sandbox: ServeProcess;
@@ -37,33 +42,8 @@ const env = () => ({
   AGENTCTL_API_KEY: apiKey,
 });
 
-/** The built agentctl, running in the background: its output so far, and its exit. */
-function spawnCli(args: string[]) {
-  const child: ChildProcess = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, AGENTCTL_DATA_URL: undefined, ...env() },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr?.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) =>
-    child.on('close', (code) => resolve(code)),
-  );
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
-}
-
-async function until(check: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** The built agentctl in the background, against this test's sandbox. */
+const spawnCli = (args: string[]) => spawnAgentctl(args, env());
 
 /** Open subscriptions, as /sandbox/info counts them. */
 async function subscriptions(): Promise<number> {

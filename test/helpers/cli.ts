@@ -11,7 +11,17 @@ export interface CliResult {
  * Runs the built `agentctl` with no TTY (stdin closed), as a CI job would. `env` is added to
  * a clean environment: no AGENTCTL_* variables leak in from the developer's shell.
  */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  const run = spawnCli(args, env);
+  const code = await run.exited;
+  return { code, stdout: run.stdout(), stderr: run.stderr() };
+}
+
+/**
+ * The built `agentctl` in the background (for `watch` and other commands that run until
+ * stopped), in the same clean environment as runCli(): its output so far, and its exit.
+ */
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}) {
   const base = Object.fromEntries(
     Object.entries(process.env).filter(
       ([key]) => !key.startsWith('AGENTCTL_') && key !== 'FORCE_COLOR',
@@ -29,5 +39,8 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Cli
   child.stderr.on('data', (chunk) => {
     stderr += chunk;
   });
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => resolve(code)),
+  );
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
 }
