@@ -120,7 +120,9 @@ describe('agent commands against serve', () => {
       '300',
     ]);
     expect(submit.code).toBe(0);
-    expect(submit.stdout).toMatch(/^submitted "Mean reversion" as 0x[0-9a-f]{64} \(shadow\)$/m);
+    expect(submit.stdout).toMatch(
+      /^submitted "Mean reversion" \(shadow\)\nstrategy +0x[0-9a-f]{64}$/m,
+    );
     const file = join(dir, 'strategy.json');
     writeFileSync(
       file,
