@@ -92,11 +92,13 @@ export async function run(options: DepositOptions, context: Context): Promise<vo
       for (const line of wrapText(text, TABLE_WIDTH)) out.print(line);
     };
     // shares_balance is every share the agent holds in the vault, not this deposit's.
-    const balance = `${rawWithAmount(result.shares_balance, 'shares')}, all the agent's shares in ${result.vault}`;
+    // The vault by the id it was asked by (the service's name for it is longer).
+    const vault = body.vault_id;
+    const balance = `${rawWithAmount(result.shares_balance, 'shares')}, all the agent's shares in ${vault}`;
     if (result.status === 'pending') {
       // The ERC-7540 vault: a request, fulfilled (and claimed for the agent) later.
       sentence(
-        `requested a deposit of ${amountWithRaw(result.amount_usdc)} into ${result.vault}: pending`,
+        `requested a deposit of ${amountWithRaw(result.amount_usdc)} into ${vault}: pending`,
       );
       out.fields({
         vault: result.vault_address,
@@ -111,7 +113,7 @@ export async function run(options: DepositOptions, context: Context): Promise<vo
       out.print('follow it with: agentctl data transactions --type deposit_request');
       return;
     }
-    sentence(`deposited ${amountWithRaw(result.amount_usdc)} into ${result.vault}`);
+    sentence(`deposited ${amountWithRaw(result.amount_usdc)} into ${vault}`);
     out.fields({
       vault: result.vault_address,
       'approve tx': result.approve_tx,
