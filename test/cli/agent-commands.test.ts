@@ -274,7 +274,9 @@ describe('agent commands against serve', () => {
   it('faucet drips once, then exits 5 with the cooldown fields in the --json error', async () => {
     const drip = await cli(['faucet']);
     expect(drip.code).toBe(0);
-    expect(drip.stdout).toMatch(/^received 0\.1 ETH \(100000000000000000 wei\) in 0x/m);
+    expect(drip.stdout).toMatch(
+      /^received 0\.1 ETH \(100000000000000000 wei\) in the agent wallet\nwallet +0x[0-9a-fA-F]{40}\ntx +0x[0-9a-f]{64}$/m,
+    );
     const again = await cli(['--json', 'faucet']);
     expect(again.code).toBe(5);
     expect(again.stdout).toBe('');

@@ -10,6 +10,7 @@ import { run as configList } from '../../src/cli/commands/config/list.ts';
 import { run as configSet } from '../../src/cli/commands/config/set.ts';
 import { run as deposit } from '../../src/cli/commands/deposit.ts';
 import { run as eligibility } from '../../src/cli/commands/eligibility.ts';
+import { run as faucet } from '../../src/cli/commands/faucet.ts';
 import { run as health } from '../../src/cli/commands/health.ts';
 import { run as keysList } from '../../src/cli/commands/keys/list.ts';
 import { run as leaderboard } from '../../src/cli/commands/leaderboard.ts';
@@ -26,6 +27,7 @@ import { run as sandboxStrategyStatus } from '../../src/cli/commands/sandbox/str
 import { run as stats } from '../../src/cli/commands/stats.ts';
 import { run as strategyList } from '../../src/cli/commands/strategy/list.ts';
 import { run as strategySubmit } from '../../src/cli/commands/strategy/submit.ts';
+import { run as vote } from '../../src/cli/commands/vote.ts';
 import { run as wallet } from '../../src/cli/commands/wallet.ts';
 import { run as whoami } from '../../src/cli/commands/whoami.ts';
 import { type Context, contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
@@ -175,6 +177,25 @@ const BODIES: Record<string, unknown> = {
     status: 'shadow',
     block_number: 18_234_567,
     gas_used: 1_234_567,
+  },
+  'POST /api/v1/agent/faucet': {
+    success: true,
+    agent_address: AGENT,
+    tx_hash: HASH,
+    status: 'confirmed',
+    drip_amount_wei: '100000000000000000',
+    drip_amount_eth: '0.1',
+  },
+  'POST /api/v1/agent/governance/vote': {
+    success: true,
+    agent_address: AGENT,
+    proposal_id: 123456789,
+    support: 1,
+    support_label: 'for',
+    reason: LONG_TEXT,
+    tx_hash: HASH,
+    status: 'confirmed',
+    block_number: 18_234_567,
   },
   'GET /health': {
     status: 'ok',
@@ -428,7 +449,7 @@ describe('human output of live-sized values fits 80 columns', () => {
     }
   });
 
-  it('deposit and strategy submit: hashes and ids whole, each line within 80', async () => {
+  it('deposit, strategy submit, faucet and vote: hashes and ids whole, each line within 80', async () => {
     const deposited = await output(deposit, {
       vault: 'configurable',
       amount: '1000000',
@@ -453,6 +474,14 @@ describe('human output of live-sized values fits 80 columns', () => {
     });
     expect(tooWide(dryRun)).toEqual([]);
     expect(dryRun).toContain(HASH);
+    const dripped = await output(faucet, {});
+    expect(tooWide(dripped)).toEqual([]);
+    expect(dripped).toContain(AGENT);
+    expect(dripped).toContain(HASH);
+    const voted = await output(vote, { proposalId: '123456789', support: 'for', reason: 'yes' });
+    expect(tooWide(voted)).toEqual([]);
+    expect(voted).toContain(HASH);
+    expect(joined(voted)).toContain(LONG_TEXT);
   });
 
   it('sandbox: info, fund, proposal, strategy-status, fulfillment-delay and node', async () => {
