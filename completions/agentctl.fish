@@ -61,7 +61,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from register' -l repo-url -r -d
 complete -c agentctl -n '__fish_seen_subcommand_from register' -l yes -d 'do not ask for confirmation, nor for the optional fields'
 complete -c agentctl -n '__fish_seen_subcommand_from register' -l force -d 'replace the API key the profile already holds'
 complete -c agentctl -n '__fish_seen_subcommand_from doctor' -l data-url -r -d 'data API URL (env AGENTCTL_DATA_URL; default: the profile\'s data_url, else the base URL)'
-complete -c agentctl -n '__fish_seen_subcommand_from vaults' -l wide -d 'every column, with full addresses and raw amounts'
+complete -c agentctl -n '__fish_seen_subcommand_from vaults' -l wide -d 'whole addresses, names and raw amounts (tables may exceed 80 columns)'
 complete -c agentctl -n '__fish_seen_subcommand_from leaderboard' -l limit -r -d 'how many (1 to 100; the service defaults to 50)'
 complete -c agentctl -n '__fish_seen_subcommand_from leaderboard' -l wide -d 'whole addresses, names and raw amounts (tables may exceed 80 columns)'
 complete -c agentctl -n '__fish_seen_subcommand_from positions' -l wallet -r -d 'a wallet to look up instead of the agent\'s own'
