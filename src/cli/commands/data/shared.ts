@@ -8,7 +8,8 @@ import { rawToDecimal, rawWithAmount, shortAddress, timeWithHint } from '../../f
  * What the `data` verbs share, and only they: resolving a vault or a wallet, and the way their
  * human tables show amounts, percentages, times and vaults. A table fits 80 columns: addresses
  * are shortened, vaults shown by id, amounts without their raw units; `--wide` shows every
- * value whole, and `--json` the body as received.
+ * value whole, and `--json` the body as received. The option itself, clip() and TABLE_WIDTH
+ * live in format.ts, since every command's tables share them.
  */
 
 export const percent = (value: number) => `${Number(value.toFixed(4))} %`;
