@@ -1,4 +1,72 @@
-/** Human renderings shared by the commands; --json never goes through these. */
+import { Option } from 'commander';
+
+/**
+ * Human renderings shared by the commands; --json never goes through these. A human table
+ * fits TABLE_WIDTH columns: addresses shortened, vaults shown by id, long names clipped, amounts
+ * without their raw units; `--wide` (wideOption) shows every value whole.
+ */
+
+/** The width every human table and line fits in (without --wide). */
+export const TABLE_WIDTH = 80;
+
+/** `--wide`, for every command with a table that shortens values. */
+export const wideOption = () =>
+  new Option('--wide', 'whole addresses, names and raw amounts (tables may exceed 80 columns)');
+
+/** At most `width` characters: a longer text ends in "…" (--wide shows it whole). */
+export function clip(text: string, width: number): string {
+  return [...text].length <= width ? text : `${[...text].slice(0, width - 1).join('')}…`;
+}
+
+/**
+ * Text as lines of at most `width` characters, broken at spaces; a word longer than the width
+ * (a hash, a path) stays whole on its own line, since a broken one could not be copied.
+ */
+export function wrapText(text: string, width: number): string[] {
+  const lines: string[] = [];
+  for (const paragraph of text.split('\n')) {
+    let current = '';
+    for (const word of paragraph.split(' ')) {
+      if (current === '') current = word;
+      else if ([...current].length + 1 + [...word].length <= width) current += ` ${word}`;
+      else {
+        lines.push(current);
+        current = word;
+      }
+    }
+    lines.push(current);
+  }
+  return lines;
+}
+
+/**
+ * `key  value` lines with the keys padded to one column, each within `width`: a long value
+ * wraps under its column, or, when a word of it would not fit there (a 66-character hash
+ * after a long key), starts on the next line indented by two.
+ *
+ *   fieldLines({ tx: '0xab…' })  // ["tx  0xab…"]
+ */
+export function fieldLines(
+  value: Record<string, unknown>,
+  bold: (text: string) => string = (text) => text,
+  width = TABLE_WIDTH,
+): string[] {
+  const keyWidth = Math.max(0, ...Object.keys(value).map((key) => key.length));
+  const column = keyWidth + 2;
+  return Object.entries(value).flatMap(([key, field]) => {
+    const shown = cellText(field);
+    const label = bold(key.padEnd(keyWidth));
+    if (column + [...shown].length <= width && !shown.includes('\n')) {
+      return [`${label}  ${shown}`];
+    }
+    const longest = Math.max(0, ...shown.split(/[ \n]/).map((word) => [...word].length));
+    if (column + longest <= width) {
+      const [first = '', ...rest] = wrapText(shown, width - column);
+      return [`${label}  ${first}`, ...rest.map((line) => `${' '.repeat(column)}${line}`)];
+    }
+    return [bold(key.trimEnd()), ...wrapText(shown, width - 2).map((line) => `  ${line}`)];
+  });
+}
 
 /** "2026-11-22T08:09:24Z (in 23 h)": ISO 8601 UTC, and how far from now. */
 export function timeWithHint(unixSeconds: number, nowMs = Date.now()): string {
@@ -117,15 +185,16 @@ export function nestedFieldLines(
       lines.push(`${indent}${bold(key)}`);
       lines.push(...nestedFieldLines(field as Record<string, unknown>, bold, `${indent}  `));
     } else {
+      const shown = { [key.padEnd(width)]: field === null ? 'none' : field };
       lines.push(
-        `${indent}${bold(key.padEnd(width))}  ${field === null ? 'none' : cellText(field)}`,
+        ...fieldLines(shown, bold, TABLE_WIDTH - indent.length).map((line) => `${indent}${line}`),
       );
     }
   }
   return lines;
 }
 
-/** 0x1234…abcd: an address in a human table or line; --wide and --json give it whole. */
+/** 0x1234…abcd: an address (or a 66-character id) in a human table; --wide and --json give it whole. */
 export function shortAddress(address: string): string {
   return `${address.slice(0, 6)}…${address.slice(-4)}`;
 }

@@ -1,5 +1,5 @@
 import Table from 'cli-table3';
-import { cellText } from './format.ts';
+import { cellText, fieldLines } from './format.ts';
 
 /** The styles output uses; a chalk instance has them all. */
 export interface Colour {
@@ -60,13 +60,12 @@ export function createOutput(options: OutputOptions) {
       for (const row of rows) table.push(row.map(cellText));
       line(stdout, table.toString());
     },
-    /** Field: value lines, for single objects; nested values are shown as JSON. */
+    /**
+     * `key  value` lines, for single objects; nested values as key=value pairs. A value too
+     * long for 80 columns wraps, whole (see fieldLines).
+     */
     fields(value: Record<string, unknown>) {
-      const width = Math.max(0, ...Object.keys(value).map((key) => key.length));
-      for (const [key, field] of Object.entries(value)) {
-        const shown = cellText(field);
-        line(stdout, `${c.bold(key.padEnd(width))}  ${shown}`);
-      }
+      for (const text of fieldLines(value, c.bold)) line(stdout, text);
     },
     /**
      * Any JSON value, for shapes the spec leaves open: its scalar fields as lines, then

@@ -59,11 +59,13 @@ describe('agent commands against serve', () => {
     expect(deposit.stdout).toMatch(/^deposit tx {2}0x[0-9a-f]{64}$/m);
     expect(deposit.stdout).toMatch(/^deposited 12\.5 USDC \(12500000 raw\) into /m);
     expect(deposit.stdout).toMatch(
-      /^balance {5}[\d.]+ shares \(\d+ raw\), all the agent's shares in Moderate USDC Vault$/m,
+      /^balance {5}[\d.]+ shares \(\d+ raw\), all the agent's shares in moderate$/m,
     );
     const positions = await cli(['positions']);
     expect(positions.stdout).toContain('moderate');
-    expect(positions.stdout).toContain('12.5 USDC (12500000 raw)');
+    expect(positions.stdout).toMatch(
+      /│ moderate │ [\d.]+ +│ 12\.5 USDC │ 0x[0-9a-fA-F]{4}…[0-9a-fA-F]{4} │/,
+    );
     const json = await cli(['--json', 'deposit', 'hedged', '1']);
     expect(json.code).toBe(0);
     const body = JSON.parse(json.stdout);
@@ -120,7 +122,9 @@ describe('agent commands against serve', () => {
       '300',
     ]);
     expect(submit.code).toBe(0);
-    expect(submit.stdout).toMatch(/^submitted "Mean reversion" as 0x[0-9a-f]{64} \(shadow\)$/m);
+    expect(submit.stdout).toMatch(
+      /^submitted "Mean reversion" \(shadow\)\nstrategy +0x[0-9a-f]{64}$/m,
+    );
     const file = join(dir, 'strategy.json');
     writeFileSync(
       file,
@@ -140,9 +144,9 @@ describe('agent commands against serve', () => {
     ]);
     const human = await cli(['strategy', 'list']);
     expect(human.stdout).toContain('From file');
-    // Times as ISO 8601 with a relative hint.
+    // Times as ISO 8601 with a relative hint (under it, to fit 80 columns).
     expect(human.stdout).toMatch(
-      /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \((now|\d+ (s|min|h|d) ago|in \d+ (s|min|h|d))\)/,
+      /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ │\n│.*│ \((now|\d+ (s|min|h|d) ago|in \d+ (s|min|h|d))\) +│/,
     );
     // The dry run shows each risk parameter with its unit.
     const dry = await cli([
@@ -270,7 +274,9 @@ describe('agent commands against serve', () => {
   it('faucet drips once, then exits 5 with the cooldown fields in the --json error', async () => {
     const drip = await cli(['faucet']);
     expect(drip.code).toBe(0);
-    expect(drip.stdout).toMatch(/^received 0\.1 ETH \(100000000000000000 wei\) in 0x/m);
+    expect(drip.stdout).toMatch(
+      /^received 0\.1 ETH \(100000000000000000 wei\) in the agent wallet\nwallet +0x[0-9a-fA-F]{40}\ntx +0x[0-9a-f]{64}$/m,
+    );
     const again = await cli(['--json', 'faucet']);
     expect(again.code).toBe(5);
     expect(again.stdout).toBe('');

@@ -258,7 +258,7 @@ describe('config and precedence', () => {
         ['--profile', 'local', '--base-url', 'http://x:1', 'config', 'list'],
         env,
       );
-      expect(human.stdout).toMatch(/base_url\s*│\s*http:\/\/x:1\s*│\s*flag --base-url/);
+      expect(human.stdout).toMatch(/^base_url +http:\/\/x:1 {2}from flag --base-url$/m);
       // The profile's base_url is used when neither flag nor environment says otherwise.
       expectOk(await runCli(['--profile', 'local', 'health'], env));
       // A profile named explicitly must exist, so a typo never runs against the wrong service.

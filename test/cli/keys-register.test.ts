@@ -148,9 +148,9 @@ describe('agentctl register (scripted)', () => {
     expect(human.stdout).toMatch(/^agent_name\s+Trend Bot$/m);
     // Both wallets, and which does what.
     expect(human.stdout).toMatch(
-      /^wallet\s+0x[0-9a-fA-F]{40} \(registered; signs the registration\)$/m,
+      /^wallet\s+0x[0-9a-fA-F]{40} \(registered;\s+signs the registration\)$/m,
     );
-    expect(human.stdout).toMatch(/^agent_wallet\s+0x[0-9a-fA-F]{40} \(server-side; deposits/m);
+    expect(human.stdout).toMatch(/^agent_wallet\s+0x[0-9a-fA-F]{40} \(server-side;\s+deposits/m);
     // The stored key works for authenticated commands.
     expect((await cli(['wallet'])).code).toBe(0);
   }, 60_000);

@@ -108,9 +108,14 @@ describe('wallet', () => {
     expect(text).toMatch(/^ETH\s+1 ETH \(1000000000000000000 wei\)$/m);
     expect(text).toMatch(/^USDC\s+10000 USDC \(10000000000 raw\)$/m);
     expect(text).toMatch(/^network\s+Base Sepolia \(chain id 84532\)$/m);
-    expect(text).toContain('200 shares (200000000 raw)');
-    expect(text).toContain('200.5 USDC (200500000 raw)');
+    // The positions table fits 80 columns without the raw units; --wide adds them.
+    expect(text).toMatch(/│ 200 shares +│ 200\.5 USDC +│/);
     expect(text).not.toMatch(/eth_balance|usdc_balance|value_usdc|vault_address/);
+    const wide = contextWith({ baseUrl: url, apiKey: 'agk_test' });
+    await wallet({ wide: true }, wide.context);
+    await wide.context.close();
+    expect(wide.stdout.text()).toContain('200 shares (200000000 raw)');
+    expect(wide.stdout.text()).toContain('200.5 USDC (200500000 raw)');
   });
 });
 

@@ -2,9 +2,12 @@ import { describe, expect, it } from 'vitest';
 import {
   amountWithRaw,
   cellText,
+  clip,
+  fieldLines,
   rawWithAmount,
   strategyFields,
   timeWithHint,
+  wrapText,
 } from '../../src/cli/format.ts';
 
 describe('human formats', () => {
@@ -55,5 +58,30 @@ describe('human formats', () => {
       stop_loss_percent: '250 bps (2.5 %)',
       correlation_threshold: '70 (0.7)',
     });
+  });
+});
+
+describe('80 columns', () => {
+  const hash = `0x${'ab'.repeat(32)}`;
+
+  it('clips a long text with an ellipsis, and leaves a short one', () => {
+    expect(clip('Delta Neutral Basis Trade Vault', 14)).toBe('Delta Neutral…');
+    expect(clip('moderate', 14)).toBe('moderate');
+  });
+
+  it('wraps at spaces, keeping a word longer than the width whole', () => {
+    expect(wrapText('one two three four', 9)).toEqual(['one two', 'three', 'four']);
+    expect(wrapText(`tx ${hash}`, 20)).toEqual(['tx', hash]);
+  });
+
+  it('keeps field lines within the width: a value wraps under its column, or under its key', () => {
+    const lines = fieldLines({ tx: hash, description: 'word '.repeat(30).trim() });
+    expect(lines[0]).toBe(`tx           ${hash}`);
+    expect(lines[1]).toMatch(/^description {2}word/);
+    expect(lines[2]).toMatch(/^ {13}word/);
+    // A 66-character hash after a 15-character key would need 83 columns.
+    const under = fieldLines({ previous_status: 'live', strategy_id: hash });
+    expect(under).toEqual(['previous_status  live', 'strategy_id', `  ${hash}`]);
+    expect([...lines, ...under].every((line) => line.length <= 80)).toBe(true);
   });
 });

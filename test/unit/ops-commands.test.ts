@@ -395,7 +395,7 @@ describe('reads', () => {
     const url = await serviceAnswering((_request, response) => json(response, 200, body));
     const known = testContext({}, url);
     await positions({ wallet: `0x${'11'.repeat(20)}` }, known.context);
-    expect(known.collected.stdout).toContain('12.5 USDC (12500000 raw)');
+    expect(known.collected.stdout).toMatch(/│ moderate │ 12\.5 +│ 12\.5 USDC │ 0x2222…2222 │/);
     body = { holdings: 'none yet', total: 0 };
     const other = testContext({}, url);
     await positions({ wallet: `0x${'11'.repeat(20)}` }, other.context);

@@ -4,7 +4,14 @@ import { action } from '../action.ts';
 import { decimalText, vaultId } from '../args.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { amountWithRaw, rawWithAmount, shortAddress, timeWithHint } from '../format.ts';
+import {
+  amountWithRaw,
+  rawWithAmount,
+  shortAddress,
+  TABLE_WIDTH,
+  timeWithHint,
+  wrapText,
+} from '../format.ts';
 
 /** `agentctl deposit <vault> <amount>`, as typed. */
 export interface DepositOptions {
@@ -80,30 +87,38 @@ export async function run(options: DepositOptions, context: Context): Promise<vo
     client.deposit(body),
   );
   out.writeResult(response, (result) => {
+    // Each line within 80 columns: a sentence wraps, the hashes and address have lines of their own.
+    const sentence = (text: string) => {
+      for (const line of wrapText(text, TABLE_WIDTH)) out.print(line);
+    };
     // shares_balance is every share the agent holds in the vault, not this deposit's.
-    const balance = `${rawWithAmount(result.shares_balance, 'shares')}, all the agent's shares in ${result.vault}`;
+    // The vault by the id it was asked by (the service's name for it is longer).
+    const vault = body.vault_id;
+    const balance = `${rawWithAmount(result.shares_balance, 'shares')}, all the agent's shares in ${vault}`;
     if (result.status === 'pending') {
       // The ERC-7540 vault: a request, fulfilled (and claimed for the agent) later.
-      out.print(
-        `requested a deposit of ${amountWithRaw(result.amount_usdc)} into ${result.vault} (${result.vault_address}): pending`,
+      sentence(
+        `requested a deposit of ${amountWithRaw(result.amount_usdc)} into ${vault}: pending`,
       );
-      out.print(`approve tx  ${result.approve_tx}`);
-      out.print(`request tx  ${result.deposit_tx}`);
-      if (result.request_id !== undefined) out.print(`request id  ${result.request_id}`);
-      if (result.fulfillable_at !== undefined) {
-        out.print(
-          `fulfilled   at ${timeWithHint(result.fulfillable_at, context.nowMs())} by the sandbox's clock, or soon after; the shares are then claimed into the agent's wallet`,
-        );
-      }
-      out.print(`balance     ${balance}, before the claim`);
+      out.fields({
+        vault: result.vault_address,
+        'approve tx': result.approve_tx,
+        'request tx': result.deposit_tx,
+        ...(result.request_id !== undefined && { 'request id': result.request_id }),
+        ...(result.fulfillable_at !== undefined && {
+          fulfilled: `at ${timeWithHint(result.fulfillable_at, context.nowMs())} by the sandbox's clock, or soon after; the shares are then claimed into the agent's wallet`,
+        }),
+        balance: `${balance}, before the claim`,
+      });
       out.print('follow it with: agentctl data transactions --type deposit_request');
       return;
     }
-    out.print(
-      `deposited ${amountWithRaw(result.amount_usdc)} into ${result.vault} (${result.vault_address})`,
-    );
-    out.print(`approve tx  ${result.approve_tx}`);
-    out.print(`deposit tx  ${result.deposit_tx}`);
-    out.print(`balance     ${balance}`);
+    sentence(`deposited ${amountWithRaw(result.amount_usdc)} into ${vault}`);
+    out.fields({
+      vault: result.vault_address,
+      'approve tx': result.approve_tx,
+      'deposit tx': result.deposit_tx,
+      balance,
+    });
   });
 }

@@ -35,8 +35,9 @@ export async function run(_options: FaucetOptions, context: Context): Promise<vo
     );
   }
   if (out.json) return out.raw(response.text);
+  // The wallet and the hash on lines of their own: with the amount they exceed 80 columns.
   out.print(
-    `received ${response.data.drip_amount_eth} ETH (${response.data.drip_amount_wei} wei) in ${response.data.agent_address}`,
+    `received ${response.data.drip_amount_eth} ETH (${response.data.drip_amount_wei} wei) in the agent wallet`,
   );
-  out.print(`tx ${response.data.tx_hash}`);
+  out.fields({ wallet: response.data.agent_address, tx: response.data.tx_hash });
 }

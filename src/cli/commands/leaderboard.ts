@@ -2,11 +2,14 @@ import { Command, InvalidArgumentError } from 'commander';
 import { LEADERBOARD_MAX_LIMIT } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
+import { clip, wideOption } from '../format.ts';
 import { showRead } from '../read.ts';
 
 /** `agentctl leaderboard [--limit n]`: the service's default when no limit is given. */
 export interface LeaderboardOptions {
   limit?: number | undefined;
+  /** Agent names whole. */
+  wide?: boolean | undefined;
 }
 
 function parseLimit(value: string): number {
@@ -26,11 +29,13 @@ export function leaderboardCommand(): Command {
       `how many (1 to ${LEADERBOARD_MAX_LIMIT}; the service defaults to 50)`,
       parseLimit,
     )
+    .addOption(wideOption())
     .addHelpText('after', '\nExample:\n  agentctl leaderboard --limit 10')
     .action(
-      action((context, command) =>
-        run({ limit: command.opts<LeaderboardOptions>().limit }, context),
-      ),
+      action((context, command) => {
+        const { limit, wide } = command.opts<LeaderboardOptions>();
+        return run({ limit, wide }, context);
+      }),
     );
 }
 
@@ -42,9 +47,10 @@ export async function run(options: LeaderboardOptions, context: Context): Promis
       ['#', 'agent', 'tier', 'score', 'strategies'],
       agents.map((agent, i) => [
         i + 1,
-        agent.agent_name,
+        // A name may have 100 characters: clipped to keep the table within 80 columns.
+        options.wide ? agent.agent_name : clip(agent.agent_name, 24),
         agent.tier,
-        agent.performance_score,
+        options.wide ? agent.performance_score : Number(agent.performance_score.toFixed(4)),
         agent.strategies_submitted,
       ]),
     ),

@@ -2,13 +2,15 @@ import { Command } from 'commander';
 import { action } from '../action.ts';
 import { checkAddress } from '../args.ts';
 import type { Context } from '../context.ts';
-import { amountWithRaw } from '../format.ts';
+import { amountWithRaw, clip, shortAddress, wideOption } from '../format.ts';
 import type { Output } from '../output.ts';
 import { showRead } from '../read.ts';
 
 /** `agentctl positions [--wallet]`: the agent's own positions, or any wallet's. */
 export interface PositionsOptions {
   wallet?: string | undefined;
+  /** Vault names, raw amounts and addresses whole. */
+  wide?: boolean | undefined;
 }
 
 interface PositionRow {
@@ -26,14 +28,16 @@ export function positionsCommand(): Command {
       "Without --wallet: the agent's own positions (needs the API key). With --wallet: any wallet's onchain positions (public).",
     )
     .option('--wallet <address>', "a wallet to look up instead of the agent's own")
+    .addOption(wideOption())
     .addHelpText(
       'after',
-      '\nExamples:\n  agentctl positions\n  agentctl positions --wallet 0x000000000000000000000000000000000000dEaD',
+      '\nExamples:\n  agentctl positions\n  agentctl positions --wide\n  agentctl positions --wallet 0x000000000000000000000000000000000000dEaD',
     )
     .action(
-      action((context, command) =>
-        run({ wallet: command.opts<PositionsOptions>().wallet }, context),
-      ),
+      action((context, command) => {
+        const { wallet, wide } = command.opts<PositionsOptions>();
+        return run({ wallet, wide }, context);
+      }),
     );
 }
 
@@ -47,27 +51,46 @@ export async function run(options: PositionsOptions, context: Context): Promise<
       const { Positions } = await import('../../api/schemas/index.ts');
       const known = Positions.safeParse(body);
       if (!known.success) return out.generic(body);
-      positionsTable(out, known.data.positions);
+      positionsTable(out, known.data.positions, options.wide);
     });
     return;
   }
   const client = await context.authenticatedClient();
-  await showRead(out, client.positions, [], (body) => positionsTable(out, body.positions));
+  await showRead(out, client.positions, [], (body) =>
+    positionsTable(out, body.positions, options.wide),
+  );
 }
 
-/** One table for anyone's positions: `positions` and `positions --wallet` look alike. */
-function positionsTable(out: Output, positions: PositionRow[]): void {
+/**
+ * One table for anyone's positions: `positions` and `positions --wallet` look alike. It fits
+ * 80 columns (vault ids, decimal amounts, short addresses); --wide shows names, raw units and
+ * addresses whole.
+ */
+function positionsTable(out: Output, positions: PositionRow[], wide = false): void {
   if (positions.length === 0) {
     out.print('no positions');
+    return;
+  }
+  if (wide) {
+    out.table(
+      ['vault', 'name', 'shares', 'value', 'address'],
+      positions.map((position) => [
+        position.vault_id,
+        position.vault_name,
+        position.shares === undefined ? undefined : amountWithRaw(position.shares, ''),
+        position.value_usdc === undefined ? undefined : amountWithRaw(position.value_usdc),
+        position.vault_address,
+      ]),
+    );
     return;
   }
   out.table(
     ['vault', 'shares', 'value', 'address'],
     positions.map((position) => [
-      position.vault_id ?? position.vault_name,
-      position.shares === undefined ? undefined : amountWithRaw(position.shares, ''),
-      position.value_usdc === undefined ? undefined : amountWithRaw(position.value_usdc),
-      position.vault_address,
+      position.vault_id ?? clip(position.vault_name ?? '', 14),
+      position.shares,
+      position.value_usdc === undefined ? undefined : `${position.value_usdc} USDC`,
+      position.vault_address === undefined ? undefined : shortAddress(position.vault_address),
     ]),
   );
 }

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { action } from '../action.ts';
 import type { Context } from '../context.ts';
-import { amountWithRaw, shortAddress } from '../format.ts';
+import { amountWithRaw, shortAddress, wideOption } from '../format.ts';
 import { showRead } from '../read.ts';
 
 /** `agentctl vaults [--wide]`. */
@@ -17,7 +17,7 @@ export function vaultsCommand(): Command {
     .description(
       'List the active vaults, with the identifier `deposit` takes. The table fits 80 columns (addresses shortened); --wide adds the names, the raw amounts and the full addresses.',
     )
-    .option('--wide', 'every column, with full addresses and raw amounts')
+    .addOption(wideOption())
     .addHelpText('after', '\nExamples:\n  agentctl vaults\n  agentctl vaults --wide')
     .action(
       action((context, command) => run({ wide: command.opts<VaultsOptions>().wide }, context)),

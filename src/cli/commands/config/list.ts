@@ -75,15 +75,17 @@ export async function run(_options: ConfigListOptions, context: Context): Promis
       },
     });
   }
-  out.table(
-    ['setting', 'value', 'from'],
-    [
-      ['profile', context.profileName, profileSource],
-      ...PROFILE_KEYS.map((key) => [
+  // Field lines rather than a table: a full wallet address and where each value comes from
+  // fit 80 columns, and a long source (a key not sent) wraps.
+  const shown = (value: string | undefined, source: string) =>
+    value === undefined ? source : `${value}  from ${source}`;
+  out.fields({
+    profile: shown(context.profileName, profileSource),
+    ...Object.fromEntries(
+      PROFILE_KEYS.map((key) => [
         key,
-        maskedSetting(key, effective[key].value) ?? '(not set)',
-        effective[key].source,
+        shown(maskedSetting(key, effective[key].value), effective[key].source),
       ]),
-    ],
-  );
+    ),
+  });
 }

@@ -2,8 +2,9 @@ import { Command, Option } from 'commander';
 import { VAULT_IDS } from '../../../api/schemas/values.ts';
 import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
+import { TABLE_WIDTH } from '../../format.ts';
 import { showRead } from '../../read.ts';
-import { percent, TABLE_WIDTH, timeText, usdc, vaultAddress, vaultIdOf } from './shared.ts';
+import { percent, timeText, usdc, vaultAddress, vaultIdOf } from './shared.ts';
 
 const PERIODS = ['7d', '30d', '90d', '1y', 'all'];
 const INTERVALS = ['1h', '4h', '1d', '1w'];

@@ -1,8 +1,9 @@
 import { Command } from 'commander';
 import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
+import { clip, wideOption } from '../../format.ts';
 import { showRead } from '../../read.ts';
-import { clip, timeCell, timeText, wideOption } from './shared.ts';
+import { timeCell, timeText } from './shared.ts';
 
 export interface DataNodesOptions {
   wide?: boolean;

@@ -1,10 +1,9 @@
 import { Command } from 'commander';
 import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
-import { rawToDecimal, rawWithAmount } from '../../format.ts';
+import { clip, rawToDecimal, rawWithAmount, wideOption } from '../../format.ts';
 import { showRead } from '../../read.ts';
 import {
-  clip,
   percent,
   signedUsdc,
   timeCell,
@@ -13,7 +12,6 @@ import {
   usdcShort,
   userAddress,
   vaultIdOf,
-  wideOption,
 } from './shared.ts';
 
 export interface DataPositionsOptions {

@@ -1,4 +1,3 @@
-import { Option } from 'commander';
 import { VAULT_IDS } from '../../../api/schemas/values.ts';
 import { checkAddress, vaultId } from '../../args.ts';
 import type { Context } from '../../context.ts';
@@ -9,15 +8,9 @@ import { rawToDecimal, rawWithAmount, shortAddress, timeWithHint } from '../../f
  * What the `data` verbs share, and only they: resolving a vault or a wallet, and the way their
  * human tables show amounts, percentages, times and vaults. A table fits 80 columns: addresses
  * are shortened, vaults shown by id, amounts without their raw units; `--wide` shows every
- * value whole, and `--json` the body as received.
+ * value whole, and `--json` the body as received. The option itself, clip() and TABLE_WIDTH
+ * live in format.ts, since every command's tables share them.
  */
-
-/** The width every human table of the group fits in (without --wide). */
-export const TABLE_WIDTH = 80;
-
-/** `--wide`, for the verbs with a table. */
-export const wideOption = () =>
-  new Option('--wide', 'whole addresses, names and raw amounts (tables may exceed 80 columns)');
 
 export const percent = (value: number) => `${Number(value.toFixed(4))} %`;
 
@@ -47,11 +40,6 @@ export function timeText(iso: string | null, nowMs: number): string {
  */
 export function timeCell(iso: string | null, nowMs: number): string {
   return timeText(iso, nowMs).replace(' (', '\n(');
-}
-
-/** At most `width` characters: a longer name ends in "…" (--wide shows it whole). */
-export function clip(text: string, width: number): string {
-  return text.length <= width ? text : `${text.slice(0, width - 1)}…`;
 }
 
 /** The vault id (moderate, …) the data API's name for a vault stands for, if any. */

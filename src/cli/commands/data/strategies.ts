@@ -2,9 +2,9 @@ import { Command, Option } from 'commander';
 import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
 import { CliError, EXIT } from '../../exit-codes.ts';
-import { shortAddress } from '../../format.ts';
+import { clip, shortAddress, wideOption } from '../../format.ts';
 import { showRead } from '../../read.ts';
-import { clip, percent, wideOption } from './shared.ts';
+import { percent } from './shared.ts';
 
 const STRATEGY_STATUSES = ['shadow', 'evolution', 'live', 'deprecated'];
 

@@ -2,8 +2,9 @@ import { Command } from 'commander';
 import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
 import { CliError, EXIT } from '../../exit-codes.ts';
+import { TABLE_WIDTH } from '../../format.ts';
 import { showRead } from '../../read.ts';
-import { percent, TABLE_WIDTH, timeText } from './shared.ts';
+import { percent, timeText } from './shared.ts';
 
 export interface DataStrategyOptions {
   /** 0x and 64 hex digits. */

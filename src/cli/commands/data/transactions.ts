@@ -3,18 +3,10 @@ import type { ApiClient } from '../../../api/client.ts';
 import { action } from '../../action.ts';
 import { wholeNumber } from '../../args.ts';
 import type { Context } from '../../context.ts';
-import { rawToDecimal, rawWithAmount } from '../../format.ts';
+import { rawToDecimal, rawWithAmount, wideOption } from '../../format.ts';
 import type { Output } from '../../output.ts';
 import { showRead } from '../../read.ts';
-import {
-  timeCell,
-  timeText,
-  usdc,
-  usdcShort,
-  userAddress,
-  vaultNamer,
-  wideOption,
-} from './shared.ts';
+import { timeCell, timeText, usdc, usdcShort, userAddress, vaultNamer } from './shared.ts';
 
 const TRANSACTION_TYPES = ['deposit', 'withdraw', 'deposit_request', 'redeem_request', 'claim'];
 /** The data API's largest page: --all asks for pages of this size. */

@@ -2,9 +2,9 @@ import { Command } from 'commander';
 import { VAULT_IDS } from '../../../api/schemas/values.ts';
 import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
-import { rawWithAmount, shortAddress } from '../../format.ts';
+import { clip, rawWithAmount, shortAddress, wideOption } from '../../format.ts';
 import { showRead } from '../../read.ts';
-import { clip, percent, timeText, usdc, vaultAddress, vaultIdOf, wideOption } from './shared.ts';
+import { percent, timeText, usdc, vaultAddress, vaultIdOf } from './shared.ts';
 
 export interface DataVaultOptions {
   /** An address or a vault id. */

@@ -2,8 +2,9 @@ import { Command, Option } from 'commander';
 import { action } from '../../action.ts';
 import { usdcToRaw } from '../../args.ts';
 import type { Context } from '../../context.ts';
+import { clip, wideOption } from '../../format.ts';
 import { showRead } from '../../read.ts';
-import { clip, percent, usdc, usdcShort, vaultIdOf, wideOption } from './shared.ts';
+import { percent, usdc, usdcShort, vaultIdOf } from './shared.ts';
 
 const RISK_LEVELS = ['conservative', 'moderate', 'aggressive'];
 

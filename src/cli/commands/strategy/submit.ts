@@ -3,7 +3,7 @@ import { Command, Option } from 'commander';
 import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
 import { CliError, EXIT } from '../../exit-codes.ts';
-import { strategyFields } from '../../format.ts';
+import { strategyFields, TABLE_WIDTH, wrapText } from '../../format.ts';
 import { didYouMean } from '../../suggest.ts';
 
 /** Flags and the API fields they fill; `--file` takes the API's own names. */
@@ -162,9 +162,20 @@ export async function run(options: StrategySubmitOptions, context: Context): Pro
     client.submitStrategy(body),
   );
   out.writeResult(response, (result) => {
-    out.print(`submitted "${result.strategy_name}" as ${result.strategy_id} (${result.status})`);
-    out.print(`dna ${result.dna_string}`);
-    out.print(`tx  ${result.tx_hash} (block ${result.block_number}, gas ${result.gas_used})`);
+    // Within 80 columns: a 100-character name wraps; the 66-character id and hashes get lines
+    // of their own.
+    for (const line of wrapText(
+      `submitted "${result.strategy_name}" (${result.status})`,
+      TABLE_WIDTH,
+    )) {
+      out.print(line);
+    }
+    out.fields({
+      strategy: result.strategy_id,
+      dna: result.dna_string,
+      tx: result.tx_hash,
+      block: `${result.block_number} (gas ${result.gas_used})`,
+    });
   });
 }
 
