@@ -1,9 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { profileKey } from '../../src/cli/args.ts';
 import { run as configList } from '../../src/cli/commands/config/list.ts';
@@ -13,52 +10,31 @@ import { run as keysImport } from '../../src/cli/commands/keys/import.ts';
 import { run as register } from '../../src/cli/commands/register.ts';
 import { run as wallet } from '../../src/cli/commands/wallet.ts';
 import { run as whoami } from '../../src/cli/commands/whoami.ts';
-import { contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
+import type { GlobalOptions } from '../../src/cli/context.ts';
 import { openConfig, type Profile } from '../../src/config/profiles.ts';
 import { openKeystoreDir } from '../../src/keystore/store.ts';
+import {
+  type Canned,
+  type CannedServer,
+  cannedServer,
+  capturedContext,
+  sandboxTime,
+} from '../helpers/run-context.ts';
 
-/** A canned answer: status, body, and the sandbox clock it carries (X-Sandbox-Time). */
-interface Canned {
-  status?: number;
-  body: unknown;
-  sandboxTime?: number;
-}
-
-const servers: Server[] = [];
+const servers: CannedServer[] = [];
 const dirs: string[] = [];
-afterEach(() => {
-  for (const server of servers.splice(0)) server.close();
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()));
 });
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A service answering each path with its canned answer (404 otherwise). */
+/** A service answering each "METHOD /path" with its canned answer (404 otherwise). */
 async function service(routes: Record<string, Canned>): Promise<string> {
-  const server = createServer((request, response) => {
-    const path = (request.url ?? '').split('?')[0] ?? '';
-    const canned = routes[`${request.method} ${path}`];
-    response.setHeader('content-type', 'application/json');
-    if (canned?.sandboxTime !== undefined) {
-      response.setHeader('x-sandbox-time', String(canned.sandboxTime));
-    }
-    response.statusCode = canned ? (canned.status ?? 200) : 404;
-    response.end(JSON.stringify(canned ? canned.body : { error: 'not found' }));
-  });
+  const server = await cannedServer(routes);
   servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-function collector() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += chunk;
-      done();
-    },
-  });
-  return { stream, text: () => text };
+  return server.url;
 }
 
 /** A context for run(), over a fresh config dir holding `profile` as "default". */
@@ -66,14 +42,13 @@ function contextWith(globals: GlobalOptions, profile: Profile = {}, env: NodeJS.
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-account-'));
   dirs.push(dir);
   openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', profile);
-  const stdout = collector();
-  const stderr = collector();
-  const context = contextFrom(
-    globals,
-    { AGENTCTL_CONFIG_DIR: dir, ...env },
-    { stdout: stdout.stream, stderr: stderr.stream },
-  );
-  return { context, dir, stdout, stderr };
+  const { context, text } = capturedContext(globals, { AGENTCTL_CONFIG_DIR: dir, ...env });
+  return {
+    context,
+    dir,
+    stdout: { text: () => text.stdout },
+    stderr: { text: () => text.stderr },
+  };
 }
 
 const WALLET = {
@@ -126,7 +101,7 @@ describe('times carry a hint from the service clock', () => {
     const wallet = '0xC45a0e213960d2DfaFe83B3E62b0984D990059C6';
     const url = await service({
       'GET /api/v1/agent/auth/lookup': {
-        sandboxTime: sandboxNow,
+        headers: sandboxTime(sandboxNow),
         body: {
           registered: true,
           agent_name: 'Clock Bot',
@@ -150,7 +125,7 @@ describe('times carry a hint from the service clock', () => {
     const url = await service({
       'POST /api/v1/agent/faucet': {
         status: 429,
-        sandboxTime: sandboxNow,
+        headers: sandboxTime(sandboxNow),
         body: {
           success: false,
           agent_address: WALLET.agent_address,

@@ -1,17 +1,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { run as history } from '../../src/cli/commands/data/history.ts';
 import { run as nodes } from '../../src/cli/commands/data/nodes.ts';
 import { run as positions } from '../../src/cli/commands/data/positions.ts';
 import { run as strategies } from '../../src/cli/commands/data/strategies.ts';
 import { run as strategy } from '../../src/cli/commands/data/strategy.ts';
 import { run as vaults } from '../../src/cli/commands/data/vaults.ts';
-import { contextFrom } from '../../src/cli/context.ts';
+import type { Context } from '../../src/cli/context.ts';
+import { jsonBodies, runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
 
 /**
  * The data verbs' run() against a real HTTP server on port 0 answering canned bodies with
@@ -152,55 +150,17 @@ const BODIES: Record<string, unknown> = {
   },
 };
 
-let server: Server;
-let url: string;
-let dir: string;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-data-tables-'));
-  server = createServer((request, response) => {
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
-    const body = BODIES[path];
-    response.writeHead(body ? 200 : 404, {
-      'content-type': 'application/json',
-      'x-sandbox-time': String(NOW),
-    });
-    response.end(
-      JSON.stringify(body ?? { error: { code: 'NOT_FOUND', message: path, details: {} } }),
-    );
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  await new Promise((resolve) => server.close(resolve));
-  rmSync(dir, { recursive: true, force: true });
-});
+const server = useCannedServer(jsonBodies(BODIES, 'GET '), sandboxTime(NOW));
+const dir = mkdtempSync(join(tmpdir(), 'agentctl-data-tables-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Runs one verb's run() with a context on the canned server; its stdout. */
 async function output<O>(
-  verb: (options: O, context: ReturnType<typeof contextFrom>) => Promise<void>,
+  verb: (options: O, context: Context) => Promise<void>,
   options: O,
 ): Promise<string> {
-  let text = '';
-  const stdout = new Writable({
-    write(chunk, _encoding, done) {
-      text += chunk;
-      done();
-    },
-  });
-  const stderr = new Writable({ write: (_chunk, _encoding, done) => done() });
-  const context = contextFrom(
-    { color: false, dataUrl: url },
-    { AGENTCTL_CONFIG_DIR: dir },
-    { stdout, stderr },
-  );
-  try {
-    await verb(options, context);
-  } finally {
-    await context.close();
-  }
-  return text;
+  return (await runCaptured(verb, options, { dataUrl: server.url }, { AGENTCTL_CONFIG_DIR: dir }))
+    .stdout;
 }
 
 const tooWide = (text: string) => text.split('\n').filter((line) => [...line].length > 80);

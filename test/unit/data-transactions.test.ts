@@ -1,12 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type DataTransactionsOptions, run } from '../../src/cli/commands/data/transactions.ts';
-import { contextFrom } from '../../src/cli/context.ts';
+import { runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
 
 /**
  * `data transactions` run() against a real HTTP server on port 0 answering canned pages of
@@ -59,28 +56,15 @@ function vaultItem(name: string, address: string) {
   };
 }
 
-let server: Server;
-let url: string;
 let dir: string;
-let requests: URL[] = [];
 /** Transactions that arrive once the first page has been served (newest first). */
 let arriving: number[] = [];
 let arrived: number[] = [];
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-data-transactions-'));
-  server = createServer((request, response) => {
-    const asked = new URL(request.url ?? '/', 'http://localhost');
-    requests.push(asked);
-    const send = (body: unknown) => {
-      response.writeHead(200, {
-        'content-type': 'application/json',
-        'x-sandbox-time': String(SANDBOX_NOW),
-      });
-      response.end(JSON.stringify(body));
-    };
-    if (asked.pathname === '/v1/vaults') {
-      return send({
+const server = useCannedServer(
+  {
+    'GET /v1/vaults': {
+      body: {
         vaults: [
           vaultItem('Moderate USDC Vault', VAULTS.moderate),
           vaultItem('Configurable USDC Vault', VAULTS.configurable),
@@ -88,9 +72,9 @@ beforeAll(async () => {
         totalTvl: '2000000',
         totalTvlUsd: 2,
         extra: 'kept',
-      });
-    }
-    if (asked.pathname === `/v1/users/${USER}/transactions`) {
+      },
+    },
+    [`GET /v1/users/${USER}/transactions`]: ({ url: asked }) => {
       const limit = Number(asked.searchParams.get('limit') ?? 50);
       const offset = Number(asked.searchParams.get('offset') ?? 0);
       const every = [...arrived, ...Array.from({ length: TOTAL }, (_, i) => i)];
@@ -98,61 +82,42 @@ beforeAll(async () => {
       // The newcomers land after this page: the next one's offsets are shifted by them.
       arrived = [...arriving, ...arrived];
       arriving = [];
-      return send({
-        address: USER,
-        transactions,
-        total: every.length,
-        limit,
-        offset,
-        extra: 'kept',
-      });
-    }
-    response.writeHead(404, { 'content-type': 'application/json' });
-    response.end(JSON.stringify({ error: { code: 'NOT_FOUND', message: 'no', details: {} } }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      return {
+        body: {
+          address: USER,
+          transactions,
+          total: every.length,
+          limit,
+          offset,
+          extra: 'kept',
+        },
+      };
+    },
+  },
+  sandboxTime(SANDBOX_NOW),
+);
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-data-transactions-'));
 });
-afterAll(async () => {
-  await new Promise((resolve) => server.close(resolve));
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 beforeEach(() => {
-  requests = [];
+  server.requests.length = 0;
   arriving = [];
   arrived = [];
 });
 
-/** A writable stream that keeps what is written. */
-function collector() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += chunk;
-      done();
-    },
-  });
-  return { stream, text: () => text };
-}
-
 async function transactions(options: DataTransactionsOptions, json = false) {
-  const stdout = collector();
-  const stderr = collector();
-  const context = contextFrom(
-    { json, color: false, dataUrl: url },
+  return runCaptured(
+    run,
+    { address: USER, ...options },
+    { json, dataUrl: server.url },
     { AGENTCTL_CONFIG_DIR: dir },
-    { stdout: stdout.stream, stderr: stderr.stream },
   );
-  try {
-    await run({ address: USER, ...options }, context);
-  } finally {
-    await context.close();
-  }
-  return { stdout: stdout.text(), stderr: stderr.text() };
 }
 
 const pagesAsked = () =>
-  requests
+  server.requests
+    .map((request) => request.url)
     .filter((asked) => asked.pathname.endsWith('/transactions'))
     .map((asked) => [asked.searchParams.get('limit'), asked.searchParams.get('offset')]);
 

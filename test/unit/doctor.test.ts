@@ -1,12 +1,8 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli/commands/doctor.ts';
-import { contextFrom } from '../../src/cli/context.ts';
 import { anvilVersionOf, findOnPath } from '../../src/cli/doctor/anvil.ts';
 import { type Check, renderChecks } from '../../src/cli/doctor/check.ts';
 import { checkNode, checkProfile, shellPath } from '../../src/cli/doctor/local.ts';
@@ -14,6 +10,7 @@ import { changeUrlHint, checkService, type ServiceTarget } from '../../src/cli/d
 import { NO_COLOUR } from '../../src/cli/output.ts';
 import { openConfig } from '../../src/config/profiles.ts';
 import { NODE_ENGINE } from '../../src/version.ts';
+import { type CannedServer, cannedServer, capturedContext } from '../helpers/run-context.ts';
 
 let dir: string;
 beforeEach(() => {
@@ -120,19 +117,15 @@ describe('fix lines', () => {
 });
 
 describe('checkService: answers that are not a health body', () => {
-  let server: Server | undefined;
+  let server: CannedServer | undefined;
   afterEach(async () => {
-    const open = server;
+    await server?.close();
     server = undefined;
-    if (!open) return;
-    open.closeAllConnections();
-    await new Promise((resolve) => open.close(resolve));
   });
 
   async function answering(status: number, headers: Record<string, string>, body = '') {
-    server = createServer((_request, response) => response.writeHead(status, headers).end(body));
-    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    server = await cannedServer(() => ({ status, headers, text: body }));
+    const url = server.url;
     return {
       url,
       check: await checkService(
@@ -206,42 +199,27 @@ describe('renderChecks', () => {
 });
 
 describe('run', () => {
-  let server: Server;
+  let server: CannedServer;
   afterEach(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await server.close();
   });
 
-  function collector() {
-    let text = '';
-    const stream = new Writable({
-      write(chunk, _encoding, done) {
-        text += chunk;
-        done();
-      },
-    });
-    return { stream, text: () => text };
-  }
-
   it('prints every check as one JSON object and fails when any check does', async () => {
-    server = createServer((_request, response) => {
-      response.writeHead(404, { 'content-type': 'text/plain' }).end('no');
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const stdout = collector();
-    const stderr = collector();
-    const context = contextFrom(
-      { json: true, baseUrl },
+    server = await cannedServer(() => ({
+      status: 404,
+      headers: { 'content-type': 'text/plain' },
+      text: 'no',
+    }));
+    const { context, text } = capturedContext(
+      { json: true, baseUrl: server.url },
       { AGENTCTL_CONFIG_DIR: dir, PATH: process.env.PATH },
-      { stdout: stdout.stream, stderr: stderr.stream },
     );
     await expect(run({}, context)).rejects.toThrow('doctor found 2 problems');
-    const body = JSON.parse(stdout.text());
+    const body = JSON.parse(text.stdout);
     expect(body.ok).toBe(false);
     expect(
       body.checks.filter((check: Check) => !check.ok).map((check: Check) => check.name),
     ).toEqual(['base_url', 'data_url']);
-    expect(stderr.text()).toBe('');
+    expect(text.stderr).toBe('');
   });
 });

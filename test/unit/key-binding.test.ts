@@ -1,30 +1,27 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { contextFrom, type GlobalOptions, sameService } from '../../src/cli/context.ts';
+import { type GlobalOptions, sameService } from '../../src/cli/context.ts';
 import { openConfig, type Profile } from '../../src/config/profiles.ts';
+import { type CannedServer, cannedServer, capturedContext } from '../helpers/run-context.ts';
 
-/** A service that answers {} and remembers the X-API-Key of each request. */
+/** A service that answers {}; `keys` is the X-API-Key of each request. */
 interface Recorder {
   url: string;
-  keys: Array<string | undefined>;
+  server: CannedServer;
+  readonly keys: Array<string | undefined>;
 }
 
-const servers: Server[] = [];
 async function recorder(): Promise<Recorder> {
-  const keys: Array<string | undefined> = [];
-  const server = createServer((request, response) => {
-    keys.push(request.headers['x-api-key'] as string | undefined);
-    response.setHeader('content-type', 'application/json');
-    response.end('{}');
-  });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, keys };
+  const server = await cannedServer(() => ({ body: {} }));
+  return {
+    url: server.url,
+    server,
+    get keys() {
+      return server.requests.map((request) => request.headers['x-api-key'] as string | undefined);
+    },
+  };
 }
 
 let dir: string;
@@ -35,39 +32,19 @@ beforeAll(async () => {
   [base, data, elsewhere] = await Promise.all([recorder(), recorder(), recorder()]);
 });
 afterEach(() => {
-  for (const at of [base, data, elsewhere]) at.keys.length = 0;
+  for (const at of [base, data, elsewhere]) at.server.requests.length = 0;
 });
-afterAll(() => {
-  for (const server of servers) server.close();
+afterAll(async () => {
+  await Promise.all([base, data, elsewhere].map((at) => at.server.close()));
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
-
-function collector() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += chunk;
-      done();
-    },
-  });
-  return { stream, text: () => text };
-}
 
 /** A context over a fresh config holding `profile` as "default". */
 function contextWith(profile: Profile, globals: GlobalOptions = {}, env: NodeJS.ProcessEnv = {}) {
   dir = mkdtempSync(join(tmpdir(), 'agentctl-binding-unit-'));
   openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', profile);
-  const stdout = collector();
-  const stderr = collector();
-  const context = contextFrom(
-    globals,
-    { AGENTCTL_CONFIG_DIR: dir, ...env },
-    {
-      stdout: stdout.stream,
-      stderr: stderr.stream,
-    },
-  );
-  return { context, stdout, stderr };
+  const { context, text } = capturedContext(globals, { AGENTCTL_CONFIG_DIR: dir, ...env });
+  return { context, stdout: { text: () => text.stdout }, stderr: { text: () => text.stderr } };
 }
 
 describe("the profile's API key is bound to its service", () => {

@@ -1,9 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pathOn } from '../../src/cli/commands/api/request.ts';
 import { run as deposit } from '../../src/cli/commands/deposit.ts';
@@ -18,9 +15,17 @@ import {
 } from '../../src/cli/commands/strategy/submit.ts';
 import { run as vaults } from '../../src/cli/commands/vaults.ts';
 import { run as vote } from '../../src/cli/commands/vote.ts';
-import { contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
+import type { GlobalOptions } from '../../src/cli/context.ts';
 import { describeFailure } from '../../src/cli/errors.ts';
 import { transactionLine, vaultLine } from '../../src/cli/watch.ts';
+import {
+  type Canned,
+  type CannedServer,
+  cannedServer,
+  capturedContext,
+  type Recorded,
+  sandboxTime,
+} from '../helpers/run-context.ts';
 
 /**
  * run() of the commands that carry logic, called with a context built from plain values and
@@ -33,53 +38,30 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(configDir, { recursive: true, force: true }));
 
-type Handler = (request: IncomingMessage, response: ServerResponse, body: string) => void;
-let server: { url: string; close(): void } | undefined;
-afterEach(() => {
-  server?.close();
+let server: CannedServer | undefined;
+afterEach(async () => {
+  await server?.close();
   server = undefined;
 });
 
-/** A service on 127.0.0.1 (port 0) that answers every request with `handle`. */
-async function serviceAnswering(handle: Handler): Promise<string> {
-  const http = createServer((request, response) => {
-    let body = '';
-    request.on('data', (chunk) => {
-      body += chunk;
-    });
-    request.on('end', () => handle(request, response, body));
-  });
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  server = { url, close: () => http.close() };
-  return url;
+/** A service on 127.0.0.1 (port 0) that answers every request with `answer`. */
+async function serviceAnswering(answer: (request: Recorded) => Canned): Promise<string> {
+  server = await cannedServer(answer);
+  return server.url;
 }
 
 /** A JSON answer, stamped with a sandbox time when given (as every sandbox answer is). */
-function json(response: ServerResponse, status: number, body: unknown, sandboxTime?: number) {
-  response.writeHead(status, {
-    'content-type': 'application/json',
-    ...(sandboxTime !== undefined && { 'x-sandbox-time': String(sandboxTime) }),
-  });
-  response.end(JSON.stringify(body));
+function json(status: number, body: unknown, at?: number): Canned {
+  return { status, body, ...(at !== undefined && { headers: sandboxTime(at) }) };
 }
 
 /** A context for run(): its stdout and stderr collected as text. */
 function testContext(globals: GlobalOptions = {}, baseUrl = 'http://127.0.0.1:9') {
-  const collected = { stdout: '', stderr: '' };
-  const sink = (name: 'stdout' | 'stderr') =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        collected[name] += chunk;
-        done();
-      },
-    });
-  const context = contextFrom(
+  const { context, text } = capturedContext(
     { baseUrl, apiKey: 'agk_test', ...globals },
     { AGENTCTL_CONFIG_DIR: configDir },
-    { stdout: sink('stdout'), stderr: sink('stderr') },
   );
-  return { context, collected };
+  return { context, collected: text };
 }
 
 /** The error run() threw, as the CLI would report it. */
@@ -158,8 +140,8 @@ describe('deposit', () => {
   });
 
   it("calls the shares the agent's balance in the vault, with their unit", async () => {
-    const url = await serviceAnswering((_request, response) =>
-      json(response, 200, {
+    const url = await serviceAnswering(() =>
+      json(200, {
         success: true,
         agent_address: `0x${'11'.repeat(20)}`,
         vault: 'moderate',
@@ -183,9 +165,8 @@ describe('deposit', () => {
 describe('times are ISO 8601 with a hint from the service clock', () => {
   it('proposals shows the voting window, not Unix seconds', async () => {
     const sandboxNow = 1_900_000_000;
-    const url = await serviceAnswering((_request, response) =>
+    const url = await serviceAnswering(() =>
       json(
-        response,
         200,
         {
           proposals: [
@@ -216,9 +197,8 @@ describe('times are ISO 8601 with a hint from the service clock', () => {
   it('strategy list counts from the sandbox clock, not the wall clock', async () => {
     // A sandbox a day ahead of the wall clock, and a strategy submitted a second ago there.
     const sandboxNow = Math.floor(Date.now() / 1000) + 86_400;
-    const url = await serviceAnswering((_request, response) =>
+    const url = await serviceAnswering(() =>
       json(
-        response,
         200,
         {
           agent_address: `0x${'11'.repeat(20)}`,
@@ -261,7 +241,7 @@ describe('vaults', () => {
   };
 
   it('fits 80 columns, addresses shortened; --wide gives the names, raw amounts and full addresses', async () => {
-    const url = await serviceAnswering((_request, response) => json(response, 200, body));
+    const url = await serviceAnswering(() => json(200, body));
     const narrow = testContext({}, url);
     await vaults({}, narrow.context);
     const lines = narrow.collected.stdout.trimEnd().split('\n');
@@ -296,10 +276,11 @@ describe('an error body that is not JSON', () => {
 `;
 
   it('is one line with the status and a hint, never the page', async () => {
-    const url = await serviceAnswering((_request, response) => {
-      response.writeHead(404, { 'content-type': 'text/html' });
-      response.end(PAGE);
-    });
+    const url = await serviceAnswering(() => ({
+      status: 404,
+      headers: { 'content-type': 'text/html' },
+      text: PAGE,
+    }));
     const failure = await failureOf(vaults({}, testContext({}, url).context));
     expect(failure.exitCode).toBe(2);
     expect(failure.message).not.toContain('\n');
@@ -312,9 +293,7 @@ describe('an error body that is not JSON', () => {
 
 describe('an error body that is a bare JSON string', () => {
   it('is the message', async () => {
-    const url = await serviceAnswering((_request, response) =>
-      json(response, 500, 'the index is being rebuilt'),
-    );
+    const url = await serviceAnswering(() => json(500, 'the index is being rebuilt'));
     const failure = await failureOf(vaults({}, testContext({}, url).context));
     expect(failure.message).toBe('500: the index is being rebuilt');
   });
@@ -392,7 +371,7 @@ describe('reads', () => {
         },
       ],
     };
-    const url = await serviceAnswering((_request, response) => json(response, 200, body));
+    const url = await serviceAnswering(() => json(200, body));
     const known = testContext({}, url);
     await positions({ wallet: `0x${'11'.repeat(20)}` }, known.context);
     expect(known.collected.stdout).toMatch(/│ moderate │ 12\.5 +│ 12\.5 USDC │ 0x2222…2222 │/);
@@ -403,8 +382,8 @@ describe('reads', () => {
   });
 
   it('health exits 1 after printing an answer that is not healthy', async () => {
-    const url = await serviceAnswering((_request, response) =>
-      json(response, 200, {
+    const url = await serviceAnswering(() =>
+      json(200, {
         status: 'degraded',
         version: '0.1.0',
         chain_id: 84532,

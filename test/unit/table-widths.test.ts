@@ -1,10 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { VAULT_IDS } from '../../src/api/schemas/values.ts';
 import { run as configList } from '../../src/cli/commands/config/list.ts';
 import { run as configSet } from '../../src/cli/commands/config/set.ts';
@@ -30,7 +27,8 @@ import { run as strategySubmit } from '../../src/cli/commands/strategy/submit.ts
 import { run as vote } from '../../src/cli/commands/vote.ts';
 import { run as wallet } from '../../src/cli/commands/wallet.ts';
 import { run as whoami } from '../../src/cli/commands/whoami.ts';
-import { type Context, contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
+import type { Context, GlobalOptions } from '../../src/cli/context.ts';
+import { jsonBodies, runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
 
 /**
  * Every command outside the data group that prints a human table or lines, run() against a
@@ -278,33 +276,9 @@ const BODIES: Record<string, unknown> = {
   },
 };
 
-let server: Server;
-let url: string;
-let dir: string;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-widths-'));
-  server = createServer((request, response) => {
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
-    const body = BODIES[`${request.method} ${path}`];
-    request.resume();
-    request.on('end', () => {
-      response.writeHead(body ? 200 : 404, {
-        'content-type': 'application/json',
-        'x-sandbox-time': String(NOW),
-      });
-      response.end(
-        JSON.stringify(body ?? { error: { code: 'NOT_FOUND', message: path, details: {} } }),
-      );
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  await new Promise((resolve) => server.close(resolve));
-  rmSync(dir, { recursive: true, force: true });
-});
+const server = useCannedServer(jsonBodies(BODIES), sandboxTime(NOW));
+const dir = mkdtempSync(join(tmpdir(), 'agentctl-widths-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Runs one command's run() with a context on the canned server; its stdout. */
 async function output<O>(
@@ -313,25 +287,9 @@ async function output<O>(
   globals: GlobalOptions = {},
   configDir = dir,
 ): Promise<string> {
-  let text = '';
-  const stdout = new Writable({
-    write(chunk, _encoding, done) {
-      text += chunk;
-      done();
-    },
-  });
-  const stderr = new Writable({ write: (_chunk, _encoding, done) => done() });
-  const context = contextFrom(
-    { color: false, baseUrl: url, apiKey: 'agk_test', ...globals },
-    { AGENTCTL_CONFIG_DIR: configDir },
-    { stdout, stderr },
-  );
-  try {
-    await command(options, context);
-  } finally {
-    await context.close();
-  }
-  return text;
+  const globalsHere = { baseUrl: server.url, apiKey: 'agk_test', ...globals };
+  return (await runCaptured(command, options, globalsHere, { AGENTCTL_CONFIG_DIR: configDir }))
+    .stdout;
 }
 
 const tooWide = (text: string) => text.split('\n').filter((line) => [...line].length > 80);

@@ -1,9 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as advance } from '../../../src/cli/commands/sandbox/advance.ts';
 import { run as fund } from '../../../src/cli/commands/sandbox/fund.ts';
@@ -11,8 +8,14 @@ import { run as info } from '../../../src/cli/commands/sandbox/info.ts';
 import { run as node } from '../../../src/cli/commands/sandbox/node.ts';
 import { run as proposal } from '../../../src/cli/commands/sandbox/proposal.ts';
 import { run as strategyStatus } from '../../../src/cli/commands/sandbox/strategy-status.ts';
-import { contextFrom, type GlobalOptions } from '../../../src/cli/context.ts';
+import type { GlobalOptions } from '../../../src/cli/context.ts';
 import { CliError, EXIT } from '../../../src/cli/exit-codes.ts';
+import {
+  capturedContext,
+  type Recorded,
+  sandboxTime,
+  useCannedServer,
+} from '../../helpers/run-context.ts';
 
 /**
  * The `sandbox` verbs' run() against a plain HTTP server answering the admin API's canned
@@ -74,57 +77,27 @@ const ANSWERS: Record<string, unknown> = {
   },
 };
 
-let server: Server;
-let baseUrl: string;
-const requests: Array<{ url: string; token: string | undefined; body: string }> = [];
+const server = useCannedServer(
+  ({ url }) =>
+    url.pathname in ANSWERS
+      ? { body: ANSWERS[url.pathname] }
+      : { status: 404, body: { error: 'not found' } },
+  sandboxTime(SANDBOX_NOW),
+);
+let requests: Recorded[];
+beforeAll(() => {
+  requests = server.requests;
+});
 const configDir = mkdtempSync(join(tmpdir(), 'agentctl-sandbox-run-'));
-
-beforeAll(async () => {
-  server = createServer(async (request: IncomingMessage, response) => {
-    let body = '';
-    for await (const chunk of request) body += chunk;
-    requests.push({
-      url: request.url ?? '',
-      token: request.headers['x-admin-token'] as string | undefined,
-      body,
-    });
-    const answer = ANSWERS[request.url ?? ''];
-    response.writeHead(answer ? 200 : 404, {
-      'content-type': 'application/json',
-      'x-sandbox-time': String(SANDBOX_NOW),
-    });
-    response.end(JSON.stringify(answer ?? { error: 'not found' }));
-  });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-
-afterAll(async () => {
-  await new Promise((done) => server.close(done));
-  rmSync(configDir, { recursive: true, force: true });
-});
-
-function collector() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += chunk;
-      done();
-    },
-  });
-  return { stream, text: () => text };
-}
+afterAll(() => rmSync(configDir, { recursive: true, force: true }));
 
 /** A context for run(), writing to strings; `json` is the global --json. */
 function context(globals: GlobalOptions = {}) {
-  const stdout = collector();
-  const stderr = collector();
-  const made = contextFrom(
-    { baseUrl, color: false, ...globals },
+  const { context: made, text } = capturedContext(
+    { baseUrl: server.url, ...globals },
     { AGENTCTL_CONFIG_DIR: configDir },
-    { stdout: stdout.stream, stderr: stderr.stream },
   );
-  return { context: made, stdout: stdout.text, stderr: stderr.text };
+  return { context: made, stdout: () => text.stdout, stderr: () => text.stderr };
 }
 
 describe('sandbox fund', () => {
@@ -140,7 +113,7 @@ describe('sandbox fund', () => {
       usdc: 10000,
       eth: 1.5,
     });
-    expect(requests.at(-1)?.token).toBe('tok');
+    expect(requests.at(-1)?.headers['x-admin-token']).toBe('tok');
   });
 
   it('prints the body as received with --json', async () => {

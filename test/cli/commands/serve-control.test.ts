@@ -1,34 +1,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { run as start } from '../../../src/cli/commands/serve/start.ts';
 import { run as status } from '../../../src/cli/commands/serve/status.ts';
 import { run as stop } from '../../../src/cli/commands/serve/stop.ts';
-import { contextFrom } from '../../../src/cli/context.ts';
 import { EXIT } from '../../../src/cli/exit-codes.ts';
+import { capturedContext } from '../../helpers/run-context.ts';
 
 /** serve's subcommands on a state directory no sandbox runs on, and serve's own refusals. */
 const dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-control-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function context(json = false) {
-  const text = { stdout: '', stderr: '' };
-  const stream = (name: 'stdout' | 'stderr') =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        text[name] += chunk;
-        done();
-      },
-    });
-  const made = contextFrom(
-    { json, color: false },
-    { AGENTCTL_CONFIG_DIR: join(dir, 'config') },
-    { stdout: stream('stdout'), stderr: stream('stderr') },
-  );
-  return { context: made, text };
-}
+const context = (json = false) =>
+  capturedContext({ json }, { AGENTCTL_CONFIG_DIR: join(dir, 'config') });
 
 describe('on a state directory no sandbox runs on', () => {
   const state = join(dir, 'idle');

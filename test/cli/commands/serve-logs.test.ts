@@ -1,11 +1,10 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { run as logs, readableLines } from '../../../src/cli/commands/serve/logs.ts';
-import { contextFrom } from '../../../src/cli/context.ts';
 import { EXIT } from '../../../src/cli/exit-codes.ts';
+import { capturedContext } from '../../helpers/run-context.ts';
 
 /** `serve logs` run() over a serve.log as a detached serve writes it (ready block, then pino). */
 const dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-logs-'));
@@ -58,22 +57,11 @@ writeFileSync(join(state, 'serve.log'), `${LOG.join('\n')}\n`);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function context(json = false) {
-  let stdout = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      stdout += chunk;
-      done();
-    },
-  });
-  const made = contextFrom(
-    { json, color: false },
+  const { context: made, text } = capturedContext(
+    { json },
     { AGENTCTL_CONFIG_DIR: join(dir, 'config') },
-    {
-      stdout: stream,
-      stderr: stream,
-    },
   );
-  return { context: made, stdout: () => stdout };
+  return { context: made, stdout: () => text.stdout };
 }
 
 describe('serve logs', () => {
