@@ -130,6 +130,38 @@ describe('an anvil that is not there', () => {
     expect(outcome.stderr).not.toContain('checkpoint');
   });
 
+  it.each([
+    ['a directory', () => dir],
+    [
+      'a file that is not executable',
+      () => {
+        const file = join(dir, 'not-executable');
+        writeFileSync(file, 'not a program\n', { mode: 0o644 });
+        return file;
+      },
+    ],
+    [
+      'a program that fails at once',
+      () => {
+        const file = join(dir, 'fails');
+        writeFileSync(file, '#!/bin/sh\necho "no such option" >&2\nexit 2\n', { mode: 0o755 });
+        return file;
+      },
+    ],
+  ])(
+    'says AGENTCTL_ANVIL_PATH does not run as anvil when it names %s, rather than blame the checkpoint',
+    async (_what, make) => {
+      const path = make();
+      const outcome = await refusal([], [], { AGENTCTL_ANVIL_PATH: path });
+      expectRefused(
+        outcome,
+        `AGENTCTL_ANVIL_PATH is ${path}, which does not run as anvil`,
+        'unset it',
+      );
+      expect(outcome.stderr).not.toContain('checkpoint');
+    },
+  );
+
   it.runIf(!existsSync('/usr/bin/anvil') && !existsSync('/bin/anvil'))(
     'names the package for this platform and the command that installs it, when none is installed',
     async () => {

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -63,6 +63,17 @@ export function anvilMissingMessage(
     "dependency of agentctl), or Foundry's anvil on PATH. Install it with " +
     `\`${anvilInstallCommand(platform, arch)}\` where agentctl is installed (add -g for a global ` +
     'install), set AGENTCTL_ANVIL_PATH to an anvil binary, or use --rpc-url'
+  );
+}
+
+/**
+ * What to say when AGENTCTL_ANVIL_PATH names something that does not run as anvil (not
+ * executable, not a program, a directory, or a program that fails at once), with the fix.
+ */
+export function anvilPathMessage(path: string, why: string): string {
+  return (
+    `AGENTCTL_ANVIL_PATH is ${path}, which does not run as anvil (${why}): point it at an anvil ` +
+    `binary, or unset it to use the npm package ${anvilPackage()}`
   );
 }
 
@@ -178,6 +189,14 @@ export async function startAnvil(options: {
     rpcUrl = await waitForListening(child, binary);
   } catch (error) {
     if (child.pid !== undefined) removePidFile(options.stateDir, role, child.pid);
+    // A program given as anvil that failed at once: say so, if it is not anvil at all.
+    if (
+      !(error instanceof AnvilMissingError) &&
+      binary === process.env.AGENTCTL_ANVIL_PATH &&
+      !(await answersAsAnvil(binary))
+    ) {
+      throw new AnvilMissingError(anvilPathMessage(binary, (error as Error).message));
+    }
     throw error;
   }
   const pid = child.pid as number;
@@ -360,6 +379,13 @@ function waitForListening(child: ChildProcess, binary: string): Promise<string> 
         reject(new AnvilMissingError(anvilMissingMessage()));
         return;
       }
+      if (binary === process.env.AGENTCTL_ANVIL_PATH) {
+        // EACCES (not executable, or a directory), ENOEXEC (not a program): never a checkpoint.
+        clearTimeout(timer);
+        child.kill('SIGKILL');
+        reject(new AnvilMissingError(anvilPathMessage(binary, `cannot run it: ${error.code}`)));
+        return;
+      }
       fail(`cannot run anvil (${binary}): ${error.message}`);
     });
     const onEarlyExit = (code: number | null, signal: NodeJS.Signals | null) => {
@@ -377,6 +403,18 @@ function waitForListening(child: ChildProcess, binary: string): Promise<string> 
       child.stdout?.resume();
       resolveUrl(`http://${match[1]}`);
     });
+  });
+}
+
+/** Whether `binary --version` answers as anvil does ("anvil Version: …"), within a few seconds. */
+function answersAsAnvil(binary: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    execFile(
+      binary,
+      ['--version'],
+      { timeout: 5_000, killSignal: 'SIGKILL', windowsHide: true },
+      (error, stdout) => resolve(!error && /anvil/i.test(stdout)),
+    );
   });
 }
 

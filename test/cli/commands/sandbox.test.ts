@@ -150,6 +150,27 @@ describe('times by the sandbox clock', () => {
   });
 });
 
+describe('sandbox advance, on what is not a number', () => {
+  it('asks for a whole number of seconds, not a clock going forward', async () => {
+    for (const seconds of ['abc', '1.5', '1e3', '']) {
+      const { context: ctx } = context();
+      const refused = advance({ adminToken: 'tok', seconds }, ctx);
+      await expect(refused).rejects.toMatchObject({ exitCode: EXIT.usage });
+      await expect(refused).rejects.toThrow('must be a whole number of seconds');
+      await expect(refused).rejects.not.toThrow('only moves forward');
+    }
+  });
+
+  it('keeps saying the clock only moves forward for 0 and a negative number', async () => {
+    for (const seconds of ['0', '-5', '-0']) {
+      const { context: ctx } = context();
+      await expect(advance({ adminToken: 'tok', seconds }, ctx)).rejects.toThrow(
+        'the sandbox clock only moves forward',
+      );
+    }
+  });
+});
+
 describe('sandbox info', () => {
   it('shows nested objects as indented fields, one per line', async () => {
     const { context: ctx, stdout } = context();

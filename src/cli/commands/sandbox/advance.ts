@@ -29,9 +29,15 @@ export function advanceCommand(): Command {
 /** Moves the clock on; prints the sandbox's new now (ISO 8601) and how far it is ahead. */
 export async function run(options: AdvanceOptions, context: Context): Promise<void> {
   const { seconds } = options;
-  if (!/^\d+$/.test(seconds) || Number(seconds) === 0) {
+  if (/^-?\d+$/.test(seconds.trim()) && Number(seconds) <= 0) {
     throw new CliError(
       `seconds ${seconds}: the sandbox clock only moves forward; give a whole number of seconds, at least 1 (86400 is a day)`,
+      EXIT.usage,
+    );
+  }
+  if (!/^\d+$/.test(seconds)) {
+    throw new CliError(
+      `seconds ${JSON.stringify(seconds)}: must be a whole number of seconds, at least 1 (86400 is a day)`,
       EXIT.usage,
     );
   }
