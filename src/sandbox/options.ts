@@ -9,6 +9,13 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 export const DEFAULT_MAX_CONNECTIONS = 1024;
 /** The log of a serve started with --detach, in its state directory. */
 export const SERVE_LOG_FILE = 'serve.log';
+/** What a detached serve's log says in place of its generated admin token. */
+export const TOKEN_NOT_LOGGED = 'admin token: shown once at start, not logged';
+/**
+ * Set by `serve --detach` for the serve it starts: the file descriptor (a pipe to the parent)
+ * that takes the admin token line, which must not go to the log file.
+ */
+export const TOKEN_FD_ENV = 'AGENTCTL_SERVE_TOKEN_FD';
 export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
 /** When GET /graphql serves GraphiQL to a browser: on a loopback address only, always, never. */
 export const GRAPHIQL_MODES = ['loopback', 'on', 'off'] as const;

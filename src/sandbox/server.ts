@@ -4,7 +4,7 @@ import { recordsAnvil, stopAbandonedAnvil } from './chain/anvil.ts';
 import { type ChainLogger, type SandboxChain, startChain } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
-import type { GraphiqlMode, SandboxOptions } from './options.ts';
+import { type GraphiqlMode, type SandboxOptions, TOKEN_NOT_LOGGED } from './options.ts';
 import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
 import { LISTENING_LOG_TEXT, loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
@@ -187,6 +187,12 @@ function sandboxIdOf(stateDir: StateDir, store: Store): string {
 export async function serveUntilSignalled(
   options: SandboxOptions,
   print: (line: string) => void,
+  /**
+   * A detached serve, whose stdout is its log file: the token line goes here instead (to the
+   * parent that shows it once), called once with undefined when there is no token to show.
+   * The log says only that the token was shown.
+   */
+  printToken?: (line: string | undefined) => void,
 ): Promise<void> {
   const sandbox = await startSandbox(options);
   // Handlers go in before the ready line, so a signal sent on seeing it is always graceful.
@@ -206,8 +212,12 @@ export async function serveUntilSignalled(
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
-  if (sandbox.adminTokenGenerated) print(`admin token: ${sandbox.adminToken}`);
-  else if (sandbox.adminToken === undefined) {
+  if (sandbox.adminTokenGenerated) {
+    if (printToken) {
+      printToken(`admin token: ${sandbox.adminToken}`);
+      print(TOKEN_NOT_LOGGED);
+    } else print(`admin token: ${sandbox.adminToken}`);
+  } else if (sandbox.adminToken === undefined) {
     print(
       'admin token: the one printed at its first start (kept, hashed, in the state; give it with AGENTCTL_ADMIN_TOKEN, or set a new one with --admin-token)',
     );
@@ -217,6 +227,7 @@ export async function serveUntilSignalled(
   );
   print(`chain: ${sandbox.rpcUrl}`);
   if (sandbox.connectionCapNote) print(`connections: ${sandbox.connectionCapNote}`);
+  if (printToken && !sandbox.adminTokenGenerated) printToken(undefined);
   print(`agentctl sandbox listening on ${sandbox.url}`);
   await stopped;
 }

@@ -1,8 +1,12 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxOptions } from '../../../sandbox/options.ts';
-import { SERVE_LOG_FILE as LOG_FILE } from '../../../sandbox/options.ts';
+import {
+  SERVE_LOG_FILE as LOG_FILE,
+  TOKEN_FD_ENV,
+  TOKEN_NOT_LOGGED,
+} from '../../../sandbox/options.ts';
 import type { Context } from '../../context.ts';
 import { CliError, EXIT } from '../../exit-codes.ts';
 import { readFrom, sleep, stateDirOf } from '../../serve-dir.ts';
@@ -46,7 +50,7 @@ export async function run(options: ServeOptions, context: Context): Promise<void
   const { StartupError } = await import('../../../sandbox/errors.ts');
   const { detach: _detach, argv: _argv, ...sandboxOptions } = options;
   try {
-    await serveUntilSignalled(sandboxOptions, out.print);
+    await serveUntilSignalled(sandboxOptions, out.print, tokenPipe());
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') {
@@ -97,12 +101,27 @@ async function detach(
     '--state',
     dir,
   ];
+  // fd 3: a pipe for the admin token line, which must not go to the log file.
   const child = spawn(process.execPath, args, {
     detached: true,
-    stdio: ['ignore', log, log],
-    env: process.env,
+    stdio: ['ignore', log, log, 'pipe'],
+    env: { ...process.env, [TOKEN_FD_ENV]: '3' },
   });
   closeSync(log);
+  const tokenStream = child.stdio[3] as NodeJS.ReadableStream;
+  let tokenText = '';
+  let tokenDone = false;
+  tokenStream.setEncoding('utf8');
+  tokenStream.on('data', (chunk: string) => {
+    tokenText += chunk;
+  });
+  tokenStream.on('end', () => {
+    tokenDone = true;
+  });
+  tokenStream.on('error', () => {
+    tokenDone = true;
+  });
+  const closeTokenPipe = () => (tokenStream as unknown as { destroy(): void }).destroy();
   let exited: number | null | undefined;
   child.on('exit', (code, signal) => {
     exited = code ?? (signal ? 128 : 1);
@@ -112,10 +131,14 @@ async function detach(
   for (;;) {
     const output = readFrom(logPath, offset);
     const ready = READY_LINE.exec(output);
-    if (ready) {
+    // The token line comes through its pipe, closed before the ready line is printed.
+    if (ready && (tokenDone || Date.now() > deadline)) {
+      closeTokenPipe();
+      const tokenLine = tokenText.trim();
       // The lines serve prints to stdout (admin token, state, chain, URL), not its JSON log.
       for (const line of output.split('\n')) {
-        if (line && !line.startsWith('{')) print(line);
+        if (!line || line.startsWith('{')) continue;
+        print(line === TOKEN_NOT_LOGGED && tokenLine ? tokenLine : line);
       }
       print(
         `running in the background as pid ${child.pid}; logs: ${logPath}\nstop it with: agentctl serve stop --state ${dir}`,
@@ -124,6 +147,7 @@ async function detach(
     }
     if (exited !== undefined || Date.now() > deadline) {
       const lastLines = output.trim().split('\n').slice(-5).join('\n');
+      closeTokenPipe();
       if (exited === undefined) child.kill('SIGTERM');
       throw new CliError(
         `${exited === undefined ? 'serve was not ready in time' : 'serve did not start'}; the end of ${logPath}:\n${lastLines}`,
@@ -132,6 +156,24 @@ async function detach(
     }
     await sleep(50);
   }
+}
+
+/**
+ * In a serve started by --detach: the pipe to the parent that takes the admin token line (then
+ * closes), so that the token is shown once and never reaches the log file.
+ */
+function tokenPipe(): ((line: string | undefined) => void) | undefined {
+  const fd = Number(process.env[TOKEN_FD_ENV]);
+  delete process.env[TOKEN_FD_ENV];
+  if (!Number.isInteger(fd) || fd < 3) return undefined;
+  return (line) => {
+    try {
+      if (line !== undefined) writeSync(fd, `${line}\n`);
+      closeSync(fd);
+    } catch {
+      // The parent gave up waiting: nobody is left to show the token to.
+    }
+  };
 }
 
 /** The command line again, minus --detach (the child must run in the foreground). */
