@@ -73,7 +73,7 @@ describe('serve logs', () => {
       LOG[1],
       '2026-11-26T10:00:00.125Z info  GET /health 200 2 ms',
       '2026-11-26T10:00:00.128Z warn  standby restarted: anvil exited (block=42)',
-      '2026-11-26T10:00:00.132Z info  POST /sandbox/fund (no answer logged yet)',
+      '2026-11-26T10:00:00.132Z info  POST /sandbox/fund (came in, not answered yet)',
       '',
     ]);
     expect(stdout()).not.toContain(String(T));
@@ -105,13 +105,81 @@ describe('serve logs', () => {
     expect(stdout()).toBe(`${LOG.at(-1)}\n`);
     writeFileSync(path, `${LOG.join('\n')}\na whole line\nhalf a li`);
     await until(() => stdout().includes('a whole line'));
-    expect(stdout()).toBe(`${LOG.at(-1)}\na whole line\n`);
+    // A plain line is wrapped as JSON, as every line is with --format json.
+    expect(stdout()).toBe(`${LOG.at(-1)}\n{"msg":"a whole line"}\n`);
     writeFileSync(path, `${LOG.join('\n')}\na whole line\nhalf a line\n`);
     await until(() => stdout().includes('half a line'));
-    expect(stdout()).toBe(`${LOG.at(-1)}\na whole line\nhalf a line\n`);
+    expect(stdout()).toBe(`${LOG.at(-1)}\n{"msg":"a whole line"}\n{"msg":"half a line"}\n`);
     stop.abort();
     await following;
     writeFileSync(path, `${LOG.join('\n')}\n`);
+  });
+});
+
+describe('serve logs --format json', () => {
+  it('--format json: every line is JSON, the ready block wrapped as {"msg": …}', async () => {
+    const { context: ctx, stdout } = context(true);
+    await logs({ state, lines: undefined, follow: false, format: 'json' }, ctx);
+    const lines = stdout().trim().split('\n');
+    expect(lines).toHaveLength(LOG.length);
+    expect(lines.slice(0, 2).map((line) => JSON.parse(line))).toEqual([
+      { msg: LOG[0] },
+      { msg: LOG[1] },
+    ]);
+    expect(lines.slice(2)).toEqual(LOG.slice(2));
+  });
+});
+
+/** A pino line of serve's request log. */
+function entry(ms: number, msg: string, fields: Record<string, unknown>): string {
+  return JSON.stringify({ level: 30, time: T + ms, pid: 1, hostname: 'h', msg, ...fields });
+}
+
+describe('readableLines, in time order', () => {
+  const iso = (ms: number) => new Date(T + ms).toISOString();
+
+  it('shows a request never answered (a WebSocket upgrade) where it came in, not at the end', async () => {
+    const path = join(state, 'serve.log');
+    writeFileSync(
+      path,
+      `${[
+        entry(0, 'incoming request', { reqId: 'ws', req: { method: 'GET', url: '/graphql' } }),
+        entry(1000, 'incoming request', { reqId: 'a', req: { method: 'GET', url: '/health' } }),
+        entry(1001, 'request completed', { reqId: 'a', res: { statusCode: 200 }, responseTime: 1 }),
+        entry(60_000, 'standby restarted', {}),
+      ].join('\n')}\n`,
+    );
+    try {
+      const { context: ctx, stdout } = context();
+      await logs({ state, lines: undefined, follow: false, format: 'human' }, ctx);
+      expect(stdout().split('\n')).toEqual([
+        `${iso(0)} info  GET /graphql (came in, not answered yet)`,
+        `${iso(1001)} info  GET /health 200 1 ms`,
+        `${iso(60_000)} info  standby restarted`,
+        '',
+      ]);
+    } finally {
+      writeFileSync(path, `${LOG.join('\n')}\n`);
+    }
+  });
+
+  it('a request answered after other lines: its arrival in place, its answer in place', () => {
+    const reader = readableLines();
+    const shown = [
+      entry(0, 'incoming request', { reqId: 'slow', req: { method: 'POST', url: '/x' } }),
+      entry(5, 'incoming request', { reqId: 'fast', req: { method: 'GET', url: '/y' } }),
+      entry(6, 'request completed', { reqId: 'fast', res: { statusCode: 200 }, responseTime: 1 }),
+      entry(1500, 'request completed', {
+        reqId: 'slow',
+        res: { statusCode: 201 },
+        responseTime: 1500,
+      }),
+    ].flatMap((line) => reader.line(line));
+    expect([...shown, ...reader.unanswered()]).toEqual([
+      `${iso(0)} info  POST /x (came in, not answered yet)`,
+      `${iso(6)} info  GET /y 200 1 ms`,
+      `${iso(1500)} info  POST /x 201 1500 ms (came in at ${iso(0)})`,
+    ]);
   });
 });
 
@@ -129,7 +197,8 @@ describe('readableLines', () => {
         }),
       );
     }
-    expect(reader.unanswered()).toHaveLength(1024);
+    // Each was shown as it came in, but the last, shown at the end.
+    expect(reader.unanswered()).toHaveLength(1);
     // An answer whose request was let go still gets a line, named by its id.
     expect(
       reader.line(
@@ -142,7 +211,7 @@ describe('readableLines', () => {
           msg: 'request completed',
         }),
       ),
-    ).toBe('2026-11-26T10:00:00.123Z info  (r0) 200 1 ms');
+    ).toEqual(['2026-11-26T10:00:00.123Z info  (r0) 200 1 ms']);
   });
 });
 

@@ -91,9 +91,11 @@ function logReader(format: 'human' | 'json', print: (line: string) => void) {
   const readable = readableLines();
   let partial = '';
   const emit = (line: string) => {
-    if (format === 'json') return print(line);
-    const shown = readable.line(line);
-    if (shown !== undefined) print(shown);
+    if (format === 'json') {
+      if (line.trim()) print(asJsonLine(line));
+      return;
+    }
+    for (const shown of readable.line(line)) print(shown);
   };
   return {
     add(chunk: string) {
@@ -107,6 +109,21 @@ function logReader(format: 'human' | 'json', print: (line: string) => void) {
       if (format === 'human') for (const line of readable.unanswered()) print(line);
     },
   };
+}
+
+/**
+ * A line of the file as a JSON line: pino's lines as written; a plain line (the ready block,
+ * which serve prints to stdout, and anything else not JSON) as `{"msg":"<the line>"}`, with
+ * no time (the file gives it none).
+ */
+export function asJsonLine(line: string): string {
+  try {
+    const parsed: unknown = JSON.parse(line);
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return line;
+  } catch {
+    // Not JSON: wrapped below.
+  }
+  return JSON.stringify({ msg: line });
 }
 
 const LEVEL_NAMES: Record<number, string> = {
@@ -150,38 +167,66 @@ interface LogEntry {
 }
 
 /**
- * serve's JSON log as a person reads it: `2026-11-26T10:00:00.123Z info  GET /health 200 1 ms`.
- * Fastify logs a request twice (coming in, then answered); they become one line, when the
- * answer comes. Lines that are not JSON (the ready block) are shown as they are.
+ * serve's JSON log as a person reads it: `2026-11-26T10:00:00.123Z info  GET /health 200 1 ms`,
+ * in the file's (time) order. Fastify logs a request twice (coming in, then answered): a
+ * request answered before any other line is logged is one line, at its answer. One still
+ * unanswered when another line comes (a slow request, requests in parallel, a WebSocket
+ * upgrade, which is never answered in the log) is shown where it came in,
+ * `GET /graphql (came in, not answered yet)`, and its answer, if it comes, where it comes:
+ * `GET /x 200 1500 ms (came in at …)`. Lines that are not JSON (the ready block) are shown
+ * as they are.
  */
 export function readableLines() {
-  const pending = new Map<string, { prefix: string; request: string }>();
+  /** Requests seen coming in, not yet answered: `shown` once their arrival is printed. */
+  const pending = new Map<
+    string,
+    { time: string; prefix: string; request: string; shown: boolean }
+  >();
+  /** The arrival lines of requests not shown yet, which must come before any later line. */
+  const arrivals = (): string[] => {
+    const lines: string[] = [];
+    for (const request of pending.values()) {
+      if (request.shown) continue;
+      request.shown = true;
+      lines.push(`${request.prefix} ${request.request} (came in, not answered yet)`);
+    }
+    return lines;
+  };
   return {
-    /** The line to show for one line of the file; undefined for a request not answered yet. */
-    line(text: string): string | undefined {
+    /** The lines to show for one line of the file, in order (none for a request just come in). */
+    line(text: string): string[] {
       let entry: LogEntry;
       try {
         entry = JSON.parse(text);
       } catch {
-        return text;
+        return [...arrivals(), text];
       }
-      if (typeof entry !== 'object' || entry === null) return text;
-      const prefix = `${typeof entry.time === 'number' ? new Date(entry.time).toISOString() : '-'} ${(LEVEL_NAMES[entry.level ?? 30] ?? 'info').padEnd(5)}`;
+      if (typeof entry !== 'object' || entry === null) return [...arrivals(), text];
+      const time = typeof entry.time === 'number' ? new Date(entry.time).toISOString() : '-';
+      const prefix = `${time} ${(LEVEL_NAMES[entry.level ?? 30] ?? 'info').padEnd(5)}`;
       if (entry.msg === 'incoming request' && entry.reqId !== undefined) {
+        const before = arrivals();
         if (pending.size >= MAX_PENDING_REQUESTS) {
           pending.delete(pending.keys().next().value as string);
         }
         pending.set(entry.reqId, {
+          time,
           prefix,
           request: `${entry.req?.method ?? ''} ${entry.req?.url ?? ''}`,
+          shown: false,
         });
-        return undefined;
+        return before;
       }
       if (entry.msg === 'request completed') {
         const incoming = entry.reqId === undefined ? undefined : pending.get(entry.reqId);
         if (entry.reqId !== undefined) pending.delete(entry.reqId);
+        const before = arrivals();
         const request = incoming?.request ?? `(${entry.reqId})`;
-        return `${prefix} ${request} ${entry.res?.statusCode ?? ''} ${Math.round(entry.responseTime ?? 0)} ms`;
+        const cameIn = incoming?.shown ? ` (came in at ${incoming.time})` : '';
+        return [
+          ...before,
+          `${prefix} ${request} ${entry.res?.statusCode ?? ''} ${Math.round(entry.responseTime ?? 0)} ms${cameIn}`,
+        ];
       }
       const message = entry.summary ?? entry.msg ?? '';
       const error = entry.err?.message ? `: ${entry.err.message}` : '';
@@ -190,13 +235,14 @@ export function readableLines() {
           ([key, value]) => !SHOWN_FIELDS.has(key) && value !== null && typeof value !== 'object',
         )
         .map(([key, value]) => `${key}=${String(value)}`);
-      return `${prefix} ${message}${error}${extra.length ? ` (${extra.join(' ')})` : ''}`;
+      return [
+        ...arrivals(),
+        `${prefix} ${message}${error}${extra.length ? ` (${extra.join(' ')})` : ''}`,
+      ];
     },
-    /** Requests that came in and have no answer in the log (yet). */
+    /** At the end of the log: the arrivals of requests not shown yet (no answer logged). */
     unanswered(): string[] {
-      return [...pending.values()].map(
-        ({ prefix, request }) => `${prefix} ${request} (no answer logged yet)`,
-      );
+      return arrivals();
     },
   };
 }
