@@ -29,7 +29,9 @@ const NOTHING = 'http://127.0.0.1:1';
 
 /** The human line of one check (`ok       anvil  …` or `problem  anvil  …`). */
 function lineOf(stdout: string, name: string): string {
-  const line = stdout.split('\n').find((text) => new RegExp(`^(ok|problem) +${name} `).test(text));
+  const line = stdout
+    .split('\n')
+    .find((text) => new RegExp(`^(ok|problem|skipped) +${name} `).test(text));
   if (!line) throw new Error(`no ${name} line in:\n${stdout}`);
   return line;
 }
@@ -171,6 +173,12 @@ describe('agentctl doctor finds problems', () => {
       const result = await doctor(['--base-url', url]);
       expect(result.code).toBe(1);
       expect(lineOf(result.stdout, 'base_url')).toContain('timed out waiting for an answer');
+      // Something holds that port: starting a sandbox there would fail.
+      const port = new URL(url).port;
+      const fix = fixOf(result.stdout, 'base_url');
+      expect(fix).not.toContain('agentctl serve');
+      expect(fix).toContain(`something answers on port ${port}, but not as an agentctl service`);
+      expect(fix).toContain('check what listens there');
     } finally {
       await closed(server);
     }
@@ -207,6 +215,30 @@ describe('agentctl doctor finds problems', () => {
         'degraded (the indexer is behind), not a sandbox',
       );
       expect(fixOf(degraded.stdout, 'base_url')).toContain('agentctl doctor');
+    } finally {
+      await closed(server);
+    }
+  });
+
+  it('a /health whose body is not the Health contract is a problem, as `agentctl health` says', async () => {
+    const { url, server } = await plainServer((request, response) => {
+      if (request.url !== '/health') return response.writeHead(404).end();
+      response
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ status: 'ok', version: 1 }));
+    });
+    try {
+      const health = await runCli(['health', '--base-url', url], {
+        AGENTCTL_CONFIG_DIR: configDir,
+      });
+      expect(health.code).not.toBe(0);
+      const result = await doctor(['--json', '--base-url', url]);
+      expect(result.code).toBe(1);
+      const base = checksOf(result).checks.find((check) => check.name === 'base_url');
+      expect(base).toMatchObject({ ok: false, reachable: true });
+      expect(base?.detail).toContain('not the health of an agentctl service');
+      expect(base?.detail).toContain('version');
+      expect(base?.fix).toContain('--base-url <url>');
     } finally {
       await closed(server);
     }
@@ -249,7 +281,24 @@ describe('agentctl doctor finds problems', () => {
       fix: `repair the file, or move it aside to start afresh: mv ${file} ${file}.bak`,
     });
     expect(byName.config?.detail).toContain('is not valid JSON');
-    expect(byName.keystores).toMatchObject({ ok: true, detail: 'not checked: see config' });
+    // Not checked is not ok: skipped, which --json says, and the human table too.
+    expect(byName.keystores).toMatchObject({
+      ok: false,
+      skipped: true,
+      detail: 'not checked: see config',
+    });
+    expect(byName.profile).toMatchObject({ ok: false, skipped: true });
+    expect(byName.profile?.detail).toContain('not checked: see config');
+    expect(byName.keystores?.fix).toBeUndefined();
+    expect(result.code).toBe(1);
+    const human = await doctor(['--base-url', NOTHING]);
+    expect(lineOf(human.stdout, 'keystores')).toMatch(
+      /^skipped +keystores +not checked: see config$/,
+    );
+    expect(lineOf(human.stdout, 'profile')).toMatch(/^skipped +profile /);
+    // Problems are counted without the checks skipped because of one.
+    const problems = checksOf(result).checks.filter((check) => !check.ok && !check.skipped);
+    expect(human.stderr).toContain(`doctor found ${problems.length} problem`);
     expect(byName.base_url).toMatchObject({ ok: false, url: NOTHING, reachable: false });
   });
 

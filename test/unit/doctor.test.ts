@@ -196,6 +196,18 @@ describe('renderChecks', () => {
       '                    fix: chmod 600 a.json',
     ]);
   });
+
+  it('a skipped check says so, with no fix', () => {
+    const checks: Check[] = [
+      { name: 'config', ok: false, detail: 'not JSON', fix: 'mv a b' },
+      { name: 'keystores', ok: false, skipped: true, detail: 'not checked: see config' },
+    ];
+    expect(renderChecks(checks, NO_COLOUR)).toEqual([
+      'problem  config     not JSON',
+      '                    fix: mv a b',
+      'skipped  keystores  not checked: see config',
+    ]);
+  });
 });
 
 describe('run', () => {

@@ -31,9 +31,11 @@ export async function run(_options: DoctorOptions, context: Context): Promise<vo
   const { runChecks } = await import('../doctor/run.ts');
   const checks = await runChecks(context);
   const out = await context.output();
-  const problems = checks.filter((check) => !check.ok).length;
+  // A check skipped because of another (keystores, when the config cannot be read) is not ok,
+  // but not a problem of its own: the one it depends on is counted.
+  const problems = checks.filter((check) => !check.ok && !check.skipped).length;
   if (out.json) {
-    out.jsonValue({ ok: problems === 0, checks });
+    out.jsonValue({ ok: checks.every((check) => check.ok), checks });
   } else {
     const { renderChecks } = await import('../doctor/check.ts');
     for (const line of renderChecks(checks, out.colour)) out.print(line);

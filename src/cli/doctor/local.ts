@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Config } from '../../config/profiles.ts';
-import { type Check, passed, problem } from './check.ts';
+import { type Check, passed, problem, skipped } from './check.ts';
 
 /** "22.22.2" → [22, 22, 2]; anything else → undefined. */
 function versionParts(text: string): [number, number, number] | undefined {
@@ -162,7 +162,7 @@ export type ProfileSource = 'flag --profile' | 'env AGENTCTL_PROFILE' | 'default
 export function checkProfile(name: string, source: ProfileSource, config: Config | Error): Check {
   const facts = { profile: name, source };
   if (config instanceof Error) {
-    return passed('profile', `${name} (${source}); not checked: see config`, facts);
+    return skipped('profile', `${name} (${source}); not checked: see config`, facts);
   }
   const known = config.profileNames();
   if (!known.includes(name)) {

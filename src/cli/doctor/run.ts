@@ -3,7 +3,7 @@ import type { Config } from '../../config/profiles.ts';
 import { NODE_ENGINE, VERSION } from '../../version.ts';
 import type { Context } from '../context.ts';
 import { checkAnvil } from './anvil.ts';
-import type { Check } from './check.ts';
+import { type Check, skipped } from './check.ts';
 import {
   checkConfig,
   checkKeystores,
@@ -85,7 +85,7 @@ export async function runChecks(context: Context): Promise<Check[]> {
     anvil,
     checkConfig(config, env),
     config instanceof Error
-      ? { name: 'keystores', ok: true, detail: 'not checked: see config' }
+      ? skipped('keystores', 'not checked: see config')
       : checkKeystores(config.keystoreDir),
     profileCheck,
     base,

@@ -1,4 +1,5 @@
 import { networkReason } from '../../api/client.ts';
+import { Health } from '../../api/schemas/health.ts';
 import { createTransport, type Exchange } from '../../api/transport.ts';
 import { type Check, passed, problem } from './check.ts';
 
@@ -33,8 +34,18 @@ function isLoopback(url: URL): boolean {
   return ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
 }
 
-/** A fix for a service that does not answer: on this machine, start a sandbox there. */
-function unreachableFix(target: ServiceTarget, url: URL): string {
+/**
+ * A fix for a service that does not answer: on this machine, start a sandbox there; but when
+ * something took the connection and gave no answer in time, the port is taken: find what.
+ */
+function unreachableFix(target: ServiceTarget, url: URL, timedOut: boolean): string {
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  if (timedOut && isLoopback(url)) {
+    return `something answers on port ${port}, but not as an agentctl service in time: check what listens there (\`lsof -i :${port}\` or \`ss -ltnp 'sport = :${port}'\`), or point to a running service: ${changeUrlHint(target)}`;
+  }
+  if (timedOut) {
+    return `the service took the connection but gave no answer in time: try again later, or point to the right service: ${changeUrlHint(target)}`;
+  }
   if (isLoopback(url) && url.protocol === 'http:') {
     const host = url.hostname === '[::1]' ? ' --host ::1' : '';
     return `start a sandbox there: \`agentctl serve${host} --port ${url.port || '80'}\`; or point to a running service: ${changeUrlHint(target)}`;
@@ -152,10 +163,11 @@ export async function checkService(
     try {
       health = await get('/health');
     } catch (error) {
+      const reason = networkReason(error);
       return problem(
         target.name,
-        `cannot reach ${target.url} (${target.source}): ${networkReason(error).text}`,
-        unreachableFix(target, url),
+        `cannot reach ${target.url} (${target.source}): ${reason.text}`,
+        unreachableFix(target, url, reason.timedOut),
         { ...facts, reachable: false, sandbox: null, status: null },
       );
     }
@@ -176,6 +188,20 @@ export async function checkService(
       }
       return { ...notHealth(target, health, sandbox), ...reached, status: null };
     }
+    const where = `${target.url} (${target.source})`;
+    // The same contract `agentctl health` reads: a body of another shape is not a service's health.
+    const parsed = Health.safeParse(body);
+    if (!parsed.success) {
+      const fields = [
+        ...new Set(parsed.error.issues.map((issue) => issue.path.join('.') || 'body')),
+      ];
+      return problem(
+        target.name,
+        `${where} answers GET /health with a body that is not the health of an agentctl service (${fields.join(', ')} missing or of the wrong type): is it an agentctl service?`,
+        `point to the agent-vault service or a sandbox (\`agentctl serve\` prints its URL): ${changeUrlHint(target)}`,
+        { ...reached, status: null },
+      );
+    }
     const status = body.status;
     const build = [
       typeof body.version === 'string' ? `version ${body.version}` : '',
@@ -188,7 +214,6 @@ export async function checkService(
         : body.rpc_connected === false
           ? 'its chain RPC is not connected'
           : undefined;
-    const where = `${target.url} (${target.source})`;
     if (!HEALTHY.has(status.toLowerCase()) || body.rpc_connected === false) {
       return problem(
         target.name,
