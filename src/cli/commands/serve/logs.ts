@@ -14,7 +14,7 @@ export interface LogsOptions {
   /** Only the last N lines. */
   lines: number | undefined;
   follow: boolean;
-  /** human: readable lines (ISO time, level, message); json: the file's lines as written. */
+  /** human: readable lines (ISO time, level, message); json: JSON lines (plain ones wrapped). */
   format: 'human' | 'json';
   /** How often --follow looks for more (ms). */
   pollMs?: number;
@@ -26,14 +26,14 @@ export function logsCommand(): Command {
   return stateOption(
     new Command('logs')
       .description(
-        'Print the log of a sandbox started with --detach: its ready lines and its request log, as readable lines on a terminal and as the JSON lines it wrote otherwise.',
+        'Print the log of a sandbox started with --detach: its ready lines and its request log, as readable lines on a terminal and as JSON lines otherwise.',
       )
       .option('-n, --lines <n>', 'only the last N lines', wholeNumber('--lines', 0, 1e9))
       .option('-f, --follow', 'keep printing new lines until Ctrl-C')
       .addOption(
         new Option(
           '--format <format>',
-          'human: time, level and message per line; json: the JSON lines as written (default: human on a terminal, json to a file or pipe, and with --json)',
+          'human: time, level and message per line; json: one JSON object per line, as written, plain lines as {"msg": …} (default: human on a terminal, json to a file or pipe, and with --json)',
         ).choices(['human', 'json']),
       )
       .addHelpText(
