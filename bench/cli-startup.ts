@@ -23,18 +23,19 @@ export interface StartupRow {
   budget?: number;
 }
 
-/** Median wall time of running `args` with node, start to exit, over `runs` runs. */
-function medianRunMs(args: string[], env: NodeJS.ProcessEnv, runs: number): number {
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const started = performance.now();
-    const result = spawnSync(process.execPath, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
-    times.push(performance.now() - started);
-    if (result.status !== 0)
-      throw new Error(`${args.join(' ')} exited ${result.status}: ${result.stderr}`);
-  }
-  times.sort((a, b) => a - b);
-  return times[Math.floor((times.length - 1) / 2)] as number;
+/** Wall time of running `args` with node, start to exit. */
+function runMs(args: string[], env: NodeJS.ProcessEnv): number {
+  const started = performance.now();
+  const result = spawnSync(process.execPath, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const ms = performance.now() - started;
+  if (result.status !== 0)
+    throw new Error(`${args.join(' ')} exited ${result.status}: ${result.stderr}`);
+  return ms;
+}
+
+function median(times: number[]): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)] as number;
 }
 
 /**
@@ -56,28 +57,34 @@ export function measureCliStartup(url: string, runs: number): StartupRow[] {
       { mode: 0o600 },
     );
     const env = (configDir: string) => ({ ...process.env, AGENTCTL_CONFIG_DIR: configDir });
-    const time = (name: string, args: string[], configDir: string, budget?: number) => ({
-      name,
-      ms: medianRunMs(args, env(configDir), runs),
-      ...(budget !== undefined && { budget }),
-    });
-    return [
-      time('node -e 0', ['-e', '0'], empty),
-      time('agentctl --version', [BIN, '--version'], empty),
-      time('agentctl --help', [BIN, '--help'], empty, 2),
-      time(
-        'agentctl --json vaults, --base-url, empty config dir',
-        [BIN, '--base-url', url, '--json', 'vaults'],
-        empty,
-        3,
-      ),
-      time(
-        'agentctl --json vaults, a profile with base_url, api_key',
-        [BIN, '--json', 'vaults'],
-        withProfile,
-        3,
-      ),
+    const commands: Array<{ name: string; args: string[]; configDir: string; budget?: number }> = [
+      { name: 'node -e 0', args: ['-e', '0'], configDir: empty },
+      { name: 'agentctl --version', args: [BIN, '--version'], configDir: empty },
+      { name: 'agentctl --help', args: [BIN, '--help'], configDir: empty, budget: 2 },
+      {
+        name: 'agentctl --json vaults, --base-url, empty config dir',
+        args: [BIN, '--base-url', url, '--json', 'vaults'],
+        configDir: empty,
+        budget: 3,
+      },
+      {
+        name: 'agentctl --json vaults, a profile with base_url, api_key',
+        args: [BIN, '--json', 'vaults'],
+        configDir: withProfile,
+        budget: 3,
+      },
     ];
+    // Taken in turns, one run of each command per round, so that a change in the machine's
+    // load (it is often shared) falls on every command alike rather than on one block of runs.
+    const timed = commands.map((command) => ({ ...command, times: [] as number[] }));
+    for (let round = 0; round < runs; round++) {
+      for (const { args, configDir, times } of timed) times.push(runMs(args, env(configDir)));
+    }
+    return timed.map(({ name, budget, times }) => ({
+      name,
+      ms: median(times),
+      ...(budget !== undefined && { budget }),
+    }));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
