@@ -1,16 +1,6 @@
-import {
-  closeSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  realpathSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 
 /** What a profile remembers. Every field is optional until `register` fills it in. */
 export interface Profile {
@@ -39,10 +29,10 @@ const FILE_MODE = 0o600;
  * platform's config dir (`~/.config/agentctl` or `$XDG_CONFIG_HOME/agentctl` on Linux,
  * `~/Library/Preferences/agentctl` on macOS, `%APPDATA%\agentctl\Config` on Windows).
  *
- * This module alone knows the format, and it reads and writes it with node:fs. (It was written
- * with `conf`, which loads ajv and semver for a schema and migrations this file does not use:
- * about 20 ms on every command that reads a profile, `agentctl --json vaults` among them.) A
- * read never writes: a missing file is an empty configuration, created by the first `set`. A
+ * This module alone knows the format. It reads it with node:fs and writes it with conf, which
+ * is loaded only to write: conf loads ajv and semver for a schema and migrations this file does
+ * not use, about 20 ms on every command that reads a profile (`agentctl --json vaults` among
+ * them) when it was opened for reads too. A read never writes: a missing file is an empty configuration, created by the first `set`. A
  * file that is not JSON, or not the shape below, is reported, never silently replaced: it may
  * hold the only copy of an API key.
  */
@@ -51,10 +41,10 @@ export function openConfig(env: NodeJS.ProcessEnv = process.env) {
   let stored = readStored(path);
   const profiles = () => stored.profiles;
   /** Re-reads the file before changing it, so a change another process made since is kept. */
-  const update = (change: (all: Record<string, Profile>) => Record<string, Profile>) => {
+  const update = async (change: (all: Record<string, Profile>) => Record<string, Profile>) => {
     const current = readStored(path);
     const next = { ...current, profiles: change(current.profiles) };
-    writeStored(path, next);
+    await writeStored(path, next);
     stored = next;
   };
   return {
@@ -65,11 +55,11 @@ export function openConfig(env: NodeJS.ProcessEnv = process.env) {
     get(profile: string): Profile {
       return { ...profiles()[profile] };
     },
-    set(profile: string, values: Profile): void {
-      update((all) => ({ ...all, [profile]: { ...all[profile], ...values } }));
+    set(profile: string, values: Profile): Promise<void> {
+      return update((all) => ({ ...all, [profile]: { ...all[profile], ...values } }));
     },
-    unset(profile: string, key: ProfileKey): void {
-      update((all) => {
+    unset(profile: string, key: ProfileKey): Promise<void> {
+      return update((all) => {
         const { [key]: _removed, ...rest } = all[profile] ?? {};
         return { ...all, [profile]: rest };
       });
@@ -136,30 +126,20 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * Writes the whole file atomically: a new file (mode 0600, flushed to disk) renamed over the
- * old one, so a crash leaves the old file or the new one, never half of one. A config.json
- * that is a symbolic link (dotfiles kept elsewhere) is written where it points.
+ * Writes the whole file with conf, loaded only here: a read, the common case, never pays for
+ * it (ajv and semver come with it, about 20 ms). conf writes atomically (a new file, mode 0600,
+ * renamed over the old one), and through a config.json that is a symbolic link.
  */
-function writeStored(path: string, stored: Stored): void {
-  let target = path;
-  try {
-    target = realpathSync(path);
-  } catch {
-    // No file yet (or a link to nowhere): write at the path itself.
-  }
-  mkdirSync(dirname(target), { recursive: true });
-  const temporary = `${target}.${process.pid}.${Date.now()}.tmp`;
-  try {
-    const fd = openSync(temporary, 'wx', FILE_MODE);
-    try {
-      writeFileSync(fd, JSON.stringify(stored, undefined, '\t'));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temporary, target);
-  } catch (error) {
-    rmSync(temporary, { force: true });
-    throw error;
-  }
+async function writeStored(path: string, stored: Stored): Promise<void> {
+  const { default: Conf } = await import('conf');
+  const store = new Conf<Stored>({
+    projectName: 'agentctl',
+    projectSuffix: '',
+    cwd: dirname(path),
+    configName: basename(path, '.json'),
+    configFileMode: FILE_MODE,
+    // The file was checked by readStored() just before: never replace what it could not read.
+    clearInvalidConfig: false,
+  });
+  store.store = stored;
 }

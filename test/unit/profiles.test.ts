@@ -27,7 +27,7 @@ const open = () => openConfig({ AGENTCTL_CONFIG_DIR: dir });
 const stored = () => JSON.parse(readFileSync(file, 'utf8'));
 
 describe('openConfig', () => {
-  it('lives in AGENTCTL_CONFIG_DIR, else in the platform config dir', () => {
+  it('lives in AGENTCTL_CONFIG_DIR, else in the platform config dir', async () => {
     expect(open()).toMatchObject({ path: file, dir, keystoreDir: join(dir, 'keystores') });
     if (process.platform === 'linux') {
       expect(openConfig({}).path).toBe(join(homedir(), '.config', 'agentctl', 'config.json'));
@@ -35,7 +35,7 @@ describe('openConfig', () => {
     }
   });
 
-  it('reads a missing file as no profiles, and a read writes nothing', () => {
+  it('reads a missing file as no profiles, and a read writes nothing', async () => {
     const nested = join(dir, 'not', 'yet');
     const config = openConfig({ AGENTCTL_CONFIG_DIR: nested });
     expect(config.profileNames()).toEqual([]);
@@ -43,9 +43,11 @@ describe('openConfig', () => {
     expect(existsSync(nested)).toBe(false);
   });
 
-  it('writes the file on the first set, mode 0600, in a directory it creates', () => {
+  it('writes the file on the first set, mode 0600, in a directory it creates', async () => {
     const nested = join(dir, 'new');
-    openConfig({ AGENTCTL_CONFIG_DIR: nested }).set('default', { base_url: 'http://a.example' });
+    await openConfig({ AGENTCTL_CONFIG_DIR: nested }).set('default', {
+      base_url: 'http://a.example',
+    });
     const path = join(nested, 'config.json');
     expect(statSync(path).mode & 0o777).toBe(0o600);
     expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual({
@@ -54,53 +56,53 @@ describe('openConfig', () => {
     expect(readdirSync(nested)).toEqual(['config.json']);
   });
 
-  it('merges a set into the profile, unsets one key, and reads back what it wrote', () => {
+  it('merges a set into the profile, unsets one key, and reads back what it wrote', async () => {
     const config = open();
-    config.set('work', { base_url: 'http://w.example', api_key: 'agk_work' });
-    config.set('work', { keystore: 'trader' });
-    config.set('default', { data_url: 'http://d.example' });
-    config.unset('work', 'api_key');
+    await config.set('work', { base_url: 'http://w.example', api_key: 'agk_work' });
+    await config.set('work', { keystore: 'trader' });
+    await config.set('default', { data_url: 'http://d.example' });
+    await config.unset('work', 'api_key');
     expect(config.get('work')).toEqual({ base_url: 'http://w.example', keystore: 'trader' });
     expect(open().profileNames()).toEqual(['default', 'work']);
     expect(open().get('default')).toEqual({ data_url: 'http://d.example' });
   });
 
-  it("keeps a change another process made since it was opened, and keys it doesn't know", () => {
+  it("keeps a change another process made since it was opened, and keys it doesn't know", async () => {
     writeFileSync(file, JSON.stringify({ version: 2, profiles: { a: { extra: 'x' } } }));
     const config = open();
-    open().set('b', { base_url: 'http://b.example' });
-    config.set('a', { api_key: 'agk_a' });
+    await open().set('b', { base_url: 'http://b.example' });
+    await config.set('a', { api_key: 'agk_a' });
     expect(stored()).toEqual({
       version: 2,
       profiles: { a: { extra: 'x', api_key: 'agk_a' }, b: { base_url: 'http://b.example' } },
     });
   });
 
-  it('gives a file others could read back mode 0600 on the next write', () => {
+  it('gives a file others could read back mode 0600 on the next write', async () => {
     writeFileSync(file, '{"profiles":{}}');
     chmodSync(file, 0o644);
-    open().set('default', { api_key: 'agk_secret' });
+    await open().set('default', { api_key: 'agk_secret' });
     expect(statSync(file).mode & 0o777).toBe(0o600);
   });
 
-  it('reads a file an editor saved with a byte order mark', () => {
+  it('reads a file an editor saved with a byte order mark', async () => {
     writeFileSync(file, '\uFEFF{"profiles":{"default":{"base_url":"http://bom.example"}}}');
     expect(open().get('default')).toEqual({ base_url: 'http://bom.example' });
   });
 
-  it('writes through a config.json that is a symbolic link', () => {
+  it('writes through a config.json that is a symbolic link', async () => {
     const elsewhere = join(dir, 'dotfiles');
     mkdirSync(elsewhere);
     writeFileSync(join(elsewhere, 'agentctl.json'), '{"profiles":{}}');
     symlinkSync(join(elsewhere, 'agentctl.json'), file);
-    open().set('default', { base_url: 'http://link.example' });
+    await open().set('default', { base_url: 'http://link.example' });
     expect(JSON.parse(readFileSync(join(elsewhere, 'agentctl.json'), 'utf8'))).toEqual({
       profiles: { default: { base_url: 'http://link.example' } },
     });
     expect(open().get('default')).toEqual({ base_url: 'http://link.example' });
   });
 
-  it('reports a file that is not JSON, naming it without quoting it, and leaves it alone', () => {
+  it('reports a file that is not JSON, naming it without quoting it, and leaves it alone', async () => {
     const damaged = '{"profiles": {"default": {"api_key": "agk_secret"';
     writeFileSync(file, damaged);
     expect(open).toThrow(`The config file \`${file}\` is not valid JSON.`);
