@@ -6,7 +6,7 @@
  *   npm run bench               the full run (a few minutes)
  *   npm run bench -- --quick    a smaller run, under a minute
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import autocannon from 'autocannon';
 import { type Client, createClient } from 'graphql-ws';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startAnvil } from '../src/sandbox/chain/anvil.ts';
+import { measureCliStartup, printCliStartup } from './cli-startup.ts';
 import {
   type BenchTools,
   depositsUnderSubscriptions,
@@ -467,22 +468,6 @@ async function concurrentDeposits(sandbox: Sandbox) {
   return (keys.length * WRITES_PER_AGENT) / ((performance.now() - started) / 1000);
 }
 
-/** Median wall time of running `args` with node, start to exit. */
-function medianRunMs(args: string[], env: NodeJS.ProcessEnv = process.env): number {
-  const times: number[] = [];
-  for (let i = 0; i < CLI_RUNS; i++) {
-    const started = performance.now();
-    const result = spawnSync(process.execPath, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
-    times.push(performance.now() - started);
-    if (result.status !== 0)
-      throw new Error(`${args.join(' ')} exited ${result.status}: ${result.stderr}`);
-  }
-  return percentile(
-    times.sort((a, b) => a - b),
-    50,
-  );
-}
-
 /** Median wall time from spawning `serve` to its ready line. */
 async function startupMs(extraArgs: () => string[]) {
   const times: number[] = [];
@@ -564,18 +549,7 @@ const durable: Sandbox = {
 };
 
 try {
-  const bareNode = medianRunMs(['-e', '0']);
-  const cliEnv = { ...process.env, AGENTCTL_CONFIG_DIR: join(stateRoot, 'cli-config') };
-  row(`command (median of ${CLI_RUNS})`, 'ms'.padStart(10), 'vs node -e 0'.padStart(14));
-  row('node -e 0', fmt(bareNode), '1.00x'.padStart(14));
-  for (const [name, args] of [
-    ['agentctl --version', [BIN, '--version']],
-    ['agentctl --help', [BIN, '--help']],
-    ['agentctl vaults --json (warm serve)', [BIN, '--base-url', temporary.url, 'vaults', '--json']],
-  ] as const) {
-    const ms = medianRunMs([...args], cliEnv);
-    row(name, fmt(ms), `${(ms / bareNode).toFixed(2)}x`.padStart(14));
-  }
+  printCliStartup(measureCliStartup(temporary.url, CLI_RUNS), CLI_RUNS, row);
   console.log();
 
   const [small, large] = SIZES as [number, number];

@@ -1,7 +1,9 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { BIN } from '../helpers/serve.ts';
@@ -94,13 +96,13 @@ describe('bin/agentctl.js', () => {
       expect(files.some((url) => url.endsWith('/dist/main.js'))).toBe(true);
       const packages = new Set(files.flatMap(packagesIn));
       expect(packages.has('commander')).toBe(true);
-      for (const heavy of ['zod', 'undici', 'viem', 'fastify', 'chalk', '@inquirer/core', 'conf']) {
+      for (const heavy of ['zod', 'undici', 'viem', 'fastify', 'chalk', '@inquirer/core', 'ajv']) {
         expect(packages.has(heavy), heavy).toBe(false);
       }
     },
   );
 
-  it('prints a read with --json without loading zod, undici or conf; a table checks the shape with zod', async () => {
+  it('prints a read with --json without loading zod, undici or ajv; a table checks the shape with zod', async () => {
     const body = '{"vaults":[],"total":0}';
     const server = createServer((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });
@@ -121,13 +123,53 @@ describe('bin/agentctl.js', () => {
       const json = await run(['vaults', '--json']);
       expect(json.stdout).toBe(`${body}\n`);
       const packages = new Set(loadedIn(json.stderr).flatMap(packagesIn));
-      for (const heavy of ['zod', 'undici', 'conf', 'chalk', 'viem']) {
+      for (const heavy of ['zod', 'undici', 'ajv', 'chalk', 'viem']) {
         expect(packages.has(heavy), heavy).toBe(false);
       }
       const table = await run(['vaults']);
       expect(new Set(loadedIn(table.stderr).flatMap(packagesIn)).has('zod')).toBe(true);
     } finally {
       server.close();
+    }
+  });
+
+  it('reads the profile for --json vaults without loading ajv, semver, zod or undici', async () => {
+    const body = '{"vaults":[],"total":0}';
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // As a user has it after `register`: the profile names the service and holds its key.
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-bin-'));
+    const profile = { base_url: url, api_key: `agk_${'a'.repeat(64)}` };
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ profiles: { default: profile } }), {
+      mode: 0o600,
+    });
+    try {
+      const json = await promisify(execFile)(
+        process.execPath,
+        ['--import', LOAD_HOOK, BIN, '--json', 'vaults'],
+        { encoding: 'utf8', env: { ...process.env, AGENTCTL_CONFIG_DIR: dir } },
+      );
+      expect(json.stdout).toBe(`${body}\n`);
+      const packages = new Set(loadedIn(json.stderr).flatMap(packagesIn));
+      for (const heavy of [
+        'conf',
+        'ajv',
+        'semver',
+        'atomically',
+        'zod',
+        'undici',
+        'chalk',
+        'viem',
+      ]) {
+        expect(packages.has(heavy), heavy).toBe(false);
+      }
+    } finally {
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -261,7 +261,9 @@ describe('agentctl doctor finds problems', () => {
   });
 
   it('a config dir others may write to, and a config file others may read', async () => {
-    openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('default', { api_key: 'agk_secretsecret' });
+    await openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('default', {
+      api_key: 'agk_secretsecret',
+    });
     chmodSync(configDir, 0o777);
     chmodSync(join(configDir, 'config.json'), 0o644);
     const result = await doctor(['--base-url', NOTHING]);
@@ -350,7 +352,9 @@ describe('agentctl doctor finds problems', () => {
   });
 
   it('a profile named with --profile or AGENTCTL_PROFILE that does not exist', async () => {
-    openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('work', { base_url: 'http://x.example' });
+    await openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('work', {
+      base_url: 'http://x.example',
+    });
     const url = NOTHING;
     const byFlag = await doctor(['--profile', 'wrok', '--base-url', url]);
     expect(byFlag.code).toBe(1);
@@ -368,7 +372,7 @@ describe('agentctl doctor finds problems', () => {
 
   it('--json: one object on stdout with every problem and its fix; the error on stderr; no secrets', async () => {
     const secret = 'agk_0123456789abcdef0123456789abcdef';
-    openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('default', { api_key: secret });
+    await openConfig({ AGENTCTL_CONFIG_DIR: configDir }).set('default', { api_key: secret });
     const url = NOTHING;
     const result = await doctor(['--json', '--base-url', url, '--api-key', `${secret}x`], {
       AGENTCTL_ANVIL_PATH: '/nowhere/anvil',

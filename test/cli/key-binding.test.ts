@@ -32,7 +32,7 @@ beforeAll(async () => {
   homeKey = apiKey;
   // The other sandbox has keys of its own: a key it did not issue is refused (401).
   await registerOver(other.url, 'Other Agent');
-  openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', {
+  await openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', {
     base_url: home.url,
     api_key: apiKey,
     wallet_address: account.address,

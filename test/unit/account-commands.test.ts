@@ -38,10 +38,14 @@ async function service(routes: Record<string, Canned>): Promise<string> {
 }
 
 /** A context for run(), over a fresh config dir holding `profile` as "default". */
-function contextWith(globals: GlobalOptions, profile: Profile = {}, env: NodeJS.ProcessEnv = {}) {
+async function contextWith(
+  globals: GlobalOptions,
+  profile: Profile = {},
+  env: NodeJS.ProcessEnv = {},
+) {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-account-'));
   dirs.push(dir);
-  openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', profile);
+  await openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', profile);
   const { context, text } = capturedContext(globals, { AGENTCTL_CONFIG_DIR: dir, ...env });
   return {
     context,
@@ -76,7 +80,7 @@ const WALLET = {
 describe('wallet', () => {
   it('labels every field and puts a unit on every amount', async () => {
     const url = await service({ 'GET /api/v1/agent/wallet': { body: WALLET } });
-    const { context, stdout } = contextWith({ baseUrl: url, apiKey: 'agk_test' });
+    const { context, stdout } = await contextWith({ baseUrl: url, apiKey: 'agk_test' });
     await wallet({}, context);
     await context.close();
     const text = stdout.text();
@@ -86,7 +90,7 @@ describe('wallet', () => {
     // The positions table fits 80 columns without the raw units; --wide adds them.
     expect(text).toMatch(/│ 200 shares +│ 200\.5 USDC +│/);
     expect(text).not.toMatch(/eth_balance|usdc_balance|value_usdc|vault_address/);
-    const wide = contextWith({ baseUrl: url, apiKey: 'agk_test' });
+    const wide = await contextWith({ baseUrl: url, apiKey: 'agk_test' });
     await wallet({ wide: true }, wide.context);
     await wide.context.close();
     expect(wide.stdout.text()).toContain('200 shares (200000000 raw)');
@@ -114,7 +118,7 @@ describe('times carry a hint from the service clock', () => {
         },
       },
     });
-    const { context, stdout } = contextWith({ baseUrl: url }, { wallet_address: wallet });
+    const { context, stdout } = await contextWith({ baseUrl: url }, { wallet_address: wallet });
     await whoami({}, context);
     await context.close();
     expect(stdout.text()).toMatch(/^created_at\s+2027-01-13T08:00:00Z \(2 d ago\)$/m);
@@ -135,7 +139,7 @@ describe('times carry a hint from the service clock', () => {
         },
       },
     });
-    const { context } = contextWith({ baseUrl: url, apiKey: 'agk_test' });
+    const { context } = await contextWith({ baseUrl: url, apiKey: 'agk_test' });
     const failure = faucet({}, context);
     await expect(failure).rejects.toThrow(
       'the faucet is cooling down for this agent: ask again after 2027-01-15T11:00:00Z (in 3 h)',
@@ -154,7 +158,7 @@ describe('messages in our voice', () => {
   });
 
   it('register --type names the valid types, with a did-you-mean', async () => {
-    const { context } = contextWith({ baseUrl: 'http://127.0.0.1:9' });
+    const { context } = await contextWith({ baseUrl: 'http://127.0.0.1:9' });
     await expect(register({ name: 'Typed Bot', type: 'tradng' }, context)).rejects.toThrow(
       '--type tradng: must be one of trading, governance, analytics, custom, quant, cfo, research (did you mean trading?)',
     );
@@ -164,7 +168,7 @@ describe('messages in our voice', () => {
   });
 
   it('a missing key file is named, with what it should hold', async () => {
-    const { context, dir } = contextWith({});
+    const { context, dir } = await contextWith({});
     const missing = join(dir, 'key.txt');
     await expect(keysImport({ name: 'old', privateKeyFile: missing }, context)).rejects.toThrow(
       `--private-key-file ${missing}: no such file; give the path of a file that holds the private key (64 hex digits, 0x optional)`,
@@ -174,7 +178,7 @@ describe('messages in our voice', () => {
 
 describe('register checks the service before it unlocks the key', () => {
   it('a service that is down is said before the keystore is opened', async () => {
-    const { context, dir } = contextWith(
+    const { context, dir } = await contextWith(
       { baseUrl: 'http://127.0.0.1:9' },
       {},
       // A wrong password: unlocking first would fail with it (exit 4), not with the service.
@@ -193,7 +197,7 @@ describe('register checks the service before it unlocks the key', () => {
 
 describe('config set api_key binds the key to the service named for it', () => {
   it('keeps the --base-url it was set under as the profile base_url', async () => {
-    const { context, dir, stderr } = contextWith(
+    const { context, dir, stderr } = await contextWith(
       { baseUrl: 'https://agents.example.org' },
       { base_url: 'http://127.0.0.1:8787' },
     );
@@ -206,7 +210,7 @@ describe('config set api_key binds the key to the service named for it', () => {
   });
 
   it('says where a held key goes once base_url changes', async () => {
-    const { context, stderr } = contextWith(
+    const { context, stderr } = await contextWith(
       {},
       { base_url: 'http://127.0.0.1:8787', api_key: `agk_${'d'.repeat(64)}` },
     );
@@ -217,7 +221,7 @@ describe('config set api_key binds the key to the service named for it', () => {
   });
 
   it('config list marks a profile key the URL in effect would not get', async () => {
-    const { context, stdout } = contextWith(
+    const { context, stdout } = await contextWith(
       { baseUrl: 'http://127.0.0.1:8790', json: true },
       { base_url: 'http://127.0.0.1:8787', api_key: `agk_${'d'.repeat(64)}` },
     );

@@ -8,9 +8,9 @@ import { buildProgram } from '../../src/cli/main.ts';
 import { openConfig } from '../../src/config/profiles.ts';
 
 let dir: string;
-beforeAll(() => {
+beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'agentctl-context-'));
-  openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('work', {
+  await openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('work', {
     base_url: 'http://profile.example',
     api_key: 'agk_profile',
   });

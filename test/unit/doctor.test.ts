@@ -56,9 +56,9 @@ describe('checkProfile', () => {
     });
   });
 
-  it('says whether an API key is stored, never the key', () => {
+  it('says whether an API key is stored, never the key', async () => {
     const config = openConfig({ AGENTCTL_CONFIG_DIR: dir });
-    config.set('ci', { api_key: 'agk_secretsecretsecret' });
+    await config.set('ci', { api_key: 'agk_secretsecretsecret' });
     const check = checkProfile('ci', 'env AGENTCTL_PROFILE', config);
     expect(check).toMatchObject({
       ok: true,

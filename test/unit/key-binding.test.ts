@@ -40,16 +40,20 @@ afterAll(async () => {
 });
 
 /** A context over a fresh config holding `profile` as "default". */
-function contextWith(profile: Profile, globals: GlobalOptions = {}, env: NodeJS.ProcessEnv = {}) {
+async function contextWith(
+  profile: Profile,
+  globals: GlobalOptions = {},
+  env: NodeJS.ProcessEnv = {},
+) {
   dir = mkdtempSync(join(tmpdir(), 'agentctl-binding-unit-'));
-  openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', profile);
+  await openConfig({ AGENTCTL_CONFIG_DIR: dir }).set('default', profile);
   const { context, text } = capturedContext(globals, { AGENTCTL_CONFIG_DIR: dir, ...env });
   return { context, stdout: { text: () => text.stdout }, stderr: { text: () => text.stderr } };
 }
 
 describe("the profile's API key is bound to its service", () => {
   it("goes to the profile's base URL and to its data URL (the same service's data API)", async () => {
-    const { context, stderr } = contextWith({
+    const { context, stderr } = await contextWith({
       base_url: `${base.url}/`,
       data_url: data.url,
       api_key: 'agk_bound',
@@ -63,7 +67,7 @@ describe("the profile's API key is bound to its service", () => {
   });
 
   it('is withheld from any other URL, said once per URL, on stderr only', async () => {
-    const { context, stdout, stderr } = contextWith(
+    const { context, stdout, stderr } = await contextWith(
       { base_url: base.url, api_key: 'agk_bound' },
       { dataUrl: elsewhere.url, json: true },
     );
@@ -79,7 +83,7 @@ describe("the profile's API key is bound to its service", () => {
   });
 
   it('belongs to the default sandbox when the profile names no base URL', async () => {
-    const { context, stderr } = contextWith({ api_key: 'agk_bound' }, { baseUrl: base.url });
+    const { context, stderr } = await contextWith({ api_key: 'agk_bound' }, { baseUrl: base.url });
     await (await context.client()).raw('GET', '/health');
     await context.close();
     expect(base.keys).toEqual([undefined]);
@@ -87,13 +91,13 @@ describe("the profile's API key is bound to its service", () => {
   });
 
   it('a key given by flag or environment goes wherever the command goes', async () => {
-    const byFlag = contextWith(
+    const byFlag = await contextWith(
       { base_url: base.url, api_key: 'agk_bound' },
       { baseUrl: elsewhere.url, apiKey: 'agk_flag' },
     );
     await (await byFlag.context.client()).raw('GET', '/health');
     await byFlag.context.close();
-    const byEnv = contextWith(
+    const byEnv = await contextWith(
       { base_url: base.url, api_key: 'agk_bound' },
       { baseUrl: elsewhere.url },
       { AGENTCTL_API_KEY: 'agk_env' },
@@ -105,7 +109,7 @@ describe("the profile's API key is bound to its service", () => {
   });
 
   it('a command that needs a key is refused, naming where the key belongs', async () => {
-    const { context } = contextWith(
+    const { context } = await contextWith(
       { base_url: base.url, api_key: 'agk_bound' },
       { baseUrl: elsewhere.url },
     );

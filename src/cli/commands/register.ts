@@ -274,14 +274,14 @@ export async function run(options: RegisterOptions, context: Context): Promise<v
   }
   const config = await context.config();
   try {
-    config.set(context.profileName, {
+    await config.set(context.profileName, {
       api_key: apiKey,
       wallet_address: wallet,
       // The key is bound to this service: it is sent only here (and to the profile's data_url).
       base_url: client.baseUrl,
     });
-    if (signer.keystore) config.set(context.profileName, { keystore: signer.keystore });
-    else config.unset(context.profileName, 'keystore');
+    if (signer.keystore) await config.set(context.profileName, { keystore: signer.keystore });
+    else await config.unset(context.profileName, 'keystore');
   } catch (error) {
     // Losing a one-time key is worse than showing it: say it once, on stderr.
     out.error(

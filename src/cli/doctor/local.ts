@@ -77,7 +77,7 @@ export function checkConfig(
 ): Check {
   const from = env.AGENTCTL_CONFIG_DIR ? 'from AGENTCTL_CONFIG_DIR' : 'the default place';
   if (config instanceof Error) {
-    // conf names the file in its message: "The config file `…/config.json` is not valid JSON."
+    // openConfig names the file in its message: "The config file `…/config.json` is not valid JSON."
     const file = /`([^`]+)`/.exec(config.message)?.[1];
     return problem(
       'config',

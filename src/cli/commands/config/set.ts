@@ -52,7 +52,7 @@ export async function run(options: ConfigSetOptions, context: Context): Promise<
   if (key === 'api_key' && named !== undefined && !sameService(named, home)) {
     changes.base_url = named;
   }
-  config.set(context.profileName, changes);
+  await config.set(context.profileName, changes);
   const out = await context.output();
   if (out.json) {
     return out.jsonValue({

@@ -17,7 +17,7 @@ export function configUnsetCommand(): Command {
 }
 
 export async function run(options: ConfigUnsetOptions, context: Context): Promise<void> {
-  (await context.config()).unset(context.profileName, options.key);
+  await (await context.config()).unset(context.profileName, options.key);
   const out = await context.output();
   if (out.json)
     return out.jsonValue({ profile: context.profileName, key: options.key, value: null });
