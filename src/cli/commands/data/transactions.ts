@@ -161,7 +161,7 @@ async function table(
         tx.type,
         tx.status,
         usdc(tx.amount),
-        tx.shares === null ? '' : rawWithAmount(tx.shares),
+        tx.shares === null ? '' : rawWithAmount(tx.shares, 'shares'),
         tx.vault,
         tx.blockNumber,
         tx.hash,

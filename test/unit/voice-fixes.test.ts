@@ -1,0 +1,105 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { run as dataVault } from '../../src/cli/commands/data/vault.ts';
+import { run as lookup } from '../../src/cli/commands/lookup.ts';
+import { run as positions } from '../../src/cli/commands/positions.ts';
+import { runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
+
+/**
+ * The command line in one voice (issue 22, a reviewer's findings): a unit on every amount,
+ * a relative hint on every time.
+ */
+
+const VAULT = '0x0763726B9227D70D227b16E79D47542c2194279C';
+const WALLET = '0xC45a0e213960d2DfaFe83B3E62b0984D990059C6';
+const NOW = 1_800_000_000;
+
+const server = useCannedServer(
+  {
+    'GET /api/v1/agent/vault/positions': {
+      body: {
+        positions: [
+          {
+            vault_id: 'moderate',
+            vault_name: 'Moderate Vault',
+            vault_address: VAULT,
+            shares: '204.999999',
+            value_usdc: '205.5',
+          },
+        ],
+      },
+    },
+    [`GET /v1/vaults/${VAULT}`]: {
+      body: {
+        address: VAULT,
+        name: 'Moderate USDC Vault',
+        symbol: 'avM',
+        asset: VAULT,
+        tvl: '204999999',
+        tvlUsd: 204.999999,
+        totalShares: '204999999',
+        pricePerShare: '1000000',
+        apy: { current: 1, '7d': 1, '30d': 1, inception: 1 },
+        riskLevel: 'moderate',
+        fees: { management: 0, performance: 0, hurdle: 0 },
+        isERC7540: false,
+        fulfillmentDelay: null,
+        strategies: [],
+        createdAt: '2026-01-01T00:00:00Z',
+      },
+    },
+    'GET /api/v1/agent/auth/lookup': {
+      body: {
+        registered: true,
+        agent_name: 'Clock Bot',
+        tier: 'unverified',
+        status: 'active',
+        strategies_submitted: 0,
+        performance_score: 0,
+        api_key_prefix: 'agk_12345678',
+        created_at: new Date((NOW - 86_400) * 1000 + 758).toISOString(),
+      },
+    },
+  },
+  sandboxTime(NOW),
+);
+
+const dir = mkdtempSync(join(tmpdir(), 'agentctl-voice-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const env = () => ({ AGENTCTL_CONFIG_DIR: dir });
+
+describe('every amount carries its unit', () => {
+  it('positions --wide: shares', async () => {
+    const { stdout } = await runCaptured(
+      positions,
+      { wide: true },
+      { baseUrl: server.url, apiKey: 'agk_test' },
+      env(),
+    );
+    expect(stdout).toContain('204.999999 shares (204999999 raw)');
+  });
+
+  it('data vault: total shares', async () => {
+    const { stdout } = await runCaptured(
+      dataVault,
+      { vault: VAULT },
+      { baseUrl: server.url },
+      env(),
+    );
+    expect(stdout).toMatch(/^total shares\s+204\.999999 shares \(204999999 raw\)$/m);
+  });
+});
+
+describe('every time carries a relative hint', () => {
+  it("lookup's created_at: ISO 8601 in whole seconds, from the service's clock", async () => {
+    const { stdout } = await runCaptured(
+      lookup,
+      { wallet: WALLET },
+      { baseUrl: server.url },
+      env(),
+    );
+    expect(stdout).toMatch(/^created_at\s+2027-01-14T08:00:00Z \(1 d ago\)$/m);
+  });
+});
