@@ -36,9 +36,16 @@ export class CliError extends Error {
   readonly exitCode: ExitCode;
   /** The --json error's `code`, when more precise than the exit code's name. */
   readonly code: string | undefined;
+  /** The message as --quiet reports it: without its did-you-means (see suggesting()). */
+  readonly quietMessage: string;
 
-  constructor(message: string, exitCode: ExitCode, code?: string) {
-    super(message);
+  constructor(
+    message: string | { text: string; quiet: string },
+    exitCode: ExitCode,
+    code?: string,
+  ) {
+    super(typeof message === 'string' ? message : message.text);
+    this.quietMessage = typeof message === 'string' ? message : message.quiet;
     this.name = 'CliError';
     this.exitCode = exitCode;
     this.code = code;

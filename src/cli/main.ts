@@ -236,13 +236,14 @@ export function exitCodeFor(
   error: unknown,
   writeError: (line: string) => void,
   json = false,
+  quiet = false,
 ): number {
   if (error instanceof CommanderError) {
     // --help and --version end here with exit code 0. Anything else is a usage error that
     // commander has printed already, in our voice (buildProgram's outputError).
     return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
   }
-  const failure = describeFailure(error);
+  const failure = describeFailure(error, quiet && !json);
   if (json) {
     // One line per error object: a message that spans lines is joined.
     const text = String(failure.json.error ?? '').replace(/\s*\n\s*/g, '; ');
@@ -268,10 +269,10 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = EXIT.usage;
     return;
   }
-  const json = argv.slice(2).includes('--json');
+  const { json, quiet } = usageFlags(argv.slice(2));
   try {
     await program.parseAsync(argv);
   } catch (error) {
-    process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`), json);
+    process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`), json, quiet);
   }
 }
