@@ -51,3 +51,69 @@ describe('strategy submit --file', () => {
     );
   });
 });
+
+describe("commander's usage errors, in our voice", () => {
+  it.each([
+    [
+      ['data', 'vaults', '--risk', 'moderat'],
+      'agentctl: --risk moderat: must be one of conservative, moderate, aggressive (did you mean moderate?)',
+    ],
+    [['vaults', '--wide', 'extra'], 'agentctl: vaults takes no arguments (got "extra")'],
+    [
+      ['deposit', 'moderate', '1', '2'],
+      'agentctl: deposit takes 2 arguments: agentctl deposit <vault> <amount> (got "moderate" "1" "2")',
+    ],
+    [
+      ['data', 'transactions', '--all', '--limit', '5'],
+      'agentctl: --all and --limit cannot be used together (--all: every page)',
+    ],
+    [['--profile'], 'agentctl: --profile needs a value: --profile <name>'],
+    [['lookup'], 'agentctl: lookup needs <wallet>: agentctl lookup <wallet>'],
+    [['serve', '--port', 'abc'], 'agentctl: --port abc: must be an integer from 0 to 65535'],
+    [
+      ['completion', 'fsh'],
+      'agentctl: shell fsh: must be one of bash, zsh, fish (did you mean zsh?)',
+    ],
+  ])('%j', async (args, said) => {
+    const result = await cli(args);
+    expect(result.code).toBe(2);
+    expect(result.stderr.split('\n')[0]).toContain(said);
+    expect(result.stderr).not.toMatch(
+      /option '|Allowed choices|too many arguments|argument missing/,
+    );
+  });
+
+  it('with -q, without the did-you-mean; with --json, the did-you-mean as the hint', async () => {
+    const quiet = await cli(['-q', 'data', 'vaults', '--risk', 'moderat']);
+    expect(quiet.stderr).toBe(
+      'agentctl: --risk moderat: must be one of conservative, moderate, aggressive\n',
+    );
+    const json = await cli(['--json', 'data', 'vaults', '--risk', 'moderat']);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stderr)).toEqual({
+      error: '--risk moderat: must be one of conservative, moderate, aggressive',
+      hint: 'did you mean moderate?',
+      status: null,
+      code: 'usage',
+    });
+  });
+});
+
+describe('--json: a missing command is one JSON object, not the help', () => {
+  it.each([
+    [['--json'], 'agentctl needs a command'],
+    [['--json', 'data'], 'agentctl data needs a command'],
+  ])('%j', async (args, error) => {
+    const result = await cli(args);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(JSON.parse(result.stderr)).toMatchObject({ error, status: null, code: 'usage' });
+  });
+
+  it('without --json, the help as before (on stderr)', async () => {
+    const result = await cli(['data']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('Usage: agentctl data');
+  });
+});

@@ -187,7 +187,7 @@ export function registerCommand(): Command {
     .option('--force', 'replace the API key the profile already holds')
     .addHelpText(
       'after',
-      '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader --name "Trend Bot" --type trading --yes\n  agentctl --profile second register      # a second agent, in a new profile',
+      '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader \\\n    --name "Trend Bot" --type trading --yes\n  agentctl --profile second register      # a second agent, in a new profile',
     )
     .action(action((context, command) => run(command.opts<RegisterOptions>(), context)));
 }

@@ -42,7 +42,7 @@ export function transactionsCommand(): Command {
     .addOption(wideOption())
     .addHelpText(
       'after',
-      '\nExamples:\n  agentctl data transactions --type deposit_request\n  agentctl --json data transactions 0x000000000000000000000000000000000000dEaD --all',
+      '\nExamples:\n  agentctl data transactions --type deposit_request\n  agentctl --json data transactions --all \\\n    0x000000000000000000000000000000000000dEaD',
     )
     .action(
       action((context, command) =>

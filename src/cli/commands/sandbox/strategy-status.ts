@@ -25,7 +25,7 @@ export function strategyStatusCommand(): Command {
     .argument('<status>', STRATEGY_STATUSES.join(' | '))
     .addHelpText(
       'after',
-      '\nThe data API shows guardian_review, paper_trading and pending_oracle_approval as "evolution", and paused as "live".\n\nExample:\n  agentctl sandbox strategy-status 0x… guardian_review',
+      '\nThe data API shows guardian_review, paper_trading and pending_oracle_approval\nas "evolution", and paused as "live".\n\nExample:\n  agentctl sandbox strategy-status 0x… guardian_review',
     )
     .action(
       action((context, command) => {

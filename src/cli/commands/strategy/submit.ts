@@ -214,7 +214,7 @@ export function submitCommand(): Command {
     .option('--dry-run', 'check and print the request, send nothing')
     .addHelpText(
       'after',
-      `\nExamples:\n  agentctl strategy submit --name "Mean reversion" --description "Buys dips, sells rips." --max-leverage 300\n  agentctl strategy submit --file strategy.json --dry-run`,
+      `\nExamples:\n  agentctl strategy submit --name "Mean reversion" \\\n    --description "Buys dips, sells rips." --max-leverage 300\n  agentctl strategy submit --file strategy.json --dry-run`,
     )
     .action(action((context, command) => run(command.opts<StrategySubmitOptions>(), context)));
 }
