@@ -187,8 +187,8 @@ export function contextFrom(
         userAgent: `agentctl/${VERSION}`,
         onExchange: (method, requestUrl, status, ms) =>
           out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),
-        // Said even without --verbose: a silent wait looks like a hang.
-        onRetry: (reason, wait) => out.notice(`retrying in ${wait} ms (${reason})`),
+        // Said even without --verbose: a silent wait looks like a hang (see Output.retry).
+        onRetry: (reason, wait) => out.retry(`retrying in ${wait} ms (${reason})`),
       });
     },
     /**

@@ -5,7 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { run as dataVault } from '../../src/cli/commands/data/vault.ts';
 import { run as lookup } from '../../src/cli/commands/lookup.ts';
 import { run as positions } from '../../src/cli/commands/positions.ts';
-import { runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
+import { run as vaults } from '../../src/cli/commands/vaults.ts';
+import type { GlobalOptions } from '../../src/cli/context.ts';
+import { cannedServer, runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
 
 /**
  * The command line in one voice (issue 22, a reviewer's findings): a unit on every amount,
@@ -101,5 +103,40 @@ describe('every time carries a relative hint', () => {
       env(),
     );
     expect(stdout).toMatch(/^created_at\s+2027-01-14T08:00:00Z \(1 d ago\)$/m);
+  });
+});
+
+describe('a retry under --json', () => {
+  /** Vaults after one 503: a single short retry. */
+  async function onceUnavailable(globals: GlobalOptions) {
+    let calls = 0;
+    const flaky = await cannedServer(() =>
+      calls++ === 0
+        ? { status: 503, body: { error: 'starting up' } }
+        : { body: { vaults: [], total: 0 } },
+    );
+    try {
+      return await runCaptured(vaults, {}, { baseUrl: flaky.url, ...globals }, env());
+    } finally {
+      await flaky.close();
+    }
+  }
+
+  it('is said on stderr by default, so a wait does not look like a hang', async () => {
+    expect((await onceUnavailable({})).stderr).toMatch(
+      /^agentctl: retrying in \d+ ms \(HTTP 503\)$/m,
+    );
+  });
+
+  it('is not said with --json: stderr is kept to the one error object', async () => {
+    const said = await onceUnavailable({ json: true });
+    expect(said.stderr).toBe('');
+    expect(JSON.parse(said.stdout)).toEqual({ vaults: [], total: 0 });
+  });
+
+  it('is said with --json --verbose', async () => {
+    expect((await onceUnavailable({ json: true, verbose: true })).stderr).toMatch(
+      /^agentctl: retrying in \d+ ms \(HTTP 503\)$/m,
+    );
   });
 });
