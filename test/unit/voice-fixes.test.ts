@@ -6,7 +6,8 @@ import { run as dataVault } from '../../src/cli/commands/data/vault.ts';
 import { run as lookup } from '../../src/cli/commands/lookup.ts';
 import { run as positions } from '../../src/cli/commands/positions.ts';
 import { run as vaults } from '../../src/cli/commands/vaults.ts';
-import type { GlobalOptions } from '../../src/cli/context.ts';
+import { contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
+import { openConfig } from '../../src/config/profiles.ts';
 import { cannedServer, runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
 
 /**
@@ -138,5 +139,40 @@ describe('a retry under --json', () => {
     expect((await onceUnavailable({ json: true, verbose: true })).stderr).toMatch(
       /^agentctl: retrying in \d+ ms \(HTTP 503\)$/m,
     );
+  });
+});
+
+describe('a profile key withheld from another service', () => {
+  /** The refusal, with the profile's key issued for another service than `globals`/`env` name. */
+  async function refusal(globals: GlobalOptions, env: NodeJS.ProcessEnv): Promise<string> {
+    const home = mkdtempSync(join(tmpdir(), 'agentctl-voice-key-'));
+    try {
+      openConfig({ AGENTCTL_CONFIG_DIR: home }).set('default', {
+        base_url: 'http://127.0.0.1:9',
+        api_key: 'agk_bound',
+      });
+      const context = contextFrom(globals, { AGENTCTL_CONFIG_DIR: home, ...env });
+      try {
+        await context.authenticatedClient();
+        return 'not refused';
+      } catch (error) {
+        return (error as Error).message;
+      } finally {
+        await context.close();
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }
+
+  it('names the flag the URL came from', async () => {
+    const said = await refusal({ baseUrl: 'http://127.0.0.1:18411' }, {});
+    expect(said).toMatch(/, or drop --base-url$/);
+  });
+
+  it('names the variable the URL came from, not a flag that was never given', async () => {
+    const said = await refusal({}, { AGENTCTL_BASE_URL: 'http://127.0.0.1:18411' });
+    expect(said).toMatch(/, or unset AGENTCTL_BASE_URL \(it names this service\)$/);
+    expect(said).not.toContain('--base-url');
   });
 });
