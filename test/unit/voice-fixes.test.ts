@@ -5,9 +5,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { run as dataVault } from '../../src/cli/commands/data/vault.ts';
 import { run as lookup } from '../../src/cli/commands/lookup.ts';
 import { run as positions } from '../../src/cli/commands/positions.ts';
+import { run as register } from '../../src/cli/commands/register.ts';
 import { run as vaults } from '../../src/cli/commands/vaults.ts';
 import { contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
 import { openConfig } from '../../src/config/profiles.ts';
+import { openKeystoreDir } from '../../src/keystore/store.ts';
 import { cannedServer, runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
 
 /**
@@ -175,4 +177,46 @@ describe('a profile key withheld from another service', () => {
     expect(said).toMatch(/, or unset AGENTCTL_BASE_URL \(it names this service\)$/);
     expect(said).not.toContain('--base-url');
   });
+});
+
+describe('register checks that an agentctl service answers before it unlocks the key', () => {
+  it.each([
+    [
+      'a web server answering HTML',
+      { status: 404, text: '<html>404 Not Found</html>', headers: { 'content-type': 'text/html' } },
+      /the answer is not JSON/,
+    ],
+    [
+      'an API without /health',
+      { status: 404, body: { message: 'Not Found' } },
+      /answers GET \/health with 404: is this an agentctl service\?/,
+    ],
+    ['an answer of another shape', { body: { ok: true } }, /unexpected answer from GET \/health/],
+  ] as const)(
+    '%s',
+    async (_what, answer, said) => {
+      const other = await cannedServer(() => answer);
+      const home = mkdtempSync(join(tmpdir(), 'agentctl-voice-register-'));
+      try {
+        // A wrong password: unlocking first would fail with it (exit 4), not with the service.
+        await openKeystoreDir(join(home, 'keystores')).create(
+          'signer',
+          Buffer.alloc(32, 7),
+          'right',
+        );
+        const failure = runCaptured(
+          register,
+          { name: 'Static Bot', key: 'signer', yes: true },
+          { baseUrl: other.url },
+          { AGENTCTL_CONFIG_DIR: home, AGENTCTL_KEYSTORE_PASSWORD: 'wrong' },
+        );
+        await expect(failure).rejects.toThrow(said);
+        expect(other.requests.map((request) => request.url.pathname)).toEqual(['/health']);
+      } finally {
+        await other.close();
+        rmSync(home, { recursive: true, force: true });
+      }
+    },
+    30_000,
+  );
 });
