@@ -8,6 +8,7 @@ import { run as positions } from '../../src/cli/commands/positions.ts';
 import { run as register } from '../../src/cli/commands/register.ts';
 import { run as vaults } from '../../src/cli/commands/vaults.ts';
 import { contextFrom, type GlobalOptions } from '../../src/cli/context.ts';
+import { transactionLine, vaultLine } from '../../src/cli/watch.ts';
 import { openConfig } from '../../src/config/profiles.ts';
 import { openKeystoreDir } from '../../src/keystore/store.ts';
 import { cannedServer, runCaptured, sandboxTime, useCannedServer } from '../helpers/run-context.ts';
@@ -219,4 +220,54 @@ describe('register checks that an agentctl service answers before it unlocks the
     },
     30_000,
   );
+});
+
+describe('watch lines fit 80 columns; --wide gives every value whole', () => {
+  const transaction = {
+    hash: `0x${'ab'.repeat(32)}`,
+    type: 'DEPOSIT_REQUEST',
+    status: 'PENDING',
+    amount: '1234567123456',
+    shares: null,
+    user: '0x000000000000000000000000000000000000dEaD',
+    timestamp: '2031-01-02T03:04:05Z',
+    vault: { address: VAULT, name: 'Configurable USDC Vault with a long name' },
+  };
+  const vault = {
+    address: VAULT,
+    name: 'Delta Neutral Basis Trade Vault',
+    tvl: '1234567123456',
+    tvlUsd: 1_234_567.123456,
+    totalShares: '1234567123456',
+    pricePerShare: '1000438',
+    apy: { current: -12.345678 },
+    updatedAt: '2031-01-02T03:04:05Z',
+  };
+
+  it('watch transactions: the user and the hash shortened, the raw units left out', () => {
+    const lines = transactionLine(transaction).split('\n');
+    for (const line of lines) expect(line.length).toBeLessThanOrEqual(80);
+    expect(lines).toEqual([
+      '2031-01-02T03:04:05Z  deposit_request  pending  1234567.123456 USDC',
+      '  Configurable USDC Vault with a …  user 0x0000…dEaD  tx 0xabab…abab',
+    ]);
+    const wide = transactionLine(transaction, true);
+    expect(wide).toContain(`user ${transaction.user}  tx ${transaction.hash}`);
+    expect(wide).toContain('1234567.123456 USDC (1234567123456 raw)');
+  });
+
+  it('a redeem request counts shares, in shares', () => {
+    const redeem = { ...transaction, type: 'REDEEM_REQUEST', shares: '2500000' };
+    expect(transactionLine(redeem)).toContain('redeem_request  pending  2.5 shares\n');
+    expect(transactionLine(redeem, true)).toContain('2.5 shares (2500000 raw)');
+  });
+
+  it('watch vault', () => {
+    const line = vaultLine(vault);
+    expect(line.length).toBeLessThanOrEqual(80);
+    expect(line).toBe(
+      '2031-01-02T03:04:05Z  tvl 1234567.123456 USDC  price 1.000438  apy -12.3457 %',
+    );
+    expect(vaultLine(vault, true)).toContain('Delta Neutral Basis Trade Vault');
+  });
 });
