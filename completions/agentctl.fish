@@ -8,7 +8,7 @@ complete -c agentctl -l base-url -r -d 'service base URL (env AGENTCTL_BASE_URL;
 complete -c agentctl -l api-key -r -d 'API key (env AGENTCTL_API_KEY; default: the profile\'s)'
 complete -c agentctl -l json -d 'print the service\'s JSON as received; errors as one JSON object on stderr'
 complete -c agentctl -l quiet -d 'no progress or hints on stderr'
-complete -c agentctl -l verbose -d 'show retries and other details on stderr'
+complete -c agentctl -l verbose -d 'show each HTTP exchange on stderr (with --json, retries too)'
 complete -c agentctl -l no-color -d 'no colour (also NO_COLOR)'
 complete -c agentctl -l help -d 'show help'
 complete -c agentctl -n '__fish_use_subcommand' -a keys -d 'local encrypted keystores'

@@ -112,7 +112,7 @@ export function buildProgram(only?: string, args: readonly string[] = []): Comma
     .option('--json', "print the service's JSON as received; errors as one JSON object on stderr")
     .option('--no-color', 'no colour (also NO_COLOR)')
     .option('-q, --quiet', 'no progress or hints on stderr')
-    .option('-v, --verbose', 'show retries and other details on stderr')
+    .option('-v, --verbose', 'show each HTTP exchange on stderr (with --json, retries too)')
     .addHelpText('after', ENVIRONMENT_HELP + EXIT_CODE_HELP);
   for (const [name, create] of COMMANDS) {
     if (only === undefined || only === name) program.addCommand(create());
