@@ -53,8 +53,8 @@ _agentctl_options() {
     "data stats") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "data nodes") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "watch") echo "--data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "watch vault") echo "--count --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "watch transactions") echo "--vault --count --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "watch vault") echo "--count --wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "watch transactions") echo "--vault --count --wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "eligibility") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "api") echo "--data --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "api graphql") echo "--query --var --data-url --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;

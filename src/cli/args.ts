@@ -3,7 +3,7 @@ import { type DecimalParts, decimalParts, plainDecimal } from '../api/schemas/nu
 import { VAULT_IDS } from '../api/schemas/values.ts';
 import { PROFILE_KEYS, type ProfileKey } from '../config/keys.ts';
 import { CliError, EXIT } from './exit-codes.ts';
-import { didYouMean } from './suggest.ts';
+import { suggesting } from './suggest.ts';
 
 /**
  * The argument parsers commands share: each checks one kind of value as typed and throws a
@@ -16,7 +16,10 @@ export function vaultId(value: string): string {
   const id = value.toLowerCase();
   if ((VAULT_IDS as readonly string[]).includes(id)) return id;
   throw new CliError(
-    `vault ${value}: must be one of ${VAULT_IDS.join(', ')}${didYouMean(id, VAULT_IDS)}`,
+    suggesting(
+      (suggest) =>
+        `vault ${value}: must be one of ${VAULT_IDS.join(', ')}${suggest(id, VAULT_IDS)}`,
+    ),
     EXIT.usage,
   );
 }
@@ -113,7 +116,10 @@ export async function checkAddress(name: string, value: string): Promise<string>
 export function profileKey(value: string): ProfileKey {
   if ((PROFILE_KEYS as readonly string[]).includes(value)) return value as ProfileKey;
   throw new CliError(
-    `no setting named ${value}: the settings are ${PROFILE_KEYS.join(', ')}${didYouMean(value, PROFILE_KEYS)}`,
+    suggesting(
+      (suggest) =>
+        `no setting named ${value}: the settings are ${PROFILE_KEYS.join(', ')}${suggest(value, PROFILE_KEYS)}`,
+    ),
     EXIT.usage,
   );
 }

@@ -187,8 +187,8 @@ export function contextFrom(
         userAgent: `agentctl/${VERSION}`,
         onExchange: (method, requestUrl, status, ms) =>
           out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),
-        // Said even without --verbose: a silent wait looks like a hang.
-        onRetry: (reason, wait) => out.notice(`retrying in ${wait} ms (${reason})`),
+        // Said even without --verbose: a silent wait looks like a hang (see Output.retry).
+        onRetry: (reason, wait) => out.retry(`retrying in ${wait} ms (${reason})`),
       });
     },
     /**
@@ -203,8 +203,15 @@ export function contextFrom(
       const api = await context.client();
       const bound = await context.keyBinding(api.baseUrl);
       if (bound.issuedFor !== undefined) {
+        // Where this URL came from, so that the way back to the key's service is named right.
+        const instead =
+          globals.baseUrl !== undefined
+            ? ', or drop --base-url'
+            : fromEnv('AGENTCTL_BASE_URL') !== undefined
+              ? ', or unset AGENTCTL_BASE_URL (it names this service)'
+              : '';
         throw new CliError(
-          `no API key for ${api.baseUrl}: the one in profile "${context.profileName}" was issued for ${bound.issuedFor} and is sent only there; pass --api-key or set AGENTCTL_API_KEY for this service, or drop --base-url`,
+          `no API key for ${api.baseUrl}: the one in profile "${context.profileName}" was issued for ${bound.issuedFor} and is sent only there; pass --api-key or set AGENTCTL_API_KEY for this service${instead}`,
           EXIT.auth,
         );
       }

@@ -17,9 +17,10 @@ export interface Failure {
 /**
  * Every error to an exit code, in one place:
  * 400/404/409 (and other 4xx) → 2; 401, 403 and 503 "no API keys" → 4; 429 and the faucet's
- * cooldown → 5; unreachable or timed out → 6; other 5xx and unexpected answers → 1.
+ * cooldown → 5; unreachable or timed out → 6; other 5xx and unexpected answers → 1. With
+ * `quiet` (--quiet), a local error's message leaves out its did-you-means.
  */
-export function describeFailure(error: unknown): Failure {
+export function describeFailure(error: unknown, quiet = false): Failure {
   if (error instanceof ApiError) {
     const { exitCode, code } = classify(error);
     return {
@@ -50,7 +51,10 @@ export function describeFailure(error: unknown): Failure {
       json: { error: error.message, status, code: error.code, graphql_code: graphqlCode },
     };
   }
-  if (error instanceof CliError) return local(error.message, error.exitCode, error.code);
+  // --quiet: a usage error comes without its did-you-mean.
+  if (error instanceof CliError) {
+    return local(quiet ? error.quietMessage : error.message, error.exitCode, error.code);
+  }
   // By name, so this module does not load the keystore code.
   if (error instanceof Error && error.name === 'KeystoreError') {
     const kind = (error as Error & { kind?: string }).kind;

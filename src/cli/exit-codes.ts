@@ -10,12 +10,14 @@ export const EXIT = {
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
+/** Within 80 columns, as all help is. */
 export const EXIT_CODE_HELP = `
 Exit codes:
   0    ok
-  1    service error or unexpected response, not healthy (health, serve status), or doctor found a problem
+  1    service error or unexpected response; not healthy (health, serve status);
+       doctor found a problem
   2    usage or invalid input, including HTTP 400/404/409
-  4    authentication or permission: 401, 403, 503 with no keys, or no key configured
+  4    authentication or permission: 401, 403, 503 with no keys, or no key
   5    rate limited or cooling down: 429 or faucet cooldown
   6    service unreachable or timed out
   130  cancelled`;
@@ -36,9 +38,16 @@ export class CliError extends Error {
   readonly exitCode: ExitCode;
   /** The --json error's `code`, when more precise than the exit code's name. */
   readonly code: string | undefined;
+  /** The message as --quiet reports it: without its did-you-means (see suggesting()). */
+  readonly quietMessage: string;
 
-  constructor(message: string, exitCode: ExitCode, code?: string) {
-    super(message);
+  constructor(
+    message: string | { text: string; quiet: string },
+    exitCode: ExitCode,
+    code?: string,
+  ) {
+    super(typeof message === 'string' ? message : message.text);
+    this.quietMessage = typeof message === 'string' ? message : message.quiet;
     this.name = 'CliError';
     this.exitCode = exitCode;
     this.code = code;

@@ -126,22 +126,25 @@ export function strategyFields(request: Record<string, unknown>): Record<string,
 /** USDC and the vaults' shares both have 6 decimals. */
 const AMOUNT_DECIMALS = 6;
 
+/** Every amount shown carries its unit: an amount without one reads as anything. */
+export type AmountUnit = 'USDC' | 'shares';
+
 /**
  * An amount the service gives as decimal text ("12.5"), with its raw units beside it:
  * "12.5 USDC (12500000 raw)". Text that is not a plain decimal is shown as it came.
  */
-export function amountWithRaw(decimal: string | number, unit = 'USDC'): string {
+export function amountWithRaw(decimal: string | number, unit: AmountUnit = 'USDC'): string {
   const text = String(decimal);
   const match = /^(\d+)(?:\.(\d+))?$/.exec(text);
   if (!match || (match[2]?.length ?? 0) > AMOUNT_DECIMALS) return text;
   const raw = BigInt(`${match[1]}${(match[2] ?? '').padEnd(AMOUNT_DECIMALS, '0')}`);
-  return `${text}${unit ? ` ${unit}` : ''} (${raw} raw)`;
+  return `${text} ${unit} (${raw} raw)`;
 }
 
 /** An amount the service gives in raw units ("12500000"), as a decimal beside them. */
-export function rawWithAmount(raw: string, unit = ''): string {
+export function rawWithAmount(raw: string, unit: AmountUnit): string {
   if (!/^\d+$/.test(raw)) return raw;
-  return `${rawToDecimal(raw)}${unit ? ` ${unit}` : ''} (${BigInt(raw)} raw)`;
+  return `${rawToDecimal(raw)} ${unit} (${BigInt(raw)} raw)`;
 }
 
 /**

@@ -27,12 +27,17 @@ import { watchCommand } from './commands/watch/index.ts';
 import { whoamiCommand } from './commands/whoami.ts';
 import { describeFailure } from './errors.ts';
 import { EXIT, EXIT_CODE_HELP } from './exit-codes.ts';
+import { closest } from './suggest.ts';
 
+/** Within 80 columns, as all help is. */
 const ENVIRONMENT_HELP = `
 Environment:
-  AGENTCTL_BASE_URL, AGENTCTL_API_KEY, AGENTCTL_PROFILE   defaults for the flags above
-  AGENTCTL_DATA_URL     the data API's URL for \`agentctl data\`, \`watch\` and \`api graphql\` (default: the base URL)
-  AGENTCTL_CONFIG_DIR   where profiles and keystores live (default: ~/.config/agentctl)
+  AGENTCTL_BASE_URL, AGENTCTL_API_KEY, AGENTCTL_PROFILE
+                         defaults for the flags above
+  AGENTCTL_DATA_URL      the data API's URL for \`agentctl data\`, \`watch\` and
+                         \`api graphql\` (default: the base URL)
+  AGENTCTL_CONFIG_DIR    where profiles and keystores live
+                         (default: ~/.config/agentctl)
   NO_COLOR, FORCE_COLOR  colour off / on
 `;
 
@@ -107,32 +112,66 @@ export function buildProgram(only?: string, args: readonly string[] = []): Comma
     .option('--json', "print the service's JSON as received; errors as one JSON object on stderr")
     .option('--no-color', 'no colour (also NO_COLOR)')
     .option('-q, --quiet', 'no progress or hints on stderr')
-    .option('-v, --verbose', 'show retries and other details on stderr')
+    .option('-v, --verbose', 'show each HTTP exchange on stderr (with --json, retries too)')
     .addHelpText('after', ENVIRONMENT_HELP + EXIT_CODE_HELP);
   for (const [name, create] of COMMANDS) {
     if (only === undefined || only === name) program.addCommand(create());
   }
   const { json, quiet } = usageFlags(args);
-  forEachCommand(program, (command) =>
+  forEachCommand(program, (command) => {
+    // Usage errors in the voice of every other error: "agentctl: …", then the hint alone;
+    // with --quiet only the first line, without a did-you-mean; with --json one JSON object.
+    const report = (usage: Usage, write: (text: string) => void) => {
+      if (json) {
+        const { message, suggestion, hint } = usage;
+        const hints = [suggestion, hint].filter(Boolean).join('; ');
+        write(
+          `${JSON.stringify({ error: message, ...(hints && { hint: hints }), status: null, code: 'usage' })}\n`,
+        );
+      } else if (quiet) write(`agentctl: ${usage.message}\n`);
+      else {
+        const { message, suggestion, hint } = usage;
+        write(
+          `agentctl: ${message}${suggestion ? ` (${suggestion})` : ''}\n${hint ? `${hint}\n` : ''}(run \`${commandPath(command)} --help\` for usage)\n`,
+        );
+      }
+    };
+    // Descriptions wrap within 80 columns even beside a long term (commander's own minimum
+    // width to wrap, 40, left the top-level help 134 wide).
+    command.configureHelp({ minWidthToWrap: 20 });
     command.exitOverride().configureOutput({
-      // Usage errors in the voice of every other error: "agentctl: …", then the hint alone;
-      // with --quiet only the first line; with --json one JSON object.
-      outputError: (text, write) => {
-        const { message, hint } = usageError(text.trimEnd(), program, args);
-        if (json) {
-          write(
-            `${JSON.stringify({ error: message, ...(hint && { hint }), status: null, code: 'usage' })}\n`,
-          );
-        } else if (quiet) write(`agentctl: ${message}\n`);
-        else {
-          write(
-            `agentctl: ${message}\n${hint ? `${hint}\n` : ''}(run \`${command.name() === 'agentctl' ? 'agentctl' : commandPath(command)} --help\` for usage)\n`,
-          );
-        }
-      },
-    }),
-  );
+      outputError: (text, write) =>
+        report(usageError(text.trimEnd(), command, program, args), write),
+    });
+    if (json && command.commands.length > 0) {
+      // A group without its subcommand: commander prints the whole help on stderr; with --json
+      // stderr gets one JSON object, as for every usage error.
+      const help = command.help.bind(command);
+      command.help = ((context?: { error?: boolean }) => {
+        if (!context?.error) return help(context as { error: boolean } | undefined);
+        const path = commandPath(command);
+        report(
+          {
+            message: `${path} needs a command`,
+            hint: `run \`${path} --help\` for its commands`,
+          },
+          (text) => (command.configureOutput().writeErr ?? process.stderr.write)(text),
+        );
+        throw new CommanderError(EXIT.usage, 'commander.help', `${path} needs a command`);
+      }) as Command['help'];
+    }
+  });
   return program;
+}
+
+/**
+ * A usage error as we say it: one line, a did-you-mean for a near miss (left out by --quiet),
+ * and a hint for a line of its own.
+ */
+interface Usage {
+  message: string;
+  suggestion?: string | undefined;
+  hint?: string | undefined;
 }
 
 /** "agentctl strategy submit" for a command. */
@@ -160,15 +199,134 @@ function usageFlags(args: readonly string[]): { json: boolean; quiet: boolean } 
 
 /**
  * Commander's usage error as one line in our voice, and its "(Did you mean …?)" as a hint:
- * "error: unknown command 'depost'\n(Did you mean deposit?)".
+ * "error: unknown command 'depost'\n(Did you mean deposit?)". `command` is the one that
+ * failed (for its name, arguments and options).
  */
-export function usageMessage(text: string): { message: string; hint?: string } {
+export function usageMessage(text: string, command?: Command): Usage {
   const lines = text.replace(/^error: /, '').split('\n');
   const hint = lines
     .slice(1)
     .map((line) => /^\(Did you mean (.+)\?\)$/.exec(line.trim())?.[1])
     .find(Boolean);
-  return { message: lines[0] ?? '', ...(hint && { hint: `did you mean ${hint}?` }) };
+  const first = lines[0] ?? '';
+  return {
+    ...(hint && { hint: `did you mean ${hint}?` }),
+    ...(command ? commanderInOurVoice(first, command) : { message: first }),
+  };
+}
+
+/** The long name of an option as commander names it ("--risk <level>" → "--risk"). */
+function optionName(flags: string): string {
+  return /--[\w-]+/.exec(flags)?.[0] ?? flags.split(/[ ,]/)[0] ?? flags;
+}
+
+/** Commander's reason for a bad value ("Allowed choices are a, b.") in our words. */
+function reasonFor(
+  value: string,
+  reason: string,
+  choices: readonly string[] | undefined,
+): Pick<Usage, 'message' | 'suggestion'> {
+  if (choices && /^Allowed choices are /.test(reason)) {
+    const near = closest(value, choices);
+    return {
+      message: `must be one of ${choices.join(', ')}`,
+      ...(near && { suggestion: `did you mean ${near}?` }),
+    };
+  }
+  return { message: reason };
+}
+
+/**
+ * Each of commander's usage messages (node_modules/commander/lib/command.js: error(),
+ * _callParseArg, missingArgument, optionMissingArgument, missingMandatoryOptionValue,
+ * _conflictingOption, _excessArguments) said as ours: what was given, then what is wanted.
+ * Unknown options and commands stay as commander says them (their hints come apart).
+ */
+function commanderInOurVoice(line: string, command: Command): Usage {
+  const path = commandPath(command);
+  const name = command.name();
+  const findOption = (flags: string) =>
+    command.options.find((option) => option.flags === flags) ??
+    command.parent?.options.find((option) => option.flags === flags);
+  let match = /^option '([^']+)' argument '(.*)' is invalid\. (.*)$/s.exec(line);
+  if (match) {
+    const [, flags = '', value = '', reason = ''] = match;
+    const said = reasonFor(value, reason, findOption(flags)?.argChoices);
+    return { ...said, message: `${optionName(flags)} ${value}: ${said.message}` };
+  }
+  match = /^option '([^']+)' value '(.*)' from env '([^']+)' is invalid\. (.*)$/s.exec(line);
+  if (match) {
+    const [, flags = '', value = '', env = '', reason = ''] = match;
+    const said = reasonFor(value, reason, findOption(flags)?.argChoices);
+    return { ...said, message: `${env} ${value} (for ${optionName(flags)}): ${said.message}` };
+  }
+  match = /^command-argument value '(.*)' is invalid for argument '([^']+)'\. (.*)$/s.exec(line);
+  if (match) {
+    const [, value = '', name = '', reason = ''] = match;
+    const argument = command.registeredArguments.find((known) => known.name() === name);
+    const said = reasonFor(value, reason, argument?.argChoices);
+    return { ...said, message: `${name} ${value}: ${said.message}` };
+  }
+  match = /^missing required argument '([^']+)'$/.exec(line);
+  if (match) {
+    return { message: `${name} needs <${match[1]}>: ${path} ${argumentsUsage(command)}` };
+  }
+  match = /^option '([^']+)' argument missing$/.exec(line);
+  if (match) {
+    const flags = match[1] ?? '';
+    return {
+      message: `${optionName(flags)} needs a value: ${optionName(flags)} ${valuePlaceholder(flags)}`,
+    };
+  }
+  match = /^required option '([^']+)' not specified$/.exec(line);
+  if (match) {
+    const flags = match[1] ?? '';
+    return { message: `${name} needs ${optionName(flags)} ${valuePlaceholder(flags)}`.trimEnd() };
+  }
+  match = /^(.+) cannot be used with (.+)$/.exec(line);
+  if (match) {
+    const [first, second] = [match[1] ?? '', match[2] ?? ''].map(conflictName);
+    const option = command.options.find((known) => optionName(known.flags) === first);
+    return {
+      message: `${first} and ${second} cannot be used together${option?.description ? ` (${first}: ${option.description})` : ''}`,
+    };
+  }
+  match =
+    /^too many arguments(?: for '[^']+')?\. Expected (\d+) arguments? but got \d+: (.*)\.$/s.exec(
+      line,
+    );
+  if (match) {
+    const given = (match[2] ?? '')
+      .split(', ')
+      .map((arg) => JSON.stringify(arg))
+      .join(' ');
+    return {
+      message:
+        match[1] === '0'
+          ? `${name} takes no arguments (got ${given})`
+          : `${name} takes ${match[1]} argument${match[1] === '1' ? '' : 's'}: ${path} ${argumentsUsage(command)} (got ${given})`,
+    };
+  }
+  return { message: line };
+}
+
+/** "<wallet>" or "<vault> <amount>": a command's arguments as its usage line shows them. */
+function argumentsUsage(command: Command): string {
+  return command.registeredArguments
+    .map((argument) => (argument.required ? `<${argument.name()}>` : `[${argument.name()}]`))
+    .join(' ');
+}
+
+/** "<name>" of "--profile <name>"; "" for a flag. */
+function valuePlaceholder(flags: string): string {
+  return /[<[][^>\]]+[>\]]/.exec(flags)?.[0] ?? '';
+}
+
+/** "option '--all'" → "--all"; "environment variable 'X'" → "X". */
+function conflictName(text: string): string {
+  const option = /^option '([^']+)'$/.exec(text)?.[1];
+  if (option) return optionName(option);
+  return /^environment variable '([^']+)'$/.exec(text)?.[1] ?? text;
 }
 
 /**
@@ -177,10 +335,11 @@ export function usageMessage(text: string): { message: string; hint?: string } {
  */
 function usageError(
   text: string,
+  command: Command,
   program: Command,
   args: readonly string[],
-): { message: string; hint?: string } {
-  const usage = usageMessage(text);
+): Usage {
+  const usage = usageMessage(text, command);
   // `--admin-token=SECRET`: the option is named, its value (perhaps a secret) is not echoed.
   usage.message = usage.message.replace(/^(unknown option '[^'=]+)=[^']*'/, "$1'");
   const flag = /^unknown option '([^'=]+)/.exec(usage.message)?.[1];
@@ -236,13 +395,14 @@ export function exitCodeFor(
   error: unknown,
   writeError: (line: string) => void,
   json = false,
+  quiet = false,
 ): number {
   if (error instanceof CommanderError) {
     // --help and --version end here with exit code 0. Anything else is a usage error that
     // commander has printed already, in our voice (buildProgram's outputError).
     return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
   }
-  const failure = describeFailure(error);
+  const failure = describeFailure(error, quiet && !json);
   if (json) {
     // One line per error object: a message that spans lines is joined.
     const text = String(failure.json.error ?? '').replace(/\s*\n\s*/g, '; ');
@@ -268,10 +428,10 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = EXIT.usage;
     return;
   }
-  const json = argv.slice(2).includes('--json');
+  const { json, quiet } = usageFlags(argv.slice(2));
   try {
     await program.parseAsync(argv);
   } catch (error) {
-    process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`), json);
+    process.exitCode = exitCodeFor(error, (line) => process.stderr.write(`${line}\n`), json, quiet);
   }
 }

@@ -137,6 +137,14 @@ export function createOutput(options: OutputOptions) {
     notice(text: string) {
       if (!options.quiet) line(stderr, `agentctl: ${text}`);
     },
+    /**
+     * A retry in progress (stderr, prefixed `agentctl:`): a silent wait looks like a hang, so
+     * it is said unless --quiet; with --json only with --verbose, so that stderr holds nothing
+     * but the one JSON error object when the retries end in a failure.
+     */
+    retry(text: string) {
+      if (!options.quiet && (!options.json || options.verbose)) line(stderr, `agentctl: ${text}`);
+    },
     /** Only with --verbose (stderr). */
     debug(text: string) {
       if (options.verbose) line(stderr, c.dim(text));

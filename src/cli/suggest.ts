@@ -36,11 +36,38 @@ export function closest(word: string, candidates: readonly string[]): string | u
       best = { candidate, edits };
     }
   }
-  return best?.candidate;
+  if (best) return best.candidate;
+  // A field named by its first words ("max_position_size" for "max_position_size_percent").
+  const longer = candidates.filter(
+    (candidate) =>
+      lower.length >= 4 &&
+      /^[_-]/.test(candidate.toLowerCase().slice(lower.length)) &&
+      candidate.toLowerCase().startsWith(lower),
+  );
+  return longer.length === 1 ? longer[0] : undefined;
 }
 
 /** " (did you mean X?)" for a near miss, else "". */
 export function didYouMean(word: string, candidates: readonly string[]): string {
   const match = closest(word, candidates);
   return match ? ` (did you mean ${match}?)` : '';
+}
+
+/** A message with its did-you-means, and the same message without them (for --quiet). */
+export interface Suggesting {
+  text: string;
+  quiet: string;
+}
+
+/**
+ * Builds a message twice: with `suggest` giving " (did you mean X?)" for a near miss, and with
+ * it giving nothing. CliError takes both; --quiet reports the second.
+ *
+ * @example
+ * new CliError(suggesting((suggest) => `vault ${v}: must be one of …${suggest(v, VAULT_IDS)}`), EXIT.usage)
+ */
+export function suggesting(
+  build: (suggest: (word: string, candidates: readonly string[]) => string) => string,
+): Suggesting {
+  return { text: build(didYouMean), quiet: build(() => '') };
 }

@@ -6,7 +6,7 @@ import {
 } from '../api/schemas/index.ts';
 import type { Context } from './context.ts';
 import { CliError, EXIT } from './exit-codes.ts';
-import { rawWithAmount, shortAddress } from './format.ts';
+import { clip, rawToDecimal, rawWithAmount, shortAddress } from './format.ts';
 import { GraphqlFailure, graphqlSocketUrl } from './graphql.ts';
 
 /** Reconnection waits: 0.25 s doubling to 10 s, each between half and all of that. */
@@ -35,21 +35,43 @@ export function vaultLabel(given: string, address: string): string {
   return given.startsWith('0x') ? address : `${given} (${shortAddress(address)})`;
 }
 
-/** A vault event as a human line, stamped with its block's time (never the local clock). */
-export function vaultLine(data: unknown): string {
+/**
+ * A vault event as a human line, stamped with its block's time (never the local clock). It
+ * fits 80 columns: the vault is the one watched (named when the watch starts); `wide` adds
+ * its name and the raw units.
+ */
+export function vaultLine(data: unknown, wide = false): string {
   const event = VaultUpdatedEvent.parse(data);
-  const price = Number(event.pricePerShare) / 1e6;
-  return `${event.updatedAt}  ${event.name}  tvl ${rawWithAmount(event.tvl, 'USDC')}  price ${price.toFixed(6)}  apy ${Number(event.apy.current.toFixed(4))} %`;
+  const price = (Number(event.pricePerShare) / 1e6).toFixed(6);
+  const apy = `apy ${Number(event.apy.current.toFixed(4))} %`;
+  return wide
+    ? `${event.updatedAt}  ${event.name}  tvl ${rawWithAmount(event.tvl, 'USDC')}  price ${price}  ${apy}`
+    : `${event.updatedAt}  tvl ${rawToDecimal(event.tvl)} USDC  price ${price}  ${apy}`;
 }
 
-/** A transaction event as a human line, stamped with its block's time. */
-export function transactionLine(data: unknown): string {
+/**
+ * A transaction event as human lines, stamped with its block's time: within 80 columns, the
+ * time, type, status and amount, then the vault, the user and the hash shortened; `wide`
+ * gives one line with every value whole (--json gives the event as received).
+ */
+export function transactionLine(data: unknown, wide = false): string {
   const event = TransactionCreatedEvent.parse(data);
-  const amount =
-    event.type === 'REDEEM_REQUEST'
-      ? `${event.shares} shares`
+  const redeem = event.type === 'REDEEM_REQUEST' && event.shares !== null;
+  const type = event.type.toLowerCase();
+  const status = event.status.toLowerCase();
+  if (wide) {
+    const amount = redeem
+      ? rawWithAmount(event.shares as string, 'shares')
       : rawWithAmount(event.amount, 'USDC');
-  return `${event.timestamp}  ${event.type.toLowerCase()}  ${event.status.toLowerCase()}  ${amount}  ${event.vault.name}  user ${event.user}  tx ${event.hash}`;
+    return `${event.timestamp}  ${type}  ${status}  ${amount}  ${event.vault.name}  user ${event.user}  tx ${event.hash}`;
+  }
+  const amount = redeem
+    ? `${rawToDecimal(event.shares as string)} shares`
+    : `${rawToDecimal(event.amount)} USDC`;
+  return (
+    `${event.timestamp}  ${type}  ${status}  ${amount}\n` +
+    `  ${clip(event.vault.name, 32)}  user ${shortAddress(event.user)}  tx ${shortAddress(event.hash)}`
+  );
 }
 
 /**

@@ -272,8 +272,8 @@ describe('agentctl serve', () => {
   });
 
   it.each([
-    [['--port', 'http'], "option '--port <port>' argument 'http' is invalid"],
-    [['--rate-limit', 'maybe'], "argument 'maybe' is invalid"],
+    [['--port', 'http'], 'agentctl: --port http: must be an integer from 0 to 65535'],
+    [['--rate-limit', 'maybe'], 'agentctl: --rate-limit maybe: must be one of on, off'],
     [['--admin-token', ''], 'the admin token (--admin-token or AGENTCTL_ADMIN_TOKEN) is empty'],
   ])('exits 2 on bad options %j', async (args, message) => {
     const result = await serveFailure(args);

@@ -97,7 +97,7 @@ describe('agentctl watch against serve', () => {
 
   it('vault prints a line per update; Ctrl-C ends it with exit 130', async () => {
     const before = await subscriptions();
-    const watch = spawnCli(['watch', 'vault', 'aggressive']);
+    const watch = spawnCli(['watch', 'vault', 'aggressive', '--wide']);
     await until(async () => (await subscriptions()) > before);
     await deposit('aggressive', 5);
     await until(() => watch.stdout().includes('Aggressive USDC Vault'));

@@ -15,15 +15,15 @@ describe('human formats', () => {
     expect(amountWithRaw('12.5')).toBe('12.5 USDC (12500000 raw)');
     expect(amountWithRaw(0)).toBe('0 USDC (0 raw)');
     expect(amountWithRaw('123456789.123456')).toBe('123456789.123456 USDC (123456789123456 raw)');
-    expect(amountWithRaw('3', '')).toBe('3 (3000000 raw)');
+    expect(amountWithRaw('3', 'shares')).toBe('3 shares (3000000 raw)');
     // Not a plain decimal: shown as it came, never guessed at.
     expect(amountWithRaw('1.1234567')).toBe('1.1234567');
     expect(amountWithRaw('n/a')).toBe('n/a');
-    expect(rawWithAmount('12500000')).toBe('12.5 (12500000 raw)');
-    expect(rawWithAmount('1')).toBe('0.000001 (1 raw)');
+    expect(rawWithAmount('12500000', 'USDC')).toBe('12.5 USDC (12500000 raw)');
+    expect(rawWithAmount('1', 'shares')).toBe('0.000001 shares (1 raw)');
     expect(rawWithAmount('5000000', 'USDC')).toBe('5 USDC (5000000 raw)');
-    expect(rawWithAmount('0')).toBe('0 (0 raw)');
-    expect(rawWithAmount('-1')).toBe('-1');
+    expect(rawWithAmount('0', 'USDC')).toBe('0 USDC (0 raw)');
+    expect(rawWithAmount('-1', 'USDC')).toBe('-1');
   });
 
   const now = Date.UTC(2026, 10, 22, 8, 0, 0);

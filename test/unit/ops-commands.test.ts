@@ -302,30 +302,36 @@ describe('an error body that is a bare JSON string', () => {
 describe('watch lines', () => {
   it("stamp a vault event with its block's time", () => {
     expect(
-      vaultLine({
-        address: `0x${'11'.repeat(20)}`,
-        name: 'Moderate USDC Vault',
-        tvl: '5000000',
-        tvlUsd: 5,
-        totalShares: '5000000',
-        pricePerShare: '1000000',
-        apy: { current: 8 },
-        updatedAt: '2031-01-02T03:04:05Z',
-      }),
+      vaultLine(
+        {
+          address: `0x${'11'.repeat(20)}`,
+          name: 'Moderate USDC Vault',
+          tvl: '5000000',
+          tvlUsd: 5,
+          totalShares: '5000000',
+          pricePerShare: '1000000',
+          apy: { current: 8 },
+          updatedAt: '2031-01-02T03:04:05Z',
+        },
+        true,
+      ),
     ).toBe(
       '2031-01-02T03:04:05Z  Moderate USDC Vault  tvl 5 USDC (5000000 raw)  price 1.000000  apy 8 %',
     );
     expect(
-      transactionLine({
-        hash: `0x${'aa'.repeat(32)}`,
-        type: 'DEPOSIT',
-        status: 'FULFILLED',
-        amount: '2000000',
-        shares: '2000000',
-        user: `0x${'11'.repeat(20)}`,
-        timestamp: '2031-01-02T03:04:05Z',
-        vault: { address: `0x${'22'.repeat(20)}`, name: 'Moderate USDC Vault' },
-      }),
+      transactionLine(
+        {
+          hash: `0x${'aa'.repeat(32)}`,
+          type: 'DEPOSIT',
+          status: 'FULFILLED',
+          amount: '2000000',
+          shares: '2000000',
+          user: `0x${'11'.repeat(20)}`,
+          timestamp: '2031-01-02T03:04:05Z',
+          vault: { address: `0x${'22'.repeat(20)}`, name: 'Moderate USDC Vault' },
+        },
+        true,
+      ),
     ).toMatch(/^2031-01-02T03:04:05Z {2}deposit {2}fulfilled {2}2 USDC \(2000000 raw\)/);
   });
 });

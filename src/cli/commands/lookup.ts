@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { action } from '../action.ts';
 import { checkAddress } from '../args.ts';
 import type { Context } from '../context.ts';
+import { timeWithHint } from '../format.ts';
 import { showRead } from '../read.ts';
 
 /** `agentctl lookup <wallet>`, as typed. */
@@ -29,6 +30,12 @@ export async function run(options: LookupOptions, context: Context): Promise<voi
   const out = await context.output();
   await showRead(out, client.lookup, [wallet], (record) => {
     if (!record.registered) return out.print(`${wallet} is not registered`);
-    out.fields(record);
+    out.fields({ ...record, created_at: timeText(record.created_at, context.nowMs()) });
   });
+}
+
+/** The service's ISO time as timeWithHint shows it (whole seconds, a relative hint). */
+function timeText(iso: string, nowMs: number): string {
+  const ms = Date.parse(iso);
+  return Number.isNaN(ms) ? iso : timeWithHint(Math.floor(ms / 1000), nowMs);
 }

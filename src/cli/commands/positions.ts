@@ -77,7 +77,7 @@ function positionsTable(out: Output, positions: PositionRow[], wide = false): vo
       positions.map((position) => [
         position.vault_id,
         position.vault_name,
-        position.shares === undefined ? undefined : amountWithRaw(position.shares, ''),
+        position.shares === undefined ? undefined : amountWithRaw(position.shares, 'shares'),
         position.value_usdc === undefined ? undefined : amountWithRaw(position.value_usdc),
         position.vault_address,
       ]),

@@ -187,7 +187,7 @@ export function registerCommand(): Command {
     .option('--force', 'replace the API key the profile already holds')
     .addHelpText(
       'after',
-      '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader --name "Trend Bot" --type trading --yes\n  agentctl --profile second register      # a second agent, in a new profile',
+      '\nExamples:\n  agentctl register                       # the wizard\n  AGENTCTL_KEYSTORE_PASSWORD=… agentctl register --key trader \\\n    --name "Trend Bot" --type trading --yes\n  agentctl --profile second register      # a second agent, in a new profile',
     )
     .action(action((context, command) => run(command.opts<RegisterOptions>(), context)));
 }
@@ -208,12 +208,26 @@ export async function run(options: RegisterOptions, context: Context): Promise<v
   if (!prompting && flags.name === undefined) throw new CliError('missing --name', EXIT.usage);
   const client = await context.client();
   const out = await context.output();
-  // Then the service: a password typed (or a key unlocked) for a service that is down is
-  // wasted. Only reachability counts here; any answer lets the registration say the rest.
+  // Then the service: a password typed (or a key unlocked) for a service that is down, or for
+  // a web server that is not the service, is wasted. /health must answer as an agentctl
+  // service does (its shape, even when degraded); any other error of the service's own (a
+  // rate limit, say) lets the registration say the rest.
   await out.progress(`checking ${client.baseUrl}`, async () => {
-    const { UnreachableError } = await import('../../api/errors.ts');
+    const { ApiError, NOT_JSON_ANSWER, UnexpectedResponseError, UnreachableError } = await import(
+      '../../api/errors.ts'
+    );
     await client.health().catch((error: unknown) => {
-      if (error instanceof UnreachableError) throw error;
+      if (error instanceof UnreachableError || error instanceof UnexpectedResponseError) {
+        throw error;
+      }
+      if (!(error instanceof ApiError)) throw error;
+      if (error.message.startsWith(NOT_JSON_ANSWER)) throw error;
+      if (error.status === 404) {
+        throw new CliError(
+          `${client.baseUrl} answers GET /health with 404: is this an agentctl service? check --base-url`,
+          EXIT.usage,
+        );
+      }
     });
   });
 

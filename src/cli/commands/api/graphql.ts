@@ -31,7 +31,7 @@ export function graphqlCommand(): Command {
     )
     .addHelpText(
       'after',
-      `\nExamples:\n  agentctl api graphql --query '{ vaults(orderBy: TVL_DESC) { name tvl apy { current } } }'\n  agentctl api graphql --query 'query ($a: String!) { userPositions(address: $a) { vault { name } value pnl } }' --var a=0xabc…`,
+      `\nExamples:\n  agentctl api graphql \\\n    --query '{ vaults(orderBy: TVL_DESC) { name tvl apy { current } } }'\n  agentctl api graphql --var a=0xabc… \\\n    --query 'query ($a: String!) { userPositions(address: $a) { value pnl } }'`,
     )
     .action(
       action((context, command) => {

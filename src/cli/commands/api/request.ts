@@ -65,7 +65,7 @@ export function requestCommand(): Command {
     .option('--data <json>', 'JSON request body', parseData)
     .addHelpText(
       'after',
-      `\nExamples:\n  agentctl api GET /api/v1/agent/wallet\n  agentctl api graphql --query '{ protocolStats { totalTvl } }'\n  agentctl api GET http://127.0.0.1:8787/api/v1/vaults\n  agentctl api POST /api/v1/agent/vault/deposit --data '{"vault_id":"moderate","amount_usdc":100}'`,
+      `\nExamples:\n  agentctl api GET /api/v1/agent/wallet\n  agentctl api graphql --query '{ protocolStats { totalTvl } }'\n  agentctl api GET http://127.0.0.1:8787/api/v1/vaults\n  agentctl api POST /api/v1/agent/vault/deposit \\\n    --data '{"vault_id":"moderate","amount_usdc":100}'`,
     )
     .action(
       action((context, command) => {

@@ -22,7 +22,7 @@ export function configSetCommand(): Command {
     .option('--force', 'replace an API key the profile already holds')
     .addHelpText(
       'after',
-      "\nAn api_key is bound to the profile's base_url (given with --base-url or AGENTCTL_BASE_URL, it becomes the profile's): it is sent only there and to the profile's data_url.\n\nExamples:\n  agentctl config set base_url https://agents.example.org\n  agentctl --profile ci --base-url https://agents.example.org config set api_key agk_…",
+      "\nAn api_key is bound to the profile's base_url (given with --base-url or\nAGENTCTL_BASE_URL, it becomes the profile's): it is sent only there and to the\nprofile's data_url.\n\nExamples:\n  agentctl config set base_url https://agents.example.org\n  agentctl --profile ci --base-url https://agents.example.org \\\n    config set api_key agk_…",
     )
     .action(
       action((context, command) => {

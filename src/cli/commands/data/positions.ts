@@ -51,7 +51,7 @@ export async function run(options: DataPositionsOptions, context: Context): Prom
         ['vault', 'shares', 'value', 'pnl', 'pnl %', 'pending', 'claimable', 'since', 'address'],
         body.positions.map((p) => [
           p.vaultName,
-          rawWithAmount(p.shares),
+          rawWithAmount(p.shares, 'shares'),
           usdc(p.value),
           signedUsdc(p.pnl, true),
           percent(p.pnlPercent),

@@ -42,7 +42,7 @@ export function transactionsCommand(): Command {
     .addOption(wideOption())
     .addHelpText(
       'after',
-      '\nExamples:\n  agentctl data transactions --type deposit_request\n  agentctl --json data transactions 0x000000000000000000000000000000000000dEaD --all',
+      '\nExamples:\n  agentctl data transactions --type deposit_request\n  agentctl --json data transactions --all \\\n    0x000000000000000000000000000000000000dEaD',
     )
     .action(
       action((context, command) =>
@@ -161,7 +161,7 @@ async function table(
         tx.type,
         tx.status,
         usdc(tx.amount),
-        tx.shares === null ? '' : rawWithAmount(tx.shares),
+        tx.shares === null ? '' : rawWithAmount(tx.shares, 'shares'),
         tx.vault,
         tx.blockNumber,
         tx.hash,

@@ -36,7 +36,7 @@ export async function run(options: DataVaultOptions, context: Context): Promise<
       address: vault.address,
       asset: vault.asset,
       tvl: usdc(vault.tvl),
-      'total shares': rawWithAmount(vault.totalShares),
+      'total shares': rawWithAmount(vault.totalShares, 'shares'),
       'price per share': usdc(vault.pricePerShare),
       'apy now': percent(vault.apy.current),
       'apy 7d': percent(vault.apy['7d']),

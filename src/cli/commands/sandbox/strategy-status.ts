@@ -4,7 +4,7 @@ import { action } from '../../action.ts';
 import { adminTokenOf, adminWrite } from '../../admin.ts';
 import type { Context } from '../../context.ts';
 import { CliError, EXIT } from '../../exit-codes.ts';
-import { didYouMean } from '../../suggest.ts';
+import { suggesting } from '../../suggest.ts';
 
 export interface StrategyStatusOptions {
   adminToken: string | undefined;
@@ -25,7 +25,7 @@ export function strategyStatusCommand(): Command {
     .argument('<status>', STRATEGY_STATUSES.join(' | '))
     .addHelpText(
       'after',
-      '\nThe data API shows guardian_review, paper_trading and pending_oracle_approval as "evolution", and paused as "live".\n\nExample:\n  agentctl sandbox strategy-status 0x… guardian_review',
+      '\nThe data API shows guardian_review, paper_trading and pending_oracle_approval\nas "evolution", and paused as "live".\n\nExample:\n  agentctl sandbox strategy-status 0x… guardian_review',
     )
     .action(
       action((context, command) => {
@@ -59,7 +59,10 @@ function statusOf(typed: string): string {
     );
   }
   throw new CliError(
-    `status ${typed}: must be one of ${STRATEGY_STATUSES.join(', ')}${didYouMean(status, STRATEGY_STATUSES)}`,
+    suggesting(
+      (suggest) =>
+        `status ${typed}: must be one of ${STRATEGY_STATUSES.join(', ')}${suggest(status, STRATEGY_STATUSES)}`,
+    ),
     EXIT.usage,
   );
 }

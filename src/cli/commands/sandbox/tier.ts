@@ -5,7 +5,7 @@ import { adminTokenOf, adminWrite } from '../../admin.ts';
 import { checkAddress } from '../../args.ts';
 import type { Context } from '../../context.ts';
 import { CliError, EXIT } from '../../exit-codes.ts';
-import { didYouMean } from '../../suggest.ts';
+import { suggesting } from '../../suggest.ts';
 
 export interface TierOptions {
   adminToken: string | undefined;
@@ -31,7 +31,10 @@ export async function run(options: TierOptions, context: Context): Promise<void>
   const tier = options.tier.toLowerCase();
   if (!(TIERS as readonly string[]).includes(tier)) {
     throw new CliError(
-      `tier ${options.tier}: must be one of ${TIERS.join(', ')}${didYouMean(tier, TIERS)}`,
+      suggesting(
+        (suggest) =>
+          `tier ${options.tier}: must be one of ${TIERS.join(', ')}${suggest(tier, TIERS)}`,
+      ),
       EXIT.usage,
     );
   }

@@ -4,7 +4,7 @@ import { action } from '../../action.ts';
 import type { Context } from '../../context.ts';
 import { CliError, EXIT } from '../../exit-codes.ts';
 import { strategyFields, TABLE_WIDTH, wrapText } from '../../format.ts';
-import { didYouMean } from '../../suggest.ts';
+import { type Suggesting, suggesting } from '../../suggest.ts';
 
 /** Flags and the API fields they fill; `--file` takes the API's own names. */
 const NUMERIC_FLAGS = {
@@ -37,7 +37,13 @@ const MAX_FILE_BYTES = 64 * 1024;
 
 /** The JSON object in `--file`, read only after its size is known to be sendable. */
 function readStrategyFile(file: string, fields: readonly string[]): Record<string, unknown> {
-  const refuse = (reason: string) => new CliError(`--file ${file}: ${reason}`, EXIT.usage);
+  const refuse = (reason: string | Suggesting) =>
+    new CliError(
+      typeof reason === 'string'
+        ? `--file ${file}: ${reason}`
+        : { text: `--file ${file}: ${reason.text}`, quiet: `--file ${file}: ${reason.quiet}` },
+      EXIT.usage,
+    );
   let size: number;
   try {
     const stats = statSync(file);
@@ -71,9 +77,12 @@ function readStrategyFile(file: string, fields: readonly string[]): Record<strin
   const unknown = Object.keys(parsed).filter((key) => !fields.includes(key));
   if (unknown.length > 0) {
     throw refuse(
-      `${unknown
-        .map((key) => `unknown field ${JSON.stringify(key)}${didYouMean(key, fields)}`)
-        .join('; ')} (fields: ${fields.join(', ')})`,
+      suggesting(
+        (suggest) =>
+          `${unknown
+            .map((key) => `unknown field ${JSON.stringify(key)}${suggest(key, fields)}`)
+            .join('; ')} (fields: ${fields.join(', ')})`,
+      ),
     );
   }
   return parsed as Record<string, unknown>;
@@ -87,7 +96,9 @@ function readStrategyFile(file: string, fields: readonly string[]): Record<strin
  */
 async function checkedRequest(options: StrategySubmitOptions) {
   const { StrategySubmitRequest } = await import('../../../api/schemas/index.ts');
-  const problems: string[] = [];
+  /** Each problem, with its did-you-means and without (for --quiet). */
+  const problems: Suggesting[] = [];
+  const problem = (text: string) => problems.push({ text, quiet: text });
   let body: Record<string, unknown> = {};
   let fileRead = true;
   if (options.file) {
@@ -95,7 +106,7 @@ async function checkedRequest(options: StrategySubmitOptions) {
       body = readStrategyFile(options.file, Object.keys(StrategySubmitRequest.shape));
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
-      problems.push(error.message);
+      problems.push({ text: error.message, quiet: error.quietMessage });
       fileRead = false;
     }
   }
@@ -118,7 +129,7 @@ async function checkedRequest(options: StrategySubmitOptions) {
     if (/^\d+$/.test(value)) {
       given(field, flagName, Number(value), value);
     } else {
-      problems.push(`${flagName} ${value}: must be a whole number`);
+      problem(`${flagName} ${value}: must be a whole number`);
       delete body[field];
       reported.add(field);
     }
@@ -132,7 +143,7 @@ async function checkedRequest(options: StrategySubmitOptions) {
   ] as const) {
     if (body[field] !== undefined) continue;
     // A file that could not be read may hold it: its problem is reported already.
-    if (fileRead) problems.push(`missing ${flag} (or give ${field} in --file)`);
+    if (fileRead) problem(`missing ${flag} (or give ${field} in --file)`);
     reported.add(field);
   }
   const parsed = StrategySubmitRequest.safeParse(body);
@@ -140,10 +151,11 @@ async function checkedRequest(options: StrategySubmitOptions) {
     const field = String(issue.path[0] ?? '');
     if (reported.has(field)) continue;
     const where = flags.get(field) ?? `${issue.path.join('.') || 'strategy'} (from --file)`;
-    problems.push(`${where}: ${issue.message}`);
+    problem(`${where}: ${issue.message}`);
   }
   if (problems.length > 0 || !parsed.success) {
-    throw new CliError(problems.join('; '), EXIT.usage);
+    const joined = (part: keyof Suggesting) => problems.map((each) => each[part]).join('; ');
+    throw new CliError({ text: joined('text'), quiet: joined('quiet') }, EXIT.usage);
   }
   return { body, request: parsed.data };
 }
@@ -202,7 +214,7 @@ export function submitCommand(): Command {
     .option('--dry-run', 'check and print the request, send nothing')
     .addHelpText(
       'after',
-      `\nExamples:\n  agentctl strategy submit --name "Mean reversion" --description "Buys dips, sells rips." --max-leverage 300\n  agentctl strategy submit --file strategy.json --dry-run`,
+      `\nExamples:\n  agentctl strategy submit --name "Mean reversion" \\\n    --description "Buys dips, sells rips." --max-leverage 300\n  agentctl strategy submit --file strategy.json --dry-run`,
     )
     .action(action((context, command) => run(command.opts<StrategySubmitOptions>(), context)));
 }

@@ -2,12 +2,15 @@ import { Command } from 'commander';
 import { action } from '../../action.ts';
 import { positiveCount } from '../../args.ts';
 import type { Context } from '../../context.ts';
+import { wideOption } from '../../format.ts';
 
 /** `agentctl watch transactions [--vault] [--count n]`, as typed. */
 export interface WatchTransactionsOptions {
   /** Only this vault's: an address, or a vault id looked up on the data API. */
   vault?: string | undefined;
   count?: number | undefined;
+  /** Human lines with the user, the hash and raw units whole (one line per event). */
+  wide?: boolean | undefined;
 }
 
 export function transactionsCommand(): Command {
@@ -15,7 +18,11 @@ export function transactionsCommand(): Command {
     .description('every vault transaction as it is indexed, or one vault’s with --vault')
     .option('--vault <vault>', 'only this vault: an address or a vault id')
     .option('--count <n>', 'stop after this many events', positiveCount)
-    .addHelpText('after', '\nExample:\n  agentctl watch transactions --vault moderate --json')
+    .addOption(wideOption())
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agentctl watch transactions --vault moderate\n  agentctl watch transactions --vault moderate --json',
+    )
     .action(action((context, command) => run(command.opts<WatchTransactionsOptions>(), context)));
 }
 
@@ -39,7 +46,7 @@ export async function run(options: WatchTransactionsOptions, context: Context): 
           : `the next transaction in vault ${vaultLabel(options.vault, address)}`,
     },
     (data) => {
-      const line = transactionLine(data.transactionCreated);
+      const line = transactionLine(data.transactionCreated, options.wide);
       out.print(out.json ? JSON.stringify(data.transactionCreated) : line);
     },
   );

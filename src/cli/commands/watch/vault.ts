@@ -2,12 +2,15 @@ import { Command } from 'commander';
 import { action } from '../../action.ts';
 import { positiveCount } from '../../args.ts';
 import type { Context } from '../../context.ts';
+import { wideOption } from '../../format.ts';
 
 /** `agentctl watch vault <vault> [--count n]`, as typed. */
 export interface WatchVaultOptions {
   /** A vault address, or a vault id looked up on the data API. */
   vault: string;
   count?: number | undefined;
+  /** Human lines with the vault's name and raw units. */
+  wide?: boolean | undefined;
 }
 
 export function vaultCommand(): Command {
@@ -15,11 +18,13 @@ export function vaultCommand(): Command {
     .description("a vault's TVL, share price and APY after every block that changes it")
     .argument('<vault>', 'a vault address, or a vault id: conservative, moderate, aggressive, …')
     .option('--count <n>', 'stop after this many events', positiveCount)
+    .addOption(wideOption())
     .addHelpText('after', '\nExample:\n  agentctl watch vault moderate --count 3 --json')
     .action(
       action((context, command) => {
         const [vault] = command.processedArgs as [string];
-        return run({ vault, count: command.opts<{ count?: number }>().count }, context);
+        const { count, wide } = command.opts<{ count?: number; wide?: boolean }>();
+        return run({ vault, count, wide }, context);
       }),
     );
 }
@@ -39,7 +44,7 @@ export async function run(options: WatchVaultOptions, context: Context): Promise
     },
     (data) => {
       // Checked (and so refused when unreadable) whether printed as received or as a line.
-      const line = vaultLine(data.vaultUpdated);
+      const line = vaultLine(data.vaultUpdated, options.wide);
       out.print(out.json ? JSON.stringify(data.vaultUpdated) : line);
     },
   );
