@@ -77,8 +77,16 @@ export async function measureRecovery(options: RecoveryOptions): Promise<Recover
           '--state',
           options.stateDir,
         ],
-        { env, stdio: ['ignore', 'pipe', 'inherit'] },
+        { env, stdio: ['ignore', 'pipe', 'pipe'] },
       );
+      // What serve says on stderr is passed on, except its shutdown notice: the bench stops it.
+      child.stderr?.on('data', (chunk: Buffer) => {
+        for (const line of String(chunk).split('\n')) {
+          if (line && !/^SIG\w+ received, shutting down$/.test(line)) {
+            process.stderr.write(`${line}\n`);
+          }
+        }
+      });
       let out = '';
       child.stdout?.on('data', (chunk) => {
         out += chunk;

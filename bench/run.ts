@@ -78,7 +78,10 @@ function startChild(
     for (const line of String(chunk).split('\n')) {
       const devtools = /^Debugger listening on (ws:\/\/\S+)/.exec(line);
       if (devtools) inspector = devtools[1];
-      else if (line && !/^(Debugger|For help, see)/.test(line)) process.stderr.write(`${line}\n`);
+      // serve's own shutdown notice is expected: the bench stops every sandbox it starts.
+      else if (line && !/^(Debugger|For help, see)|^SIG\w+ received, shutting down$/.test(line)) {
+        process.stderr.write(`${line}\n`);
+      }
     }
   });
   return new Promise((resolve, reject) => {
