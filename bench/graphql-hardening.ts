@@ -112,7 +112,7 @@ export async function depositsUnderSubscriptions(tools: BenchTools) {
       await deposit(url, apiKey, vault);
       const times: number[] = [];
       for (let i = 0; i < deposits; i++) times.push(await deposit(url, apiKey, vault));
-      return { p50: percentile(times, 50), p99: percentile(times, 99) };
+      return { p50: percentile(times, 50), p99: percentile(times, 99), samples: times.length };
     };
     const none = await measure();
     const received = { frames: 0 };
@@ -291,9 +291,13 @@ export async function healthUnderErrorFlood(tools: BenchTools) {
     running = false;
     await flood;
     return {
-      idle: { p50: percentile(idle, 50), p99: percentile(idle, 99) },
-      loaded: { p50: percentile(loaded, 50), p99: percentile(loaded, 99) },
-      documents: { p50: percentile(answered, 50), p99: percentile(answered, 99) },
+      idle: { p50: percentile(idle, 50), p99: percentile(idle, 99), samples: idle.length },
+      loaded: { p50: percentile(loaded, 50), p99: percentile(loaded, 99), samples: loaded.length },
+      documents: {
+        p50: percentile(answered, 50),
+        p99: percentile(answered, 99),
+        samples: answered.length,
+      },
       sent,
       refused,
       seconds,

@@ -5,18 +5,35 @@
  *
  *   npm run bench               the full run (a few minutes)
  *   npm run bench -- --quick    a smaller run, under a minute
+ *
+ * Some sections also run alone, in a sandbox of their own (after `npm run build:dist`):
+ * `node bench/reads.ts`, `node bench/events.ts`, `node bench/cli-startup.ts`,
+ * `node bench/install-size.ts`, each with `--quick`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import autocannon from 'autocannon';
-import { type Client, createClient } from 'graphql-ws';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { startAnvil } from '../src/sandbox/chain/anvil.ts';
 import { measureCliStartup, printCliStartup } from './cli-startup.ts';
+import {
+  ADMIN_TOKEN,
+  BIN,
+  deposit,
+  fewSamples,
+  fmt,
+  getJson,
+  percentile,
+  RATE_LIMITED_SERVE_ARGS,
+  registerUpTo as registerAgentsUpTo,
+  registerOne,
+  row,
+  type Sandbox,
+  SERVE_ARGS,
+  startChild,
+  stop,
+} from './common.ts';
+import { connectClient, eventLatency, printEventLatency, subscriptionsReach } from './events.ts';
 import {
   type BenchTools,
   depositsUnderSubscriptions,
@@ -24,12 +41,18 @@ import {
   rssUnderDocumentFlood,
 } from './graphql-hardening.ts';
 import { measureInstallSize, printInstallSize } from './install-size.ts';
+import {
+  BARE_SERVER,
+  CONNECTIONS,
+  measureRateLimitedReads,
+  measureReads,
+  printReads,
+  readsSandbox,
+} from './reads.ts';
 import { measureRecovery } from './recovery.ts';
 
 const QUICK = process.argv.includes('--quick');
-const BIN = fileURLToPath(new URL('../bin/agentctl.js', import.meta.url));
 const DURATION_SECONDS = QUICK ? 2 : 5;
-const CONNECTIONS = 10;
 /** Agent counts at which the cost of persistence is measured; it must not grow between them. */
 const SIZES = QUICK ? [300, 1000] : [300, 3000];
 const REGISTRATION_CONCURRENCY = 8;
@@ -40,252 +63,23 @@ const STARTS = QUICK ? 3 : 5;
 const CLI_RUNS = QUICK ? 5 : 15;
 /** Vault transactions in the sandbox whose index is rebuilt. */
 const REBUILD_TRANSACTIONS = QUICK ? 2000 : 10_000;
-const ADMIN_TOKEN = 'bench-admin-token';
-/** GraphQL subscribers connected while deposits are timed, one socket each. */
-const SUBSCRIBERS = 100;
 const SUBSCRIBED_DEPOSITS = QUICK ? 20 : 100;
 /** Idle subscriptions whose memory is measured: SOCKETS sockets at the server's cap of 20 each. */
 const IDLE_SOCKETS = QUICK ? 10 : 50;
 const SUBSCRIPTIONS_PER_SOCKET = 20;
-/** The GraphQL twin of GET /v1/vaults: every vault with its strategies. */
-const VAULTS_QUERY = JSON.stringify({
-  query:
-    '{ vaults { address name symbol tvl tvlUsd totalShares pricePerShare apy { current day7 day30 inception } fees { management performance hurdle } riskLevel isERC7540 strategies { id name status allocation apy riskScore sharpeRatio maxDrawdown } } }',
-});
+/** The index keeps its last 1,024 writes' waits (src/sandbox/indexer/indexer.ts WAIT_SAMPLES). */
+const INDEX_WAIT_SAMPLES = 1024;
 
-const BARE_SERVER = `
-const body = JSON.stringify({status:'ok',version:'0.0.0',chain_id:84532,chain_name:'Base Sepolia',rpc_connected:false});
-const server = require('node:http').createServer((req, res) => {
-  res.writeHead(200, {'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body)});
-  res.end(body);
-});
-server.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + server.address().port));
-`;
-
-/**
- * Starts a child that prints "listening on URL" and resolves with that URL (and, started with
- * --inspect, its DevTools WebSocket, whose notices are kept off the bench's output).
- */
-function startChild(
-  args: string[],
-): Promise<{ url: string; child: ChildProcess; inspector?: string }> {
-  const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, AGENTCTL_ADMIN_TOKEN: ADMIN_TOKEN },
-  });
-  let inspector: string | undefined;
-  child.stderr?.on('data', (chunk: Buffer) => {
-    for (const line of String(chunk).split('\n')) {
-      const devtools = /^Debugger listening on (ws:\/\/\S+)/.exec(line);
-      if (devtools) inspector = devtools[1];
-      // serve's own shutdown notice is expected: the bench stops every sandbox it starts.
-      else if (line && !/^(Debugger|For help, see)|^SIG\w+ received, shutting down$/.test(line)) {
-        process.stderr.write(`${line}\n`);
-      }
-    }
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (chunk) => {
-      out += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match?.[1]) resolve({ url: match[1], child, inspector });
-    });
-    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
-  });
-}
-
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    child.removeAllListeners('exit');
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
-
-async function load(url: string, request: Partial<autocannon.Options> = {}) {
-  const options = { url, connections: CONNECTIONS, ...request };
-  // One untimed second first, so every target is measured with a warm JIT.
-  await autocannon({ ...options, duration: 1 });
-  const result = await autocannon({ ...options, duration: DURATION_SECONDS });
-  return {
-    rps: Math.round(result.requests.average),
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    non2xx: result.non2xx + result.errors,
-  };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return (
-    sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN
-  );
-}
-
-async function registerOne(base: string): Promise<string> {
-  const account = privateKeyToAccount(generatePrivateKey());
-  const nonceResponse = await fetch(`${base}/api/v1/agent/auth/nonce?wallet=${account.address}`);
-  const { nonce, message } = (await nonceResponse.json()) as { nonce: string; message: string };
-  const response = await fetch(`${base}/api/v1/agent/auth/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      wallet_address: account.address,
-      signature: await account.signMessage({ message }),
-      nonce,
-      agent_name: `Bench ${account.address.slice(2, 10)}`,
-      operator_address: account.address,
-    }),
-  });
-  if (response.status !== 200) throw new Error(`register answered ${response.status}`);
-  return ((await response.json()) as { api_key: string }).api_key;
-}
-
-/** Registers until the sandbox holds `total` agents; returns the rate, end to end. */
-async function registerUpTo(sandbox: Sandbox, total: number) {
-  const count = total - sandbox.agents;
-  let next = 0;
-  const started = performance.now();
-  const worker = async () => {
-    while (next++ < count) sandbox.keys.push(await registerOne(sandbox.url));
-  };
-  await Promise.all(Array.from({ length: REGISTRATION_CONCURRENCY }, worker));
-  const seconds = (performance.now() - started) / 1000;
-  sandbox.agents = total;
-  return { count, seconds, rate: count / seconds };
-}
-
-async function post(base: string, apiKey: string, path: string, body: object) {
-  const response = await fetch(`${base}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
-    body: JSON.stringify(body),
-  });
-  if (response.status !== 200) {
-    throw new Error(`${path} answered ${response.status}: ${await response.text()}`);
-  }
-}
-
-const deposit = (base: string, apiKey: string) =>
-  post(base, apiKey, '/api/v1/agent/vault/deposit', { vault_id: 'moderate', amount_usdc: 1 });
-
-async function getJson(url: string, headers: Record<string, string> = {}) {
-  const response = await fetch(url, { headers });
-  if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
-  // biome-ignore lint/suspicious/noExplicitAny: bench reads a few known fields
-  return (await response.json()) as any;
-}
+const registerUpTo = (sandbox: Sandbox, total: number) =>
+  registerAgentsUpTo(sandbox, total, REGISTRATION_CONCURRENCY);
 
 /** The data API index's own figures: how long writes waited to be indexed before answering. */
 async function indexWait(sandbox: Sandbox) {
   const info = await getJson(`${sandbox.url}/sandbox/info`, { 'x-admin-token': ADMIN_TOKEN });
-  return info.index as { write_wait_ms_p50: number; write_wait_ms_p99: number };
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A graphql-ws client on a socket of its own, once the server has acknowledged connection_init. */
-function connectClient(base: string): Promise<Client> {
-  return new Promise((resolve, reject) => {
-    const client = createClient({
-      url: `${base.replace(/^http/, 'ws')}/graphql`,
-      lazy: false,
-      retryAttempts: 0,
-      on: { connected: () => resolve(client) },
-      onNonLazyError: reject,
-    });
-  });
-}
-
-/** Waits until the server counts exactly `count` subscriptions (subscribing is not acknowledged). */
-async function subscriptionsReach(sandbox: Sandbox, count: number) {
-  for (let tries = 0; tries < 500; tries++) {
-    const info = await getJson(`${sandbox.url}/sandbox/info`, { 'x-admin-token': ADMIN_TOKEN });
-    if (info.graphql.subscriptions === count) return;
-    await sleep(20);
-  }
-  throw new Error(`the server never counted ${count} subscriptions`);
-}
-
-/**
- * From a deposit's acknowledgement to each of SUBSCRIBERS graphql-ws clients receiving its
- * transactionCreated, over SUBSCRIBED_DEPOSITS deposits one after another; negative when the
- * event came first (it is published when the index commits, which the answer waits for).
- * Also from the deposit's request, which bounds it from above. An event that has not come
- * 5 s after the acknowledgement is missed.
- */
-async function eventLatency(sandbox: Sandbox, apiKey: string) {
-  const arrivals = new Map<string, number[]>();
-  let arrived = () => {};
-  const clients = await Promise.all(
-    Array.from({ length: SUBSCRIBERS }, () => connectClient(sandbox.url)),
-  );
-  for (const client of clients) {
-    client.subscribe<{ transactionCreated: { hash: string } }>(
-      { query: 'subscription { transactionCreated { hash type amount user timestamp } }' },
-      {
-        next: ({ data }) => {
-          const hash = data?.transactionCreated.hash.toLowerCase() ?? '';
-          const times = arrivals.get(hash) ?? [];
-          times.push(performance.now());
-          arrivals.set(hash, times);
-          arrived();
-        },
-        error: (error) => console.error('subscriber error:', error),
-        complete: () => {},
-      },
-    );
-  }
-  await subscriptionsReach(sandbox, SUBSCRIBERS);
-  const fromAck: number[] = [];
-  const fromRequest: number[] = [];
-  let missed = 0;
-  try {
-    for (let i = 0; i < SUBSCRIBED_DEPOSITS; i++) {
-      const requested = performance.now();
-      const response = await fetch(`${sandbox.url}/api/v1/agent/vault/deposit`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
-        body: JSON.stringify({ vault_id: 'moderate', amount_usdc: 1 }),
-      });
-      const body = (await response.json()) as { deposit_tx?: string };
-      const acknowledged = performance.now();
-      if (response.status !== 200 || !body.deposit_tx) {
-        throw new Error(`deposit answered ${response.status}: ${JSON.stringify(body)}`);
-      }
-      const hash = body.deposit_tx.toLowerCase();
-      const all = () => (arrivals.get(hash)?.length ?? 0) >= SUBSCRIBERS;
-      if (!all()) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 5000);
-          arrived = () => {
-            if (all()) {
-              clearTimeout(timer);
-              resolve();
-            }
-          };
-        });
-        arrived = () => {};
-      }
-      const times = arrivals.get(hash) ?? [];
-      missed += SUBSCRIBERS - times.length;
-      for (const time of times) {
-        fromAck.push(time - acknowledged);
-        fromRequest.push(time - requested);
-      }
-      arrivals.delete(hash);
-    }
-  } finally {
-    await Promise.all(clients.map((client) => client.dispose()));
-  }
-  fromAck.sort((a, b) => a - b);
-  fromRequest.sort((a, b) => a - b);
-  return {
-    fromAck: { p50: percentile(fromAck, 50), p99: percentile(fromAck, 99) },
-    fromRequest: { p50: percentile(fromRequest, 50), p99: percentile(fromRequest, 99) },
-    events: fromAck.length,
-    early: fromAck.filter((ms) => ms < 0).length,
-    missed,
+  return info.index as {
+    writes_indexed: number;
+    write_wait_ms_p50: number;
+    write_wait_ms_p99: number;
   };
 }
 
@@ -339,7 +133,6 @@ async function inspect(url: string) {
  */
 async function idleMemory() {
   const { url, child, inspector } = await startChild(['--inspect=127.0.0.1:0', ...SERVE_ARGS]);
-  const sandbox: Sandbox = { url, child, keys: [], agents: 0 };
   const devtools = await inspect(inspector as string);
   const subscriptions = IDLE_SOCKETS * SUBSCRIPTIONS_PER_SOCKET;
   const sink = { next: () => {}, error: () => {}, complete: () => {} };
@@ -348,7 +141,7 @@ async function idleMemory() {
       (vault) => vault.address,
     );
     const round = async () => {
-      await subscriptionsReach(sandbox, 0);
+      await subscriptionsReach(url, 0);
       const before = await devtools.liveBytes();
       const clients = await Promise.all(
         Array.from({ length: IDLE_SOCKETS }, () => connectClient(url)),
@@ -367,7 +160,7 @@ async function idleMemory() {
           );
         }
       });
-      await subscriptionsReach(sandbox, subscriptions);
+      await subscriptionsReach(url, subscriptions);
       const subscribed = await devtools.liveBytes();
       await Promise.all(clients.map((client) => client.dispose()));
       return {
@@ -415,7 +208,7 @@ async function depositLatency(sandbox: Sandbox, agentIndex: number) {
     times.push(performance.now() - started);
   }
   times.sort((a, b) => a - b);
-  return { p50: percentile(times, 50), p99: percentile(times, 99) };
+  return { p50: percentile(times, 50), p99: percentile(times, 99), samples: times.length };
 }
 
 /**
@@ -486,14 +279,6 @@ async function startupMs(extraArgs: () => string[]) {
   );
 }
 
-interface Sandbox {
-  url: string;
-  child: ChildProcess;
-  keys: string[];
-  agents: number;
-  dir?: string;
-}
-
 /** Size of what a --state sandbox keeps on disk: the database (with its log) and the checkpoint. */
 function stateBytes(dir: string | undefined): string {
   if (!dir) return '';
@@ -515,12 +300,9 @@ function stateBytes(dir: string | undefined): string {
   return `database ${(db / 1024 / 1024).toFixed(1)} MiB, checkpoint ${(checkpoint / 1024 / 1024).toFixed(1)} MiB`;
 }
 
-const SERVE_ARGS = [BIN, 'serve', '--port', '0', '--rate-limit', 'off', '--log-level', 'warn'];
 const stateRoot = mkdtempSync(join(tmpdir(), 'agentctl-bench-'));
 let stateRuns = 0;
 const freshState = () => ['--state', join(stateRoot, `run-${stateRuns++}`)];
-const fmt = (n: number, digits = 1) => n.toFixed(digits).padStart(10);
-const row = (name: string, ...cells: string[]) => console.log(name.padEnd(58), ...cells);
 
 console.log(
   `agentctl bench${QUICK ? ' --quick' : ''}: node ${process.version}, ${cpus().length} CPUs, ` +
@@ -576,37 +358,15 @@ try {
   const indexWaitSmall = await indexWait(durable);
   const temporaryDeposits = await concurrentDeposits(temporary);
   const durableDeposits = await concurrentDeposits(durable);
-  const busyAgentKey = durable.keys[small - 1] as string;
-  const busyAgent = (
-    await getJson(`${durable.url}/api/v1/agent/wallet`, { 'x-api-key': busyAgentKey })
-  ).agent_address as string;
-  const busyAgentTxs = (await getJson(`${durable.url}/v1/users/${busyAgent}/transactions?limit=1`))
-    .total as number;
-  const leaderboardAgents = durable.agents;
+  // The agents that have deposited so far, the busiest (the sequential deposits') first.
+  const readsOn = await readsSandbox(durable.url, durable.keys, [
+    durable.keys[small - 1] as string,
+    ...durable.keys.slice(0, CONCURRENT_AGENTS),
+  ]);
   // Reads are measured on a settled sandbox: the write bursts above leave work (garbage
   // collection, anvil's own housekeeping) that would otherwise be counted against them.
   await new Promise((resolve) => setTimeout(resolve, 3000));
-  const reads = [
-    ['bare node:http, fixed JSON', await load(`${bare.url}/`)],
-    ['serve GET /health', await load(`${durable.url}/health`)],
-    [
-      `serve GET /api/v1/agents (${leaderboardAgents} agents, limit 50)`,
-      await load(`${durable.url}/api/v1/agents`),
-    ],
-    ['serve GET /v1/vaults', await load(`${durable.url}/v1/vaults`)],
-    [
-      'serve POST /graphql { vaults { … strategies { … } } }',
-      await load(`${durable.url}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: VAULTS_QUERY,
-      }),
-    ],
-    [
-      `serve GET /v1/users/:address/transactions (${busyAgentTxs} txs, limit 50)`,
-      await load(`${durable.url}/v1/users/${busyAgent}/transactions`),
-    ],
-  ] as const;
+  const reads = await measureReads(readsOn, bare.url, durable.agents, DURATION_SECONDS);
 
   const grown = await registerUpTo(durable, large);
   await registerUpTo(temporary, large);
@@ -623,6 +383,10 @@ try {
   // The index rebuilt from the chain: the same sandbox started with and without index.db.
   const transactions = await depositUntil(durable, REBUILD_TRANSACTIONS);
   await stop(durable.child);
+  // The same sandbox with the spec's default rate limits (the keys are kept in --state).
+  const limited = await startChild([...RATE_LIMITED_SERVE_ARGS, ...durableArgs]);
+  reads.push(...(await measureRateLimitedReads(limited.url, durable.keys, DURATION_SECONDS)));
+  await stop(limited.child);
   const restart = async () => {
     const started = performance.now();
     const serve = await startChild([...SERVE_ARGS, ...durableArgs]);
@@ -646,7 +410,7 @@ try {
     writers: 6,
   });
 
-  const events = await eventLatency(temporary, temporary.keys[0] as string);
+  const events = await eventLatency(durable.url, durable.keys[0] as string, SUBSCRIBED_DEPOSITS);
   const memory = await idleMemory();
 
   row(
@@ -672,7 +436,7 @@ try {
       '≤ 25, +5'.padStart(10),
     );
     row(
-      `deposit p99 ms, ${size} agents`,
+      `deposit p99 ms, ${size} agents${fewSamples(d.samples)}`,
       fmt(t.p99),
       fmt(d.p99),
       fmt(d.p99 - t.p99),
@@ -686,7 +450,7 @@ try {
     [large, indexWaitLarge],
   ] as const) {
     row(
-      `  writes waiting for the data API index, p50 / p99 ms, ${size} agents`,
+      `  writes waiting for the data API index, p50 / p99 ms, ${size} agents${fewSamples(Math.min(wait.writes_indexed, INDEX_WAIT_SAMPLES))}`,
       ''.padStart(10),
       fmt(wait.write_wait_ms_p50, 2),
       fmt(wait.write_wait_ms_p99, 2),
@@ -701,27 +465,7 @@ try {
   );
   console.log();
 
-  const bareRps = reads[0][1].rps;
-  row(
-    'endpoint',
-    'req/s'.padStart(8),
-    'vs bare'.padStart(8),
-    'p50 ms'.padStart(7),
-    'p99 ms'.padStart(7),
-    'non-2xx'.padStart(8),
-    'target'.padStart(8),
-  );
-  for (const [name, figures] of reads) {
-    row(
-      name,
-      String(figures.rps).padStart(8),
-      `${((figures.rps / bareRps) * 100).toFixed(0)}%`.padStart(8),
-      String(figures.p50).padStart(7),
-      String(figures.p99).padStart(7),
-      String(figures.non2xx).padStart(8),
-      (name.includes('agents (') ? '≥ 60%' : '').padStart(8),
-    );
-  }
+  printReads(reads, row);
   console.log();
 
   row(`data API index rebuilt from the chain (${transactions} vault transactions, --state)`);
@@ -766,26 +510,7 @@ try {
   );
   console.log();
 
-  row(
-    `GraphQL subscriptions (${SUBSCRIBERS} transactionCreated subscribers, one socket each)`,
-    'p50'.padStart(10),
-    'p99'.padStart(10),
-    'target'.padStart(10),
-  );
-  row(
-    `  deposit acknowledged to event received, ms (${SUBSCRIBED_DEPOSITS} deposits; < 0: event first)`,
-    fmt(events.fromAck.p50, 2),
-    fmt(events.fromAck.p99, 2),
-    '≤ 1000'.padStart(10),
-  );
-  row(
-    '  deposit requested to event received, ms',
-    fmt(events.fromRequest.p50),
-    fmt(events.fromRequest.p99),
-  );
-  row(
-    `  events received ${events.events} (${events.early} before the acknowledgement), missed ${events.missed}`,
-  );
+  printEventLatency(events, row);
   row(
     `idle GraphQL memory (${IDLE_SOCKETS} sockets × ${SUBSCRIPTIONS_PER_SOCKET} subscriptions; heap + external after GC)`,
     'KiB'.padStart(10),
@@ -809,15 +534,19 @@ try {
     'p99'.padStart(10),
     'target'.padStart(10),
   );
-  row('  no subscription', fmt(fanOut.none.p50), fmt(fanOut.none.p99));
   row(
-    `  ${fanOut.subscriptions} idle subscriptions (on another vault's topics, no event for them)`,
+    `  no subscription${fewSamples(fanOut.none.samples)}`,
+    fmt(fanOut.none.p50),
+    fmt(fanOut.none.p99),
+  );
+  row(
+    `  ${fanOut.subscriptions} idle subscriptions (on another vault's topics, no event for them)${fewSamples(fanOut.elsewhere.samples)}`,
     fmt(fanOut.elsewhere.p50),
     fmt(fanOut.elsewhere.p99),
     `≤ ${(2 * fanOut.none.p50).toFixed(0)} p50`.padStart(10),
   );
   row(
-    `  ${fanOut.subscriptions} on its topics (${fanOut.distinct} distinct, ${fanOut.eventsPerDeposit.toFixed(0)} events, ~2 KB each, a deposit)`,
+    `  ${fanOut.subscriptions} on its topics (${fanOut.distinct} distinct, ${fanOut.eventsPerDeposit.toFixed(0)} events, ~2 KB each, a deposit)${fewSamples(fanOut.subscribed.samples)}`,
     fmt(fanOut.subscribed.p50),
     fmt(fanOut.subscribed.p99),
     '(800-1,200 before)'.padStart(10),
@@ -846,15 +575,15 @@ try {
     'p99'.padStart(10),
     'target'.padStart(10),
   );
-  row('  idle', fmt(errors.idle.p50), fmt(errors.idle.p99));
+  row(`  idle${fewSamples(errors.idle.samples)}`, fmt(errors.idle.p50), fmt(errors.idle.p99));
   row(
-    `  one agent key sending 100-error documents at 300/min (${errors.sent} sent, ${errors.refused} refused)`,
+    `  one agent key sending 100-error documents at 300/min (${errors.sent} sent, ${errors.refused} refused)${fewSamples(errors.loaded.samples)}`,
     fmt(errors.loaded.p50),
     fmt(errors.loaded.p99),
     '≈ 50 p99'.padStart(10),
   );
   row(
-    '  each of those documents, answered in',
+    `  each of those documents, answered in${fewSamples(errors.documents.samples)}`,
     fmt(errors.documents.p50),
     fmt(errors.documents.p99),
   );
