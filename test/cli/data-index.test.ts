@@ -241,7 +241,10 @@ describe('a reorganised chain', () => {
       const newBlock = Number(receipt.blockNumber);
       expect(newBlock).toBeGreaterThan(oldBlock);
       await rpc('evm_mine');
-      await until(async () => (await getJson(history)).transactions[0]?.blockNumber === newBlock);
+      await until(
+        async () => (await getJson(history)).transactions[0]?.blockNumber === newBlock,
+        10_000,
+      );
       const after = await getJson(history);
       expect(after.total).toBe(1);
       expect(after.transactions[0]).toEqual({
