@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { describe, expect, it } from 'vitest';
 import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { damageRootPages } from '../helpers/index-damage.ts';
-import { registerOver, rpcCall, useServes } from '../helpers/serve.ts';
+import { registerOver, rpcCall, until, useServes } from '../helpers/serve.ts';
 
 const serves = useServes('data-index', 'data-index-admin');
 const { serve, stop, request } = serves;
@@ -222,20 +222,41 @@ describe('a reorganised chain', () => {
       );
       expect(deposit.status).toBe(200);
       const history = `${sandbox.url}/v1/users/${wallet}/transactions`;
-      expect((await getJson(history)).total).toBe(1);
+      const before = await getJson(history);
+      expect(before.total).toBe(1);
+      const oldBlock = before.transactions[0].blockNumber as number;
+      const sent = [deposit.body.approve_tx, deposit.body.deposit_tx].filter(Boolean) as string[];
+      const raws = await Promise.all(
+        sent.map((hash) => rpc('eth_getRawTransactionByHash', [hash])),
+      );
 
-      // The deposit's blocks are replaced by others at the same heights, and more.
+      // The deposit's blocks are replaced by others at the same heights (empty), and after
+      // them the same deposit again, two blocks higher than it was: the new blocks hold it.
       expect(await rpc('evm_revert', [snapshot])).toBe(true);
-      for (let i = 0; i < 4; i++) await rpc('evm_mine');
-      let total = 1;
-      for (let i = 0; i < 50 && total !== 0; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        total = (await getJson(history)).total;
-      }
-      expect(total).toBe(0);
+      for (let i = 0; i < 2; i++) await rpc('evm_mine');
+      for (const raw of raws) await rpc('eth_sendRawTransaction', [raw]);
+      const receipt = (await rpc('eth_getTransactionReceipt', [deposit.body.deposit_tx])) as {
+        blockNumber: string;
+      };
+      const newBlock = Number(receipt.blockNumber);
+      expect(newBlock).toBeGreaterThan(oldBlock);
+      await rpc('evm_mine');
+      await until(
+        async () => (await getJson(history)).transactions[0]?.blockNumber === newBlock,
+        10_000,
+      );
+      const after = await getJson(history);
+      expect(after.total).toBe(1);
+      expect(after.transactions[0]).toEqual({
+        ...before.transactions[0],
+        blockNumber: newBlock,
+        timestamp: expect.any(String),
+      });
       expect(sandbox.stderr()).toContain('the chain reorganised');
       const positions = await getJson(`${sandbox.url}/v1/users/${wallet}/positions`);
-      expect(positions.positions).toEqual([]);
+      expect(positions.positions).toEqual([
+        expect.objectContaining({ shares: before.transactions[0].shares }),
+      ]);
     } finally {
       await node.stop();
     }

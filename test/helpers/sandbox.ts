@@ -174,9 +174,15 @@ export async function sandboxWithEstablishedAgent(): Promise<{
 }> {
   const sandbox = await createTestSandbox();
   const agent = await registeredAgent(sandbox.app);
-  await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
+  // A refused change would leave the agent unverified, and every test that uses it would
+  // then be reading the 403 path rather than the route's body.
+  const raised = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
     wallet_address: agent.account.address,
     tier: 'established',
   });
+  if (raised.statusCode !== 200 || raised.json().tier !== 'established') {
+    await sandbox.close();
+    throw new Error(`raising the agent to established failed: ${raised.statusCode} ${raised.body}`);
+  }
   return { sandbox, apiKey: agent.apiKey };
 }

@@ -178,7 +178,11 @@ export function useServes(name: string, adminToken: string) {
     rmSync(dir, { recursive: true, force: true });
   });
   const forget = (serve: ServeProcess) => {
-    running.splice(running.indexOf(serve), 1);
+    const index = running.indexOf(serve);
+    // Not one of ours (or forgotten already): splice(-1, 1) would drop another serve, which
+    // would then outlive its test.
+    if (index === -1) throw new Error('this serve was not started by serve(), or was forgotten');
+    running.splice(index, 1);
   };
   return {
     /** This test's directory. */

@@ -176,3 +176,60 @@ describe('a GraphQL WebSocket counts in the tier of the key its connection_init 
     expect(await connectWith(url, { apiKey: key })).toEqual({ acknowledged: true });
   });
 });
+
+describe('the shipped tiers', () => {
+  it('are the spec’s numbers', () => {
+    expect(DATA_TIERS).toEqual({
+      public: { perMinute: 60, perDay: 10_000 },
+      authenticated: { perMinute: 300, perDay: 100_000 },
+      node: { perMinute: 1000, perDay: null },
+    });
+  });
+
+  describe('in an app built as serve builds it (no tiers of its own)', () => {
+    let shipped: TestSandbox;
+    beforeAll(async () => {
+      shipped = await createTestSandbox({ rateLimit: true });
+    });
+    afterAll(async () => {
+      await shipped?.close();
+    });
+    const stats = (remoteAddress: string, key?: string) =>
+      shipped.app.inject({
+        url: '/v1/protocol/stats',
+        remoteAddress,
+        ...(key && { headers: { 'x-api-key': key } }),
+      });
+    /** Sends `count` requests, each answered 200, then one more, which is answered. */
+    async function pastLimit(count: number, remoteAddress: string, key?: string) {
+      for (let i = 0; i < count; i++) {
+        const response = await stats(remoteAddress, key);
+        if (response.statusCode !== 200) {
+          throw new Error(`request ${i + 1} of ${count} answered ${response.statusCode}`);
+        }
+      }
+      return stats(remoteAddress, key);
+    }
+    const limitOf = (response: { json(): unknown }) =>
+      (response.json() as { error: { details: { window: string; limit: number } } }).error.details;
+
+    it('holds an agent key to 300 a minute', async () => {
+      const agent = await registeredAgent(shipped.app);
+      const over = await pastLimit(300, '10.5.0.1', agent.apiKey);
+      expectLimited(over, 'minute');
+      expect(limitOf(over)).toMatchObject({ window: 'minute', limit: 300 });
+    });
+
+    it('holds a node key to 1,000 a minute', async () => {
+      const node = (
+        await admin(shipped.app, 'POST', '/sandbox/nodes', {
+          name: 'Shipped node',
+          operator_address: `0x${'ab'.repeat(20)}`,
+        })
+      ).json() as { node_key: string };
+      const over = await pastLimit(1000, '10.5.0.2', node.node_key);
+      expectLimited(over, 'minute');
+      expect(limitOf(over)).toMatchObject({ window: 'minute', limit: 1000 });
+    });
+  });
+});

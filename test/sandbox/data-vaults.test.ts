@@ -184,9 +184,16 @@ describe('GET /v1/vaults/:address/history', () => {
 
 describe('the ERC-7540 vault', () => {
   it('takes a Part A deposit as a pending request, fulfils it after the delay, and claims it for the agent', async () => {
+    // An earlier request, due 30 s (of sandbox time) before this test's: once it has been
+    // fulfilled and claimed, the fulfiller has looked at the later one with the clock past the
+    // earlier one's time, and must have left it pending.
+    const earlier = await chainAgent(sandbox);
+    const first = await deposit(earlier.apiKey, 'configurable', 5);
+    await advance(30);
     const agent = await chainAgent(sandbox);
     const vault = sandbox.chain.deployment.vaults.configurable;
     const answer = await deposit(agent.apiKey, 'configurable', 40);
+    expect(answer.fulfillable_at).toBeGreaterThanOrEqual(first.fulfillable_at + 30);
     expect(answer).toMatchObject({
       status: 'pending',
       shares_balance: '0',
@@ -201,8 +208,15 @@ describe('the ERC-7540 vault', () => {
     expect((await get(`/v1/users/${agent.agentAddress}/positions`)).body.positions).toMatchObject([
       { vault, shares: '0', pendingDeposit: '40000000', claimableDeposit: '0' },
     ]);
-    // Not before the delay has passed in sandbox time.
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    // Not before the delay has passed in sandbox time: the clock moves to 10 s past the
+    // earlier request's time, 20 s before this one's.
+    await advance(first.fulfillable_at + 10 - sandbox.clock.nowSeconds());
+    const earlierHistory = `/v1/users/${earlier.agentAddress}/transactions`;
+    const earlierDone = await eventually(
+      async () => (await get(earlierHistory)).body.transactions,
+      (txs) => txs.length === 2 && txs.every((tx: { status: string }) => tx.status === 'claimed'),
+    );
+    expect(earlierDone.map((tx: { status: string }) => tx.status)).toEqual(['claimed', 'claimed']);
     expect((await get(history)).body.transactions[0].status).toBe('pending');
 
     await advance(3600);

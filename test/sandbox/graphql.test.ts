@@ -1,10 +1,20 @@
 import { readFileSync } from 'node:fs';
-import { isDeepStrictEqual } from 'node:util';
 import { buildClientSchema, getIntrospectionQuery, parse, printSchema } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
-import { type Address, parseAbi } from 'viem';
+import {
+  type Address,
+  createWalletClient,
+  erc20Abi,
+  type Hash,
+  http,
+  parseAbi,
+  parseUnits,
+} from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { baseSepolia } from 'viem/chains';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import { type ChainReader, call, chainAgent, useChainSandbox } from '../helpers/chain.ts';
 import { admin, type TestSandbox } from '../helpers/sandbox.ts';
 
@@ -180,9 +190,73 @@ describe('the schema', () => {
   });
 });
 
+const isoTime = (seconds: bigint | number) =>
+  new Date(Number(seconds) * 1000).toISOString().replace('.000Z', 'Z');
+
+/**
+ * Shares sent by a transfer to a new address, from a wallet of our own over the RPC URL; the
+ * receiver's position is dated by the transfer's block (the bug fixed in 16794d4 left it null
+ * in /v1 and 1970 in GraphQL). Answers the receiver and that block's time.
+ */
+async function positionByTransfer(): Promise<{ receiver: Address; receivedAt: string }> {
+  const account = privateKeyToAccount(generatePrivateKey());
+  const funded = await admin(sandbox.app, 'POST', '/sandbox/fund', {
+    address: account.address,
+    usdc: 20,
+    eth: 1,
+  });
+  expect(funded.statusCode).toBe(200);
+  const wallet = createWalletClient({
+    account,
+    chain: baseSepolia,
+    transport: http(sandbox.chain.rpcUrl),
+  });
+  const send = async (hash: Promise<Hash>) => {
+    const receipt = await reader.waitForTransactionReceipt({
+      hash: await hash,
+      pollingInterval: 50,
+    });
+    expect(receipt.status).toBe('success');
+    return receipt;
+  };
+  const vault = vaultOf('moderate');
+  // A margin of gas: a vault call accrues yield first (docs/chain.md).
+  const gas = 300_000n;
+  await send(
+    wallet.writeContract({
+      address: sandbox.chain.deployment.usdc,
+      abi: erc20Abi,
+      functionName: 'approve',
+      args: [vault, parseUnits('10', 6)],
+    }),
+  );
+  await send(
+    wallet.writeContract({
+      address: vault,
+      abi: SandboxVault.abi,
+      functionName: 'deposit',
+      args: [parseUnits('10', 6), account.address],
+      gas,
+    }),
+  );
+  const receiver = privateKeyToAccount(generatePrivateKey()).address;
+  const transfer = await send(
+    wallet.writeContract({
+      address: vault,
+      abi: SandboxVault.abi,
+      functionName: 'transfer',
+      args: [receiver, 4_000_000n],
+      gas,
+    }),
+  );
+  const { timestamp } = await reader.getBlock({ blockNumber: transfer.blockNumber });
+  return { receiver, receivedAt: isoTime(timestamp) };
+}
+
 describe('queries answer what /v1 answers for the same state', () => {
   let user: Address;
   let strategyId: string;
+  let received: { receiver: Address; receivedAt: string };
   beforeAll(async () => {
     const agent = await chainAgent(sandbox, 'established');
     user = agent.agentAddress;
@@ -201,6 +275,24 @@ describe('queries answer what /v1 answers for the same state', () => {
       expect(moved.statusCode).toBe(200);
     }
     await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 3 * DAY });
+    received = await positionByTransfer();
+    // The state stands still from here: the fulfiller has claimed the ERC-7540 request (its
+    // last block for it), and the transfer, made over the RPC URL, is indexed. The tests below
+    // then read GraphQL and /v1 at the same block, without reading twice.
+    const settled = await eventually(
+      async () => ({
+        mine: (await rest(`/v1/users/${user}/transactions`)).transactions,
+        theirs: (await rest(`/v1/users/${received.receiver}/positions`)).positions,
+      }),
+      ({ mine, theirs }) => mine.some((tx: Body) => tx.type === 'claim') && theirs.length === 1,
+      10_000,
+    );
+    expect(settled.mine.map((tx: Body) => [tx.type, tx.status])).toEqual([
+      ['claim', 'claimed'],
+      ['deposit_request', 'claimed'],
+      ['deposit', 'fulfilled'],
+    ]);
+    expect(settled.theirs).toHaveLength(1);
   });
 
   it('vaults, with filters and order, and vault', async () => {
@@ -309,6 +401,12 @@ describe('queries answer what /v1 answers for the same state', () => {
     );
     expect(body.errors).toBeUndefined();
     const positions = await rest(`/v1/users/${user}/positions`);
+    // Every position here is deposited (the ERC-7540 request was claimed): each is dated in
+    // /v1, and GraphQL gives the same date.
+    expect(positions.positions.map((p: Body) => p.depositedAt)).toEqual([
+      expect.stringMatching(/^20\d\d-/),
+      expect.stringMatching(/^20\d\d-/),
+    ]);
     expect(body.data.userPositions).toEqual(
       positions.positions.map((p: Body) => ({
         vault: { address: p.vault, name: p.vaultName },
@@ -316,9 +414,22 @@ describe('queries answer what /v1 answers for the same state', () => {
         value: p.value,
         pnl: p.pnl,
         pnlPercent: p.pnlPercent,
-        depositedAt: p.depositedAt ?? expect.any(String),
+        depositedAt: p.depositedAt,
       })),
     );
+    // Shares received by a transfer: dated by the transfer's block, in both.
+    const { receiver, receivedAt } = received;
+    const theirs = await gql(
+      `query ($u: String!) { userPositions(address: $u) { shares depositedAt } }`,
+      { u: receiver },
+    );
+    expect(theirs.body.errors).toBeUndefined();
+    expect(theirs.body.data.userPositions).toEqual([
+      { shares: '4000000', depositedAt: receivedAt },
+    ]);
+    expect((await rest(`/v1/users/${receiver}/positions`)).positions).toEqual([
+      expect.objectContaining({ shares: '4000000', depositedAt: receivedAt }),
+    ]);
     const page = await rest(`/v1/users/${user}/transactions?limit=1&offset=1`);
     expect(body.data.userTransactions).toEqual(
       page.transactions.map((t: Body) => ({
@@ -340,53 +451,78 @@ describe('queries answer what /v1 answers for the same state', () => {
   });
 
   it('protocolStats and nodeStats', async () => {
-    // Read between two reads of /v1 at the same block: a block the fulfiller or the
-    // onboarder makes meanwhile moves the stats.
-    const query = async () => {
-      const before = await rest('/v1/protocol/stats');
-      const { body } = await gql(`{
+    // The state stands still (see beforeAll): one read of each, at the same block.
+    const head = Number(await reader.getBlockNumber({ cacheTime: 0 }));
+    const from = Math.floor(sandbox.clock.nowSeconds());
+    const { body } = await gql(`{
       protocolStats { totalTvl totalTvlUsd vaults strategies liveStrategies agents users transactions volume24h blockNumber updatedAt }
       nodeStats { total online offline latestBlock nodes { id name operator status blockNumber lastSeen version } }
     }`);
-      const after = await rest('/v1/protocol/stats');
-      return { body, before, after };
-    };
-    let read = await query();
-    for (let i = 0; i < 5 && !isDeepStrictEqual(read.before, read.after); i++) read = await query();
-    const { body } = read;
-    expect(body.errors).toBeUndefined();
-    expect(body.data.protocolStats).toEqual(read.after);
     const nodes = (await rest('/v1/nodes')).nodes;
-    expect(body.data.nodeStats).toEqual({
+    const to = Math.floor(sandbox.clock.nowSeconds());
+    expect(body.errors).toBeUndefined();
+    const stats = await rest('/v1/protocol/stats');
+    expect(stats.blockNumber).toBe(head);
+    expect(body.data.protocolStats).toEqual(stats);
+    // The sandbox's own node reports the chain's head, seen now (in sandbox seconds: the
+    // clock may tick between the two reads); the others as /v1 lists them.
+    const seenNow = Array.from({ length: to - from + 1 }, (_, i) => isoTime(from + i));
+    expect(nodes.find((n: Body) => n.id === 'sandbox')).toMatchObject({ blockNumber: head });
+    const { nodes: listed, ...counts } = body.data.nodeStats;
+    expect(counts).toEqual({
       total: nodes.length,
       online: nodes.filter((n: Body) => n.status === 'online').length,
       offline: nodes.filter((n: Body) => n.status === 'offline').length,
-      latestBlock: expect.any(Number),
-      nodes: nodes.map((n: Body) => ({
+      latestBlock: head,
+    });
+    expect(listed).toEqual(
+      nodes.map((n: Body) => ({
         id: n.id,
         name: n.name,
         operator: n.operator,
         status: n.status.toUpperCase(),
-        blockNumber: expect.any(Number),
-        lastSeen: expect.any(String),
+        blockNumber: n.blockNumber,
+        lastSeen: n.id === 'sandbox' ? expect.toBeOneOf(seenNow) : n.lastSeen,
         version: n.version,
       })),
-    });
+    );
+    expect(seenNow).toContain(nodes.find((n: Body) => n.id === 'sandbox').lastSeen);
   });
 });
 
 describe('answers kept between index commits', () => {
   it('a repeated query answers the same until a write moves the index, then the new state', async () => {
-    const query = `query ($a: String!) { vault(address: $a) { tvl totalShares } }`;
-    const variables = { a: vaultOf('conservative') };
-    const first = await gql(query, variables);
-    expect((await gql(query, variables)).body).toEqual(first.body);
     const agent = await chainAgent(sandbox);
+    await deposit(agent.apiKey, 'conservative', 3);
+    const query = `query ($a: String!, $u: String!) {
+      vault(address: $a) { tvl totalShares }
+      userTransactions(address: $u) { hash amount }
+    }`;
+    const variables = { a: vaultOf('conservative'), u: agent.agentAddress };
+    const first = await gql(query, variables);
+    expect(first.body.data.userTransactions).toEqual([
+      { hash: expect.any(String), amount: '3000000' },
+    ]);
+    // A row changed under the index, which no commit reports: an answer built again would
+    // show it, a kept one does not. The row is put back before the next commit.
+    const index = sandbox.chain.index.db;
+    const tamper = index.prepare('UPDATE transactions SET amount = ? WHERE hash = ?');
+    const { hash } = first.body.data.userTransactions[0];
+    tamper.run('1', hash);
+    try {
+      expect((await gql(query, variables)).body).toEqual(first.body);
+    } finally {
+      tamper.run('3000000', hash);
+    }
     await deposit(agent.apiKey, 'conservative', 7);
     const after = await gql(query, variables);
     const detail = await rest(`/v1/vaults/${vaultOf('conservative')}`);
     expect(after.body.data.vault).toEqual({ tvl: detail.tvl, totalShares: detail.totalShares });
     expect(BigInt(after.body.data.vault.tvl) - BigInt(first.body.data.vault.tvl)).toBe(7_000_000n);
+    expect(after.body.data.userTransactions.map((tx: Body) => tx.amount)).toEqual([
+      '7000000',
+      '3000000',
+    ]);
   });
 
   it('never keeps nodeStats, which reports live nodes', async () => {

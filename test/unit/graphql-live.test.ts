@@ -67,7 +67,10 @@ const operation = (topic: string, variables?: Record<string, unknown>) => ({
   operationName: undefined,
 });
 
-const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
+/** Waits until `check` holds: the hub sends on later turns of the event loop. */
+async function until(check: () => boolean) {
+  while (!check()) await new Promise((resolve) => setImmediate(resolve));
+}
 
 describe('the subscription hub', () => {
   it('executes an event once per group of like subscriptions, and sends each member its frame', async () => {
@@ -80,18 +83,30 @@ describe('the subscription hub', () => {
     hub.join(b.state, 'other', operation('vault:2'));
     hub.publish('vault:1', 'first');
     hub.publish('vault:1', 'second');
-    await settle();
+    // A topic's events go out in order: once the last one is out at both sockets, any work
+    // the first two caused (a second execution, a frame too many) has been done.
+    hub.publish('vault:1', 'last');
+    const gotLast = (socket: FakeSocket) =>
+      socket.sent.some((frame) => JSON.parse(frame).payload?.data?.event === 'last');
+    await until(
+      () => gotLast(a.socket) && b.socket.sent.filter((f) => f.includes('"last"')).length === 2,
+    );
     expect(executed).toEqual([
       [undefined, 'first'],
       [{ v: 1 }, 'first'],
       [undefined, 'second'],
       [{ v: 1 }, 'second'],
+      [undefined, 'last'],
+      [{ v: 1 }, 'last'],
     ]);
     expect(a.socket.sent.slice(1).map((frame) => JSON.parse(frame))).toEqual([
       { id: 'one', type: 'next', payload: { data: { event: 'first', variables: null } } },
       { id: 'one', type: 'next', payload: { data: { event: 'second', variables: null } } },
+      { id: 'one', type: 'next', payload: { data: { event: 'last', variables: null } } },
     ]);
     expect(b.socket.sent.slice(1).map((frame) => JSON.parse(frame).id)).toEqual([
+      'two',
+      'three',
       'two',
       'three',
       'two',

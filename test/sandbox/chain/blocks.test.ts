@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { keccak256 } from 'viem';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { AgentOnboarding } from '../../../src/sandbox/chain/contracts/artifacts.ts';
 import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
 import { admin, type TestSandbox } from '../../helpers/sandbox.ts';
@@ -9,10 +9,46 @@ import { admin, type TestSandbox } from '../../helpers/sandbox.ts';
 /** Block production as the sandbox does it: its own blocks, logged with the writes' rows. */
 let sandbox: TestSandbox;
 let reader: ChainReader;
-useChainSandbox((started, chainReader) => {
-  sandbox = started;
-  reader = chainReader;
-});
+/** Called with each warning the chain logs (a recovery says when it starts and ends). */
+let onChainWarning: (message: string) => void = () => {};
+const chainWarnings: string[] = [];
+useChainSandbox(
+  (started, chainReader) => {
+    sandbox = started;
+    reader = chainReader;
+  },
+  {
+    chainLog: {
+      info() {},
+      warn(message) {
+        chainWarnings.push(message);
+        onChainWarning(message);
+      },
+      error() {},
+    },
+  },
+);
+
+/** Waits until the chain answers again (a rebuild has ended). */
+async function chainIsBack() {
+  let connected = await sandbox.chain.isConnected();
+  for (let i = 0; i < 250 && !connected; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    connected = await sandbox.chain.isConnected();
+  }
+  expect(connected).toBe(true);
+}
+
+/** Chain time and the clock agree: an advance's block carries at least the time asked for. */
+async function clockAndChainAgree() {
+  // The clock itself may tick on a second by the time the answer is written.
+  const asked = sandbox.clock.nowSeconds() + 10;
+  const again = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 10 });
+  expect(again.statusCode).toBe(200);
+  const block = await reader.getBlock();
+  expect(Number(block.timestamp)).toBeGreaterThanOrEqual(asked);
+  expect(again.json().offset_seconds).toBe(sandbox.clock.offsetSeconds());
+}
 
 describe('the block producer', () => {
   it("logs each write's block, raw transactions included, before it answers", async () => {
@@ -75,34 +111,57 @@ describe('the block producer', () => {
     expect(agent.agentAddress).toMatch(/^0x/);
   });
 
-  it('advances the clock all or nothing, even when the chain fails under it', async () => {
+  it('holds a clock advance that arrives while anvil is rebuilt, then moves both', async () => {
+    // An advance first: the treasury then knows its nonce, so the one below reaches the chain
+    // only through the block producer, which the rebuild holds. (A wallet that must read its
+    // nonce from the chain meanwhile is answered 503 instead: the chain is shut while rebuilt.)
+    expect(
+      (await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 1 })).statusCode,
+    ).toBe(200);
     const offsetBefore = sandbox.clock.offsetSeconds();
     const [anvilPid] = readFileSync(join(sandbox.dir, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    // The advance is sent the moment the recovery has begun (it holds the chain then).
+    const advance = new Promise<Awaited<ReturnType<typeof admin>>>((resolve) => {
+      onChainWarning = (message) => {
+        if (!message.startsWith('anvil exited')) return;
+        onChainWarning = () => {};
+        resolve(admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 500 }));
+      };
+    });
     process.kill(anvilPid as number, 'SIGKILL');
+    const answered = await advance;
+    expect(answered.statusCode).toBe(200);
+    expect(sandbox.clock.offsetSeconds()).toBe(offsetBefore + 500);
+    expect(answered.json().offset_seconds).toBe(offsetBefore + 500);
+    expect(chainWarnings.some((line) => /^the chain is back at block \d+$/.test(line))).toBe(true);
+    await chainIsBack();
+    await clockAndChainAgree();
+  });
+
+  it('moves neither the clock nor the chain when the advance’s block cannot be logged', async () => {
+    const offsetBefore = sandbox.clock.offsetSeconds();
+    // The fault: sandbox.db refuses the commit of the block that carries the new time. The
+    // block is mined but never logged; the chain is rebuilt from the log, without it.
+    const commitBlocks = sandbox.store.commitBlocks.bind(sandbox.store);
+    let refused = 0;
+    const spy = vi.spyOn(sandbox.store, 'commitBlocks').mockImplementation((blocks, records) => {
+      if (blocks.length > 0 && refused === 0) {
+        refused++;
+        throw new Error('disk I/O error');
+      }
+      return commitBlocks(blocks, records);
+    });
     const advance = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 500 });
-    if (advance.statusCode === 200) {
-      // It waited for the chain to be rebuilt, then moved both.
-      expect(sandbox.clock.offsetSeconds()).toBe(offsetBefore + 500);
-    } else {
-      expect(advance.statusCode).toBe(503);
-      expect(sandbox.clock.offsetSeconds()).toBe(offsetBefore);
-      expect(sandbox.store.meta.get('clock_offset_seconds') ?? '0').toBe(String(offsetBefore));
-    }
-    // Once the chain is back, chain time and the clock agree again.
-    let connected = await sandbox.chain.isConnected();
-    for (let i = 0; i < 250 && !connected; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      connected = await sandbox.chain.isConnected();
-    }
-    expect(connected).toBe(true);
-    // The block carries at least the time asked for (the clock itself may have ticked on a
-    // second by the time the answer is written).
-    const asked = sandbox.clock.nowSeconds() + 10;
-    const again = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 10 });
-    expect(again.statusCode).toBe(200);
-    const block = await reader.getBlock();
-    expect(Number(block.timestamp)).toBeGreaterThanOrEqual(asked);
-    expect(again.json().offset_seconds).toBe(sandbox.clock.offsetSeconds());
+    spy.mockRestore();
+    expect(refused).toBe(1);
+    expect(advance.statusCode).toBe(503);
+    expect(sandbox.clock.offsetSeconds()).toBe(offsetBefore);
+    expect(sandbox.store.meta.get('clock_offset_seconds') ?? '0').toBe(String(offsetBefore));
+    await chainIsBack();
+    // The chain is back at the log's head: the block with the new time is gone.
+    const head = await reader.getBlock({ blockTag: 'latest' });
+    expect(Number(head.timestamp)).toBeLessThanOrEqual(sandbox.clock.nowSeconds() + 1);
+    await clockAndChainAgree();
   });
 
   it('adds up concurrent clock advances', async () => {

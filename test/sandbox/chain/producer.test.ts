@@ -31,7 +31,7 @@ async function producerOnAnvil(rpc: RpcClient = createRpcClient(anvil.rpcUrl)) {
   );
   const events: string[] = [];
   const committed: LoggedBlock[] = [];
-  let releaseSync = () => {};
+  const unreleased: Array<() => void> = [];
   const producer = createBlockProducer({
     rpc,
     head: { number: Number(latest.number), hash: latest.hash, timestamp: Number(latest.timestamp) },
@@ -44,10 +44,10 @@ async function producerOnAnvil(rpc: RpcClient = createRpcClient(anvil.rpcUrl)) {
     sync() {
       events.push('sync started');
       return new Promise((resolve) => {
-        releaseSync = () => {
+        unreleased.push(() => {
           events.push('sync done');
           resolve();
-        };
+        });
       });
     },
     revertReason: async () => 'reverted',
@@ -55,7 +55,11 @@ async function producerOnAnvil(rpc: RpcClient = createRpcClient(anvil.rpcUrl)) {
     baseFee: 1_000_000_000n,
     log: { warn: (message) => events.push(`warn: ${message}`) },
   });
-  return { producer, events, committed, release: () => releaseSync() };
+  /** Lets every fsync begun so far finish. */
+  const release = () => {
+    for (const done of unreleased.splice(0)) done();
+  };
+  return { producer, events, committed, release };
 }
 
 describe('the block producer', () => {
@@ -73,15 +77,24 @@ describe('the block producer', () => {
         events.push('answered');
       });
     while (!events.includes('sync started')) await new Promise((r) => setTimeout(r, 5));
-    await new Promise((r) => setTimeout(r, 50));
+    // The producer makes the next block while this one's fsync runs: once that block is
+    // committed too, a write answered without waiting for its fsync would have been answered.
+    const next = producer.submit({ txs: [], record: () => events.push('next record') });
+    while (events.filter((e) => e === 'sync started').length < 2) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
     expect(answered).toBe(false);
     release();
-    await write;
-    const block = committed.at(-1) as LoggedBlock;
+    await Promise.all([write, next]);
+    const [block, nextBlock] = committed.slice(-2) as [LoggedBlock, LoggedBlock];
     expect(events).toEqual([
       `commit ${block.number}`,
       'record',
       'sync started',
+      `commit ${nextBlock.number}`,
+      'next record',
+      'sync started',
+      'sync done',
       'sync done',
       'answered',
     ]);

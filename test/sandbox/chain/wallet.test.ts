@@ -1,5 +1,5 @@
 import { formatEther } from 'viem';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { AGENT_FUNDING } from '../../../src/sandbox/chain/agent-wallets.ts';
 import { AgentOnboarding, AgentPass } from '../../../src/sandbox/chain/contracts/artifacts.ts';
 import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
@@ -228,36 +228,73 @@ describe('registration and the chain', () => {
     expect(onboarded).toBe(true);
   });
 
-  it('never onboards a wallet for a nonce that expires while its registration runs', async () => {
-    const account = newAccount();
+  /**
+   * Registers `account`, moving the clock 600 s (past the nonce's life) at one point of the
+   * registration: before the commit that consumes the nonce (its first check has passed), or
+   * just after it (the wallet is not funded yet).
+   */
+  async function registerWithClockMoved(
+    account: ReturnType<typeof newAccount>,
+    when: 'before commit' | 'after commit',
+  ) {
     const { nonce, message } = await getNonce(sandbox.app, account.address);
     const body = await signedBody({ wallet: account.address, nonce, message, signer: account });
-    const [registered] = await Promise.all([
-      postRegister(sandbox.app, body),
-      admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 600 }),
-    ]);
-    const passes = async () =>
-      (
-        await sandbox.app.inject({
-          method: 'POST',
-          url: '/api/v1/nfts',
-          payload: { wallet_address: account.address },
-        })
-      ).json().total;
-    // Either the nonce was taken before it expired and the agent exists with one pass,
-    // or it was refused and nothing was minted.
-    if (registered.statusCode === 200) expect(await passes()).toBe(1);
-    else {
-      expect(registered.statusCode).toBe(401);
-      expect(await passes()).toBe(0);
+    const commitSoon = sandbox.store.commitSoon.bind(sandbox.store);
+    const moveClock = async () => {
+      const moved = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 600 });
+      expect(moved.statusCode).toBe(200);
+    };
+    let moved = false;
+    const spy = vi.spyOn(sandbox.store, 'commitSoon').mockImplementation(async (work) => {
+      // Only the registration's commit: its nonce, checked on arrival, is not consumed yet.
+      if (moved || sandbox.store.nonces.find(nonce)?.consumed_at !== null) return commitSoon(work);
+      moved = true;
+      if (when === 'before commit') await moveClock();
+      const result = await commitSoon(work);
+      if (when === 'after commit') await moveClock();
+      return result;
+    });
+    try {
+      const registered = await postRegister(sandbox.app, body);
+      expect(moved).toBe(true);
+      return registered;
+    } finally {
+      spy.mockRestore();
     }
-    // A retry with a fresh nonce never mints a second pass.
+  }
+  const passes = async (wallet: string) =>
+    (
+      await sandbox.app.inject({
+        method: 'POST',
+        url: '/api/v1/nfts',
+        payload: { wallet_address: wallet },
+      })
+    ).json().total;
+  const retry = async (account: ReturnType<typeof newAccount>) => {
     const fresh = await getNonce(sandbox.app, account.address);
-    const retry = await postRegister(
+    return postRegister(
       sandbox.app,
       await signedBody({ wallet: account.address, ...fresh, signer: account }),
     );
-    expect(retry.statusCode).toBe(registered.statusCode === 200 ? 409 : 200);
-    expect(await passes()).toBe(1);
+  };
+
+  it('never onboards a wallet for a nonce that expires while its registration runs', async () => {
+    const account = newAccount();
+    const registered = await registerWithClockMoved(account, 'before commit');
+    expect(registered.statusCode).toBe(401);
+    expect(registered.json().error).toMatch(/nonce has expired/);
+    expect(await passes(account.address)).toBe(0);
+    // A retry with a fresh nonce registers it, with one pass.
+    expect((await retry(account)).statusCode).toBe(200);
+    expect(await passes(account.address)).toBe(1);
+  });
+
+  it('keeps a registration whose nonce was taken before it expired, and never mints a second pass', async () => {
+    const account = newAccount();
+    const registered = await registerWithClockMoved(account, 'after commit');
+    expect(registered.statusCode).toBe(200);
+    expect(await passes(account.address)).toBe(1);
+    expect((await retry(account)).statusCode).toBe(409);
+    expect(await passes(account.address)).toBe(1);
   });
 });
