@@ -21,6 +21,7 @@ export interface KeepAlive {
   pingEveryMs: number;
   pongTimeoutMs: number;
 }
+
 /** The sandbox's close code for a connection_init over the rate tier's limit. */
 const RATE_LIMITED_CLOSE = 4290;
 /** The server's close codes that waiting will not change. */
