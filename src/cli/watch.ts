@@ -15,6 +15,13 @@ const MAX_RETRY_MS = 10_000;
 /** A ping every KEEP_ALIVE_MS; no pong within PONG_TIMEOUT_MS means the connection is dead. */
 const KEEP_ALIVE_MS = 15_000;
 const PONG_TIMEOUT_MS = 10_000;
+
+/** How often follow() pings, and how long it waits for the pong (tests shorten both). */
+export interface KeepAlive {
+  pingEveryMs: number;
+  pongTimeoutMs: number;
+}
+
 /** The sandbox's close code for a connection_init over the rate tier's limit. */
 const RATE_LIMITED_CLOSE = 4290;
 /** The server's close codes that waiting will not change. */
@@ -88,6 +95,7 @@ export async function follow(
     awaiting: string;
   },
   show: (data: Record<string, unknown>) => void,
+  keepAlive: KeepAlive = { pingEveryMs: KEEP_ALIVE_MS, pongTimeoutMs: PONG_TIMEOUT_MS },
 ): Promise<void> {
   const { query, variables, count } = subscription;
   const out = await context.output();
@@ -107,7 +115,7 @@ export async function follow(
     // An API key puts the socket in the key's rate tier; without one it is public.
     connectionParams: apiKey ? { apiKey } : {},
     retryAttempts: Number.POSITIVE_INFINITY,
-    keepAlive: KEEP_ALIVE_MS,
+    keepAlive: keepAlive.pingEveryMs,
     // Never at start (a wrong URL fails at once); after that, unless the server said no.
     shouldRetry: (event) => connectedOnce && !isFatal(event),
     retryWait: async (retries) => {
@@ -135,7 +143,7 @@ export async function follow(
         pongTimer = setTimeout(() => {
           // 1 is OPEN; 4408 is not fatal, so the client reconnects.
           if (socket?.readyState === 1) socket.close(4408, 'no pong from the server');
-        }, PONG_TIMEOUT_MS);
+        }, keepAlive.pongTimeoutMs);
       },
       pong: (received) => {
         if (received) clearTimeout(pongTimer);

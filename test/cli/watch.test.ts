@@ -16,9 +16,9 @@ let sandbox: ServeProcess;
 let dir: string;
 let apiKey: string;
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-watch-'));
-  sandbox = await startServe([
+/** serve on this file's state dir, on `port` if given (a restart keeps the URL). */
+const startSandbox = (port?: string) =>
+  startServe([
     '--admin-token',
     ADMIN,
     '--log-level',
@@ -27,7 +27,12 @@ beforeAll(async () => {
     'off',
     '--state',
     join(dir, 'state'),
+    ...(port ? ['--port', port] : []),
   ]);
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-watch-'));
+  sandbox = await startSandbox();
   ({ apiKey } = await registerOver(sandbox.url, 'Watch Agent'));
 });
 afterAll(async () => {
@@ -130,22 +135,31 @@ describe('agentctl watch against serve', () => {
     sandbox.child.kill('SIGTERM');
     await sandbox.exited;
     await until(() => /lost; reconnecting in/.test(watch.stderr()));
-    sandbox = await startServe([
-      '--admin-token',
-      ADMIN,
-      '--log-level',
-      'warn',
-      '--rate-limit',
-      'off',
-      '--state',
-      join(dir, 'state'),
-      '--port',
-      port,
-    ]);
+    sandbox = await startSandbox(port);
     await until(() => /reconnected/.test(watch.stderr()), 20_000);
+    // Subscribed again on the new serve before the event is made.
+    await until(async () => (await subscriptions()) > 0);
     const tx = await deposit('moderate', 1);
     expect(await watch.exited).toBe(0);
     expect(JSON.parse(watch.stdout().trim()).hash).toBe(tx);
+  });
+
+  it('resumes when serve is killed (kill -9) and a new one starts on its port and state dir', async () => {
+    const port = new URL(sandbox.url).port;
+    const before = await subscriptions();
+    const watch = spawnCli(['--json', 'watch', 'transactions', '--count', '1']);
+    await until(async () => (await subscriptions()) > before);
+    // No close frame: the socket just ends.
+    sandbox.child.kill('SIGKILL');
+    await sandbox.exited;
+    await until(() => /lost; reconnecting in/.test(watch.stderr()));
+    sandbox = await startSandbox(port);
+    await until(() => /reconnected/.test(watch.stderr()), 20_000);
+    await until(async () => (await subscriptions()) > 0);
+    const tx = await deposit('moderate', 1);
+    expect(await watch.exited).toBe(0);
+    expect(JSON.parse(watch.stdout().trim()).hash).toBe(tx);
+    expect(watch.stderr()).toMatch(/events while it was down are not replayed/);
   });
 });
 

@@ -48,6 +48,8 @@ export async function createTestSandbox(
     fulfilment?: ChainOptions['fulfilment'];
     /** Where the chain's and the index's lines go (nowhere by default). */
     chainLog?: ChainOptions['log'];
+    /** How long new blocks wait for an automatic checkpoint, if not the default. */
+    checkpointAfterMs?: number;
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
@@ -61,6 +63,7 @@ export async function createTestSandbox(
     sandboxId: randomUUID(),
     log: options.chainLog ?? SILENT,
     ...(options.fulfilment && { fulfilment: options.fulfilment }),
+    checkpointAfterMs: options.checkpointAfterMs,
   });
   const app = await buildApp({
     store,

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApiClient } from '../../src/api/client.ts';
+import { UnreachableError } from '../../src/api/errors.ts';
 
 const servers: Server[] = [];
 afterEach(() => {
@@ -35,6 +36,31 @@ describe('the HTTP client on node:http', () => {
       const read = clientOf(url, { timeoutMs: 100, writeTimeoutMs: 5_000, retryBudgetMs: 150 });
       await expect(read.raw('GET', '/health')).rejects.toThrow(/timed out waiting for an answer/);
       await read.close();
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('says a write that timed out may still have taken effect, and never sends it again', async () => {
+    // Accepts every request and never answers: a write the service may be carrying out.
+    const received: string[] = [];
+    const url = await listen(
+      createHttpServer((request) => {
+        received.push(`${request.method} ${request.url}`);
+      }),
+    );
+    const client = clientOf(url, { timeoutMs: 100, writeTimeoutMs: 300, retryBudgetMs: 150 });
+    try {
+      const write = client.raw('POST', '/api/v1/agent/vault/deposit', { amount_usdc: 1 });
+      await expect(write).rejects.toThrow(UnreachableError);
+      await expect(write).rejects.toThrow(
+        `cannot reach ${url}: timed out waiting for an answer; the POST may still have taken effect: check before retrying`,
+      );
+      expect(received).toEqual(['POST /api/v1/agent/vault/deposit']);
+      // A read that times out was not a change: it says nothing of the kind.
+      const read = (await client.raw('GET', '/health').catch((error) => error)) as Error;
+      expect(read).toBeInstanceOf(UnreachableError);
+      expect(read.message).toBe(`cannot reach ${url}: timed out waiting for an answer`);
     } finally {
       await client.close();
     }

@@ -64,6 +64,8 @@ export interface ChainOptions {
   deploymentFile?: string;
   /** Bounds of the ERC-7540 fulfiller other than its defaults (tests push past them). */
   fulfilment?: Partial<FulfilmentLimits>;
+  /** How long new blocks wait for an automatic checkpoint, if not the default (tests). */
+  checkpointAfterMs?: number;
 }
 
 /** The running chain as the routes see it. */
@@ -196,6 +198,7 @@ async function startOwnChain(
     },
     // serve refused any value but `manual` at start.
     automaticCheckpoints: automaticCheckpoints() !== false,
+    checkpointAfterMs: options.checkpointAfterMs,
     // The index goes back to the rebuilt chain (blocks it held may be gone or replaced)
     // before the rebuild counts as done.
     afterRebuild: async () => {

@@ -53,7 +53,7 @@ import { createStandby } from './standby.ts';
  */
 export const CHECKPOINT_EVERY_BLOCKS = 100;
 /** …or when blocks have waited this long, so that a rebuild never replays for long… */
-const CHECKPOINT_AFTER_MS = 2_000;
+export const CHECKPOINT_AFTER_MS = 2_000;
 /**
  * …but an automatic checkpoint follows the last one only after this many times the pause it
  * made (writes wait while anvil dumps the chain): a big chain is dumped less often, and writes
@@ -97,6 +97,11 @@ export interface LocalChainOptions<Observed = unknown> {
    * docs/state-directory.md), only on request and at a graceful shutdown.
    */
   automaticCheckpoints?: boolean;
+  /**
+   * How long new blocks wait for an automatic checkpoint; CHECKPOINT_AFTER_MS unless a test
+   * sets it longer, to see the block count's trigger alone.
+   */
+  checkpointAfterMs?: number;
   /**
    * Runs once a rebuilt chain is reachable again, before the rebuild counts as done (the
    * index rolls back to it): until then /health says degraded.
@@ -417,11 +422,12 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       );
   }, POLL_MS);
   poller.unref();
+  const afterMs = options.checkpointAfterMs ?? CHECKPOINT_AFTER_MS;
   const timer = setInterval(() => {
-    if (spaced(CHECKPOINT_AFTER_MS) && producer.head().number > readPointer(store).block) {
+    if (spaced(afterMs) && producer.head().number > readPointer(store).block) {
       checkpointInBackground();
     }
-  }, CHECKPOINT_AFTER_MS / 4);
+  }, afterMs / 4);
   timer.unref();
   /**
    * The chain at the logged head, for a standby to start from: dumped while no block is made,
