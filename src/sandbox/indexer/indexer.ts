@@ -13,6 +13,7 @@ import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
 import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
+import { createLogSource } from './log-source.ts';
 import {
   type BlockChanges,
   createProjection,
@@ -156,7 +157,6 @@ export function createIndexer(options: IndexerOptions) {
   let running: Promise<void> = Promise.resolve();
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
-  let logsPerCall = Number.POSITIVE_INFINITY;
   /** Moves with every commit (a step, a rollback): what /v1's answer cache is keyed on. */
   let version = 0;
   /** Told of every commit, after it (graphql/live.ts publishes subscriptions from it). */
@@ -411,22 +411,18 @@ export function createIndexer(options: IndexerOptions) {
     ],
   });
 
-  /** eth_getLogs over [from, to], split in halves while the provider refuses the range. */
-  async function logsIn(from: number, to: number): Promise<RpcLog[]> {
-    if (to - from + 1 > logsPerCall) {
-      const middle = from + Math.floor((to - from) / 2);
-      return [...(await logsIn(from, middle)), ...(await logsIn(middle + 1, to))];
-    }
-    try {
+  /**
+   * eth_getLogs in ranges the provider takes: a refused range shrinks, a node that is down or
+   * busy is tried again at the same size, and the size grows back (see log-source.ts).
+   */
+  const logSource = createLogSource<RpcLog>({
+    fetch: (from, to) => {
       const call = logsCall(from, to);
-      return await rpc.call<RpcLog[]>(call.method, call.params);
-    } catch (error) {
-      if (from === to) throw error;
-      // "query returned more than N results", "block range too large": ask for less.
-      logsPerCall = Math.max(1, Math.floor((to - from + 1) / 2));
-      return logsIn(from, to);
-    }
-  }
+      return rpc.call<RpcLog[]>(call.method, call.params);
+    },
+    maxBlocks: MAX_BLOCKS_PER_STEP,
+    stopped: () => closed,
+  });
 
   /** The highest indexed block that is still on the chain (the common ancestor). */
   async function commonAncestor(below: number): Promise<number> {
@@ -568,7 +564,14 @@ export function createIndexer(options: IndexerOptions) {
     // finality depth. No state is read: the chain keeps none for old blocks (anvil prunes it,
     // a restored chain starts at its checkpoint), so everything is derived from events.
     const headerCount = to - from + 1;
-    const eventCalls = fromReceipts ? receiptCalls(from, to) : [logsCall(from, to)];
+    // The logs ride along with the headers when the provider takes the whole range at once;
+    // otherwise they are read after, in as many calls as it needs.
+    const logsAlong = !fromReceipts && headerCount <= logSource.blocksPerCall();
+    const eventCalls = fromReceipts
+      ? receiptCalls(from, to)
+      : logsAlong
+        ? [logsCall(from, to)]
+        : [];
     const results = await rpc.batch([...headerCalls(from, to, fromReceipts), ...eventCalls]);
     const blocks = headersFrom(from, results.slice(0, headerCount));
     if (at && blocks[0]?.parentHash !== at.hash) {
@@ -592,8 +595,15 @@ export function createIndexer(options: IndexerOptions) {
       failed = events.failed;
     } else {
       const logsResult = eventResults[0];
-      // A provider that refuses the range is asked again in smaller ranges.
-      const all = logsResult?.ok ? (logsResult.value as RpcLog[]) : await logsIn(from, to);
+      let all: RpcLog[];
+      if (logsResult?.ok) {
+        logSource.succeeded();
+        all = logsResult.value as RpcLog[];
+      } else {
+        // A refused range shrinks before the range is read again in smaller calls.
+        if (logsResult) logSource.failed(logsResult.error, headerCount);
+        all = await logSource.read(from, to);
+      }
       found = all.filter(isWatched);
     }
     const logs = found.filter((log) => !log.removed);
