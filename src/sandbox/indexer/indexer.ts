@@ -32,7 +32,10 @@ export interface IndexerOptions {
   rpc: RpcClient;
   chainId: number;
   deployment: Deployment;
-  /** Blocks this deep are final (0 on the sandbox's own chain). */
+  /**
+   * Blocks this deep are final (0 on the sandbox's own chain): the poll indexes the head less
+   * this many blocks, and a reorganisation is looked for no deeper (see commonAncestor).
+   */
   finalityDepth?: number;
   /**
    * The first block worth reading: the deployment's, on a chain with history before it.
@@ -212,8 +215,7 @@ export function createIndexer(options: IndexerOptions) {
    */
   let failure: { reason: string; reopened: boolean } | undefined;
 
-  function fail(error: unknown): string {
-    const reason = `index.db failed (${(error as Error).message})`;
+  function fail(error: unknown, reason = `index.db failed (${(error as Error).message})`): string {
     if (!failure) {
       options.log.error(
         `${reason}: the data API answers 503 (INDEX_UNAVAILABLE) while it is rebuilt from the chain`,
@@ -424,17 +426,27 @@ export function createIndexer(options: IndexerOptions) {
     stopped: () => closed,
   });
 
-  /** The highest indexed block that is still on the chain (the common ancestor). */
-  async function commonAncestor(below: number): Promise<number> {
-    for (let top = below; top >= 0; top -= 32) {
-      const bottom = Math.max(0, top - 31);
-      const chain = await headers(bottom, top);
-      for (let n = top; n >= bottom; n--) {
+  /**
+   * The highest indexed block at or below `top` that is still on the chain (the common
+   * ancestor). With a finality depth, only the blocks above it are looked at: a chain that no
+   * longer holds the indexed block that deep (at.number − finality) reorganised deeper than
+   * the depth allows, which is reported (DeepReorgError), not walked back to wherever it
+   * meets the index. On a dev chain (finality 0) any block may be replaced (evm_revert), and the
+   * walk is bounded by the blocks the index holds.
+   */
+  async function commonAncestor(top: number): Promise<number> {
+    const at = checkpoint();
+    const floor = finality > 0 && at ? Math.max(0, at.number - finality) : 0;
+    for (let upper = top; upper >= floor; upper -= 32) {
+      const bottom = Math.max(floor, upper - 31);
+      const chain = await headers(bottom, upper);
+      for (let n = upper; n >= bottom; n--) {
         const ours = statements.hashAt.get(n) as { hash: Hash } | undefined;
         if (!ours) return n;
         if (ours.hash === chain[n - bottom]?.hash) return n;
       }
     }
+    if (finality > 0 && at) throw new DeepReorgError(at.number, floor, finality);
     return -1;
   }
 
@@ -747,6 +759,9 @@ export function createIndexer(options: IndexerOptions) {
       } catch (error) {
         // A damaged file, found by a step or by a rollback after a reorg: rebuilt.
         if (isIndexFileFailure(error)) fail(error);
+        // Blocks the index took as final are gone: nothing it holds can be trusted, and the
+        // chain is indexed again from the start.
+        if (error instanceof DeepReorgError) fail(error, error.message);
         throw error;
       }
     });
@@ -1024,6 +1039,20 @@ export function createIndexer(options: IndexerOptions) {
   };
 }
 export type Indexer = ReturnType<typeof createIndexer>;
+
+/**
+ * The chain no longer holds a block the index took as final: it reorganised deeper than the
+ * finality depth (a node resynced on another fork, a testnet reset, another chain behind the
+ * same URL). index.db is rebuilt from the chain rather than walked back block by block.
+ */
+export class DeepReorgError extends Error {
+  constructor(indexed: number, floor: number, depth: number) {
+    super(
+      `the chain reorganised deeper than the finality depth (${depth} blocks): it no longer holds indexed block ${floor}, ${indexed - floor} below the index's block ${indexed}`,
+    );
+    this.name = 'DeepReorgError';
+  }
+}
 
 /** An eth_call's transaction object for a view of the sandbox's contracts, without arguments or with addresses. */
 function readCall(to: string, functionName: string, args: string[] = []) {
