@@ -81,10 +81,14 @@ describe('--rpc-url on a chain that is not a dev chain', () => {
       const served = provider.logsCalls.filter((call) => call.served);
       expect(served.every((call) => call.to - call.from + 1 <= MAX_LOG_BLOCKS)).toBe(true);
 
-      // An outage (503s and closed connections) that begins as the index reads logs.
-      const outageOver = provider.outage(5);
+      // An outage (503s and closed connections) that begins as the index reads logs. The
+      // blocks are mined while the proxy holds the head, so that the index sees them at once
+      // and reads them in one step, wider than the provider takes.
       const before = await head();
+      const release = provider.holdHead(before);
+      const outageOver = provider.outage(5);
       await mine(4 * MAX_LOG_BLOCKS + FINALITY_DEPTH);
+      release();
       await outageOver;
       const afterOutage = provider.logsCalls.length;
       const caughtUpTo = before + 4 * MAX_LOG_BLOCKS;

@@ -39,6 +39,11 @@ export interface RpcProxy {
    * reader that split a refused range is most exposed. Resolves once the outage is over.
    */
   outage(requests: number): Promise<void>;
+  /**
+   * Answers `block` as the chain's head (eth_blockNumber, eth_getBlockByNumber("latest")) until
+   * released, so that blocks mined meanwhile appear to the sandbox all at once.
+   */
+  holdHead(block: number): () => void;
   close(): Promise<void>;
 }
 
@@ -58,6 +63,20 @@ export async function startRpcProxy(
 ): Promise<RpcProxy> {
   const logsCalls: LogsCall[] = [];
   let outage: { armed: boolean; remaining: number; failed: number; over: () => void } | undefined;
+  let heldHead: number | undefined;
+
+  /** The call as the node gets it: the head asked for is the held one, while one is held. */
+  function rewritten(call: JsonRpcCall): JsonRpcCall {
+    if (heldHead === undefined) return call;
+    const held = `0x${heldHead.toString(16)}`;
+    if (call.method === 'eth_blockNumber') {
+      return { ...call, method: 'eth_getBlockByNumber', params: [held, false] };
+    }
+    if (call.method === 'eth_getBlockByNumber' && call.params?.[0] === 'latest') {
+      return { ...call, params: [held, ...call.params.slice(1)] };
+    }
+    return call;
+  }
 
   /** The answer to one call the proxy answers itself, or undefined to pass it on. */
   function refusal(call: JsonRpcCall): JsonRpcAnswer | undefined {
@@ -142,7 +161,15 @@ export async function startRpcProxy(
       if (answer) own.set(call, answer);
     }
     const passed = calls.filter((call) => !own.has(call));
-    const answers = await forward(passed, Array.isArray(body));
+    const numberAsked = new Set(
+      passed.filter((call) => call.method === 'eth_blockNumber').map((call) => call.id),
+    );
+    const answers = (await forward(passed.map(rewritten), Array.isArray(body))).map((answer) =>
+      // eth_blockNumber went as the held block: its number is the answer.
+      numberAsked.has(answer.id) && answer.result
+        ? { ...answer, result: (answer.result as { number: string }).number }
+        : answer,
+    );
     const ordered = calls.map(
       (call) =>
         own.get(call) ??
@@ -169,6 +196,12 @@ export async function startRpcProxy(
   return {
     url: `http://127.0.0.1:${port}`,
     logsCalls,
+    holdHead(block) {
+      heldHead = block;
+      return () => {
+        heldHead = undefined;
+      };
+    },
     outage(requests) {
       return new Promise((over) => {
         outage = { armed: true, remaining: requests, failed: 0, over };
