@@ -103,31 +103,43 @@ describe('--rpc-url on a chain that is not a dev chain', () => {
       made.push(await deposit('hedged', 1));
       expect((await getJson(history)).total).toBe(4);
 
-      // A reorganisation deeper than the finality depth: the deposit's block and the blocks
-      // the index took as final after it are replaced by others.
-      const snapshot = await rpcCall(node.rpcUrl, 'evm_snapshot');
-      const lost = await deposit('conservative', 1);
-      const { blockNumber } = (await rpcCall(node.rpcUrl, 'eth_getTransactionReceipt', [lost])) as {
-        blockNumber: string;
+      // Reorganisations: the blocks after the head are replaced by others once the index holds
+      // `depth` of them. The common ancestor is looked for no deeper than the finality depth:
+      // at exactly that depth it is found and the index goes back to it; one block deeper is
+      // reported, and index.db is rebuilt from the chain.
+      const indexedBlock = async () =>
+        (await request(sandbox.url, 'GET', '/sandbox/info')).body.index.block_number as number;
+      const reorganise = async (depth: number, before?: () => Promise<unknown>) => {
+        const snapshot = await rpcCall(node.rpcUrl, 'evm_snapshot');
+        const ancestor = await head();
+        await before?.();
+        await mine(ancestor + depth + FINALITY_DEPTH - (await head()));
+        await until(async () => (await indexedBlock()) === ancestor + depth);
+        expect(await rpcCall(node.rpcUrl, 'evm_revert', [snapshot])).toBe(true);
+        // Blocks at the same heights that differ (an hour later), and more.
+        const tip = (await rpcCall(node.rpcUrl, 'eth_getBlockByNumber', ['latest', false])) as {
+          timestamp: string;
+        };
+        await rpcCall(node.rpcUrl, 'evm_mine', [{ timestamp: Number(tip.timestamp) + 3600 }]);
+        await mine(3 * FINALITY_DEPTH);
+        return ancestor;
       };
-      const depositBlock = Number(blockNumber);
-      expect((await getJson(history)).total).toBe(5);
-      await mine(2 * FINALITY_DEPTH + 4);
-      const final = depositBlock + FINALITY_DEPTH + 4;
-      await until(
-        async () =>
-          (await request(sandbox.url, 'GET', '/sandbox/info')).body.index.block_number >= final,
-      );
-      expect(await rpcCall(node.rpcUrl, 'evm_revert', [snapshot])).toBe(true);
-      await mine(3 * FINALITY_DEPTH);
-      await until(async () => {
-        const answer = await fetch(history);
-        return answer.status === 200 && ((await answer.json()) as { total: number }).total === 4;
+
+      const ancestor = await reorganise(FINALITY_DEPTH, async () => {
+        // A deposit the reorganisation takes away. (Its agent's wallet keeps the nonce after
+        // it, so the agent writes no more.)
+        await deposit('conservative', 1);
+        expect((await getJson(history)).total).toBe(5);
       });
+      await until(async () => (await getJson(history)).total === 4);
+      expect(sandbox.stderr()).toContain(`the index goes back to block ${ancestor} `);
+      expect(sandbox.stderr()).not.toContain('deeper than the finality depth');
+
+      const deepAncestor = await reorganise(FINALITY_DEPTH + 1);
+      await until(() => sandbox.stderr().includes('index.db was rebuilt from the chain'));
       expect(sandbox.stderr()).toContain(
-        `the chain reorganised deeper than the finality depth (${FINALITY_DEPTH} blocks)`,
+        `the chain reorganised deeper than the finality depth (${FINALITY_DEPTH} blocks): it no longer holds indexed block ${deepAncestor + 1}`,
       );
-      expect(sandbox.stderr()).toContain('index.db was rebuilt from the chain');
       const kept = (await getJson(history)).transactions.map((tx: { hash: string }) => tx.hash);
       expect(kept.sort()).toEqual([...made].sort());
       await stop(sandbox);

@@ -1006,6 +1006,8 @@ export function createIndexer(options: IndexerOptions) {
             tick();
             return;
           }
+          // Named before the work: a sync that fails the index was indexing, not rebuilding.
+          const work = failure ? 'rebuilding index.db' : 'indexing';
           (failure ? rebuild() : syncTo()).then(
             () => {
               failures = 0;
@@ -1015,7 +1017,7 @@ export function createIndexer(options: IndexerOptions) {
               failures = Math.min(failures + 1, 16);
               const next = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
               options.log.warn(
-                `${failure ? 'rebuilding index.db' : 'indexing'} failed: ${(error as Error).message}; trying again in ${next / 1000} s`,
+                `${work} failed: ${(error as Error).message}; trying again in ${next / 1000} s`,
               );
               tick();
             },
