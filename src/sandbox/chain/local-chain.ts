@@ -5,6 +5,7 @@ import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
 import type { Store } from '../store/index.ts';
+import type { LoggedBlock } from '../store/types.ts';
 import {
   type AnvilProcess,
   adoptAnvil,
@@ -28,7 +29,6 @@ import {
   type BlockProducer,
   ChainDivergedError,
   createBlockProducer,
-  type LoggedBlock,
 } from './producer.ts';
 import {
   type ChainCopy,

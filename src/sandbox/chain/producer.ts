@@ -6,6 +6,7 @@ import {
   type TransactionReceipt,
 } from 'viem';
 import { createKeyedLock } from '../keyed-lock.ts';
+import type { LoggedBlock, RecordOutcome } from '../store/types.ts';
 import { ChainUnavailableError, TransactionFailedError } from './errors.ts';
 import {
   type RpcBlock,
@@ -21,18 +22,6 @@ export interface SignedTx {
   hash: Hash;
   /** Says what the transaction does, in error messages. */
   label: string;
-}
-
-/** One block as the chain log keeps it: enough to mine it again, identically. */
-export interface LoggedBlock {
-  number: number;
-  hash: Hash;
-  parentHash: Hash;
-  timestamp: number;
-  /** Raw signed transactions, in block order. */
-  txs: Hex[];
-  /** Their hashes (keccak256 of each raw transaction). */
-  txHashes: Hash[];
 }
 
 export interface BlockHead {
@@ -88,8 +77,6 @@ export interface BlockProducerOptions {
   /** What others did to the chain that the producer undid (a base fee raised, automine on). */
   log: { warn(message: string): void };
 }
-
-export type RecordOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 interface Pending {
   submission: Submission<unknown>;

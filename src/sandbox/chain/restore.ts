@@ -5,6 +5,7 @@ import { gunzip } from 'node:zlib';
 import type { Hash, Hex } from 'viem';
 import { StartupError } from '../errors.ts';
 import type { Store } from '../store/index.ts';
+import type { LoggedBlock } from '../store/types.ts';
 import { AnvilMissingError } from './anvil.ts';
 import {
   type Checkpoint,
@@ -16,7 +17,7 @@ import {
 } from './checkpoint.ts';
 import { type Deployment, describeMisplaced, findMisplacedContracts } from './deployment.ts';
 import { GENESIS } from './genesis.ts';
-import type { BlockHead, LoggedBlock } from './producer.ts';
+import type { BlockHead } from './producer.ts';
 import { type RpcBlock, type RpcClient, toQuantity } from './rpc.ts';
 
 /**

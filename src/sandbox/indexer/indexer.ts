@@ -13,6 +13,7 @@ import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
 import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
+import { createLogSource } from './log-source.ts';
 import {
   type BlockChanges,
   createProjection,
@@ -31,7 +32,10 @@ export interface IndexerOptions {
   rpc: RpcClient;
   chainId: number;
   deployment: Deployment;
-  /** Blocks this deep are final (0 on the sandbox's own chain). */
+  /**
+   * Blocks this deep are final (0 on the sandbox's own chain): the poll indexes the head less
+   * this many blocks, and a reorganisation is looked for no deeper (see commonAncestor).
+   */
   finalityDepth?: number;
   /**
    * The first block worth reading: the deployment's, on a chain with history before it.
@@ -156,7 +160,6 @@ export function createIndexer(options: IndexerOptions) {
   let running: Promise<void> = Promise.resolve();
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
-  let logsPerCall = Number.POSITIVE_INFINITY;
   /** Moves with every commit (a step, a rollback): what /v1's answer cache is keyed on. */
   let version = 0;
   /** Told of every commit, after it (graphql/live.ts publishes subscriptions from it). */
@@ -212,8 +215,7 @@ export function createIndexer(options: IndexerOptions) {
    */
   let failure: { reason: string; reopened: boolean } | undefined;
 
-  function fail(error: unknown): string {
-    const reason = `index.db failed (${(error as Error).message})`;
+  function fail(error: unknown, reason = `index.db failed (${(error as Error).message})`): string {
     if (!failure) {
       options.log.error(
         `${reason}: the data API answers 503 (INDEX_UNAVAILABLE) while it is rebuilt from the chain`,
@@ -411,34 +413,40 @@ export function createIndexer(options: IndexerOptions) {
     ],
   });
 
-  /** eth_getLogs over [from, to], split in halves while the provider refuses the range. */
-  async function logsIn(from: number, to: number): Promise<RpcLog[]> {
-    if (to - from + 1 > logsPerCall) {
-      const middle = from + Math.floor((to - from) / 2);
-      return [...(await logsIn(from, middle)), ...(await logsIn(middle + 1, to))];
-    }
-    try {
+  /**
+   * eth_getLogs in ranges the provider takes: a refused range shrinks, a node that is down or
+   * busy is tried again at the same size, and the size grows back (see log-source.ts).
+   */
+  const logSource = createLogSource<RpcLog>({
+    fetch: (from, to) => {
       const call = logsCall(from, to);
-      return await rpc.call<RpcLog[]>(call.method, call.params);
-    } catch (error) {
-      if (from === to) throw error;
-      // "query returned more than N results", "block range too large": ask for less.
-      logsPerCall = Math.max(1, Math.floor((to - from + 1) / 2));
-      return logsIn(from, to);
-    }
-  }
+      return rpc.call<RpcLog[]>(call.method, call.params);
+    },
+    maxBlocks: MAX_BLOCKS_PER_STEP,
+    stopped: () => closed,
+  });
 
-  /** The highest indexed block that is still on the chain (the common ancestor). */
-  async function commonAncestor(below: number): Promise<number> {
-    for (let top = below; top >= 0; top -= 32) {
-      const bottom = Math.max(0, top - 31);
-      const chain = await headers(bottom, top);
-      for (let n = top; n >= bottom; n--) {
+  /**
+   * The highest indexed block at or below `top` that is still on the chain (the common
+   * ancestor). With a finality depth, only the blocks above it are looked at: a chain that no
+   * longer holds the indexed block that deep (at.number − finality) reorganised deeper than
+   * the depth allows, which is reported (DeepReorgError), not walked back to wherever it
+   * meets the index. On a dev chain (finality 0) any block may be replaced (evm_revert), and the
+   * walk is bounded by the blocks the index holds.
+   */
+  async function commonAncestor(top: number): Promise<number> {
+    const at = checkpoint();
+    const floor = finality > 0 && at ? Math.max(0, at.number - finality) : 0;
+    for (let upper = top; upper >= floor; upper -= 32) {
+      const bottom = Math.max(floor, upper - 31);
+      const chain = await headers(bottom, upper);
+      for (let n = upper; n >= bottom; n--) {
         const ours = statements.hashAt.get(n) as { hash: Hash } | undefined;
         if (!ours) return n;
         if (ours.hash === chain[n - bottom]?.hash) return n;
       }
     }
+    if (finality > 0 && at) throw new DeepReorgError(at.number, floor, finality);
     return -1;
   }
 
@@ -568,7 +576,14 @@ export function createIndexer(options: IndexerOptions) {
     // finality depth. No state is read: the chain keeps none for old blocks (anvil prunes it,
     // a restored chain starts at its checkpoint), so everything is derived from events.
     const headerCount = to - from + 1;
-    const eventCalls = fromReceipts ? receiptCalls(from, to) : [logsCall(from, to)];
+    // The logs ride along with the headers when the provider takes the whole range at once;
+    // otherwise they are read after, in as many calls as it needs.
+    const logsAlong = !fromReceipts && headerCount <= logSource.blocksPerCall();
+    const eventCalls = fromReceipts
+      ? receiptCalls(from, to)
+      : logsAlong
+        ? [logsCall(from, to)]
+        : [];
     const results = await rpc.batch([...headerCalls(from, to, fromReceipts), ...eventCalls]);
     const blocks = headersFrom(from, results.slice(0, headerCount));
     if (at && blocks[0]?.parentHash !== at.hash) {
@@ -592,8 +607,15 @@ export function createIndexer(options: IndexerOptions) {
       failed = events.failed;
     } else {
       const logsResult = eventResults[0];
-      // A provider that refuses the range is asked again in smaller ranges.
-      const all = logsResult?.ok ? (logsResult.value as RpcLog[]) : await logsIn(from, to);
+      let all: RpcLog[];
+      if (logsResult?.ok) {
+        logSource.succeeded();
+        all = logsResult.value as RpcLog[];
+      } else {
+        // A refused range shrinks before the range is read again in smaller calls.
+        if (logsResult) logSource.failed(logsResult.error, headerCount);
+        all = await logSource.read(from, to);
+      }
       found = all.filter(isWatched);
     }
     const logs = found.filter((log) => !log.removed);
@@ -737,6 +759,9 @@ export function createIndexer(options: IndexerOptions) {
       } catch (error) {
         // A damaged file, found by a step or by a rollback after a reorg: rebuilt.
         if (isIndexFileFailure(error)) fail(error);
+        // Blocks the index took as final are gone: nothing it holds can be trusted, and the
+        // chain is indexed again from the start.
+        if (error instanceof DeepReorgError) fail(error, error.message);
         throw error;
       }
     });
@@ -981,6 +1006,8 @@ export function createIndexer(options: IndexerOptions) {
             tick();
             return;
           }
+          // Named before the work: a sync that fails the index was indexing, not rebuilding.
+          const work = failure ? 'rebuilding index.db' : 'indexing';
           (failure ? rebuild() : syncTo()).then(
             () => {
               failures = 0;
@@ -990,7 +1017,7 @@ export function createIndexer(options: IndexerOptions) {
               failures = Math.min(failures + 1, 16);
               const next = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
               options.log.warn(
-                `${failure ? 'rebuilding index.db' : 'indexing'} failed: ${(error as Error).message}; trying again in ${next / 1000} s`,
+                `${work} failed: ${(error as Error).message}; trying again in ${next / 1000} s`,
               );
               tick();
             },
@@ -1014,6 +1041,20 @@ export function createIndexer(options: IndexerOptions) {
   };
 }
 export type Indexer = ReturnType<typeof createIndexer>;
+
+/**
+ * The chain no longer holds a block the index took as final: it reorganised deeper than the
+ * finality depth (a node resynced on another fork, a testnet reset, another chain behind the
+ * same URL). index.db is rebuilt from the chain rather than walked back block by block.
+ */
+export class DeepReorgError extends Error {
+  constructor(indexed: number, floor: number, depth: number) {
+    super(
+      `the chain reorganised deeper than the finality depth (${depth} blocks): it no longer holds indexed block ${floor}, ${indexed - floor} below the index's block ${indexed}`,
+    );
+    this.name = 'DeepReorgError';
+  }
+}
 
 /** An eth_call's transaction object for a view of the sandbox's contracts, without arguments or with addresses. */
 function readCall(to: string, functionName: string, args: string[] = []) {

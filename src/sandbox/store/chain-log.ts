@@ -1,6 +1,6 @@
 import type { Hash, Hex } from 'viem';
-import type { LoggedBlock } from '../chain/producer.ts';
 import type { Database } from './db.ts';
+import type { LoggedBlock } from './types.ts';
 
 interface BlockRow {
   number: number;

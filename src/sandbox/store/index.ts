@@ -1,4 +1,3 @@
-import type { LoggedBlock, RecordOutcome } from '../chain/producer.ts';
 import { createAgentStore } from './agents.ts';
 import { createChainLogStore } from './chain-log.ts';
 import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
@@ -7,6 +6,7 @@ import { createMetaStore } from './meta.ts';
 import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
 import { createOnboardingStore } from './onboarding.ts';
+import type { LoggedBlock, RecordOutcome } from './types.ts';
 
 /** HD index of the first agent wallet (m/44'/60'/0'/0/1000); lower ones are the sandbox's own. */
 export const FIRST_AGENT_WALLET_INDEX = 1000;

@@ -5,8 +5,9 @@ import { type Hash, type Hex, keccak256 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AnvilProcess, startAnvil } from '../../../src/sandbox/chain/anvil.ts';
-import { createBlockProducer, type LoggedBlock } from '../../../src/sandbox/chain/producer.ts';
+import { createBlockProducer } from '../../../src/sandbox/chain/producer.ts';
 import { createRpcClient, type RpcClient } from '../../../src/sandbox/chain/rpc.ts';
+import type { LoggedBlock } from '../../../src/sandbox/store/types.ts';
 
 /**
  * The producer's ordering, against a real anvil: what it commits, and that nothing is
