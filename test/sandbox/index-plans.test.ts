@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DUE_REQUESTS_SQL, INDEXED_AFTER_SQL } from '../../src/sandbox/chain/fulfilment.ts';
+import { DUE_REQUESTS_SQL, INDEXED_AFTER_SQL } from '../../src/sandbox/indexer/operator-reads.ts';
 import { VAULT_STATE_AT_SQL, vaultStateAt } from '../../src/sandbox/indexer/reads.ts';
 import { INDEX_FORMAT, openIndexDatabase } from '../../src/sandbox/indexer/schema.ts';
 

@@ -1,7 +1,7 @@
 import { type Address, getAddress, parseEventLogs } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import type { Indexer } from '../indexer/indexer.ts';
-import { statement } from '../indexer/statements.ts';
+import { operatorReads } from '../indexer/operator-reads.ts';
 import type { Store } from '../store/index.ts';
 import { ConfigurableVault } from './contracts/artifacts.ts';
 import type { ChainLogger } from './local-chain.ts';
@@ -32,20 +32,6 @@ export interface FulfilmentLimits {
 }
 
 export const FULFILMENT_LIMITS: FulfilmentLimits = { maxFollowed: 10_000, scanPerLook: 2000 };
-
-/** Transactions indexed after a key, in index order, to find the agents' new requests. */
-export const INDEXED_AFTER_SQL = `SELECT block_number, log_index, vault, request_id, user_address, status, timestamp
-  FROM transactions WHERE (block_number, log_index) > (?, ?)
-  ORDER BY block_number, log_index LIMIT ?`;
-
-/**
- * A vault's pending requests that are due (requested at or before the given time), oldest
- * first, `LIMIT` at a time. The partial index holds pending requests only, so the look costs
- * the same however many requests were fulfilled or claimed before.
- */
-export const DUE_REQUESTS_SQL = `SELECT request_id FROM transactions
-  WHERE vault = ? AND status = 'pending' AND timestamp <= ?
-  ORDER BY timestamp, block_number, log_index LIMIT ?`;
 
 export interface FulfillerOptions {
   index: Indexer;
@@ -93,31 +79,8 @@ export function createFulfiller(options: FulfillerOptions) {
   let working: Promise<void> = Promise.resolve();
   let pausedUntil = 0;
 
-  // Compiled per database by statement() and run through index.read(): a failed index.db is
-  // replaced by a rebuilt one, whose statements are its own.
-  const query =
-    (sql: string) =>
-    (method: 'all' | 'get', ...params: Array<string | number>) =>
-      index.read(() => statement(index.db, sql)[method](...params));
-  const vaultDelays = query(
-    'SELECT address, fulfillment_delay FROM vaults WHERE fulfillment_delay IS NOT NULL',
-  );
-  const dueRequests = query(DUE_REQUESTS_SQL);
-  const request = query(
-    `SELECT status, timestamp, user_address FROM transactions
-     WHERE vault = ? AND request_id = ? AND type IN ('deposit_request', 'redeem_request')`,
-  );
-  const indexedAfter = query(INDEXED_AFTER_SQL);
-  const position = query(
-    'SELECT claimable_deposit, claimable_redeem FROM positions WHERE user_address = ? AND vault = ?',
-  );
-  const pendingRequests = query(
-    "SELECT vault, request_id, user_address, timestamp FROM transactions WHERE status = 'pending'",
-  );
-  const claimablePositions = query(
-    `SELECT user_address, vault FROM positions
-     WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'`,
-  );
+  // The index is read through its named queries: no SQL against its tables here.
+  const reads = operatorReads(index);
 
   /** The agents' requests not yet seen fulfilled, by `vault:id`. */
   const followed = new Map<string, Followed>();
@@ -151,15 +114,8 @@ export function createFulfiller(options: FulfillerOptions) {
    */
   function seed(): void {
     seen = { block: index.checkpoint()?.number ?? 0, logIndex: Number.MAX_SAFE_INTEGER };
-    const pending = pendingRequests('all') as Array<{
-      vault: string;
-      request_id: string;
-      user_address: string;
-      timestamp: number;
-    }>;
-    for (const row of pending) if (agentOf(row.user_address)) follow(row);
-    const claimable = claimablePositions('all') as Array<{ user_address: string; vault: string }>;
-    for (const row of claimable) claimFor(row.user_address, row.vault);
+    for (const row of reads.pendingRequests()) if (agentOf(row.user_address)) follow(row);
+    for (const row of reads.claimablePositions()) claimFor(row.user_address, row.vault);
   }
 
   /**
@@ -167,15 +123,7 @@ export function createFulfiller(options: FulfillerOptions) {
    * scanPerLook of them (the rest at the next look).
    */
   function takeNew(): void {
-    const rows = indexedAfter('all', seen.block, seen.logIndex, limits.scanPerLook) as Array<{
-      block_number: number;
-      log_index: number;
-      vault: string;
-      request_id: string | null;
-      user_address: string;
-      status: string;
-      timestamp: number;
-    }>;
+    const rows = reads.indexedAfter(seen.block, seen.logIndex, limits.scanPerLook);
     for (const row of rows) {
       const { request_id: requestId } = row;
       if (requestId && row.status === 'pending' && agentOf(row.user_address)) {
@@ -191,9 +139,7 @@ export function createFulfiller(options: FulfillerOptions) {
     const ids: bigint[] = [];
     for (const [key, entry] of followed) {
       if (entry.vault !== vault || entry.requestedAt > dueBy) continue;
-      const row = request('get', vault, entry.requestId) as
-        | { status: string; timestamp: number; user_address: string }
-        | undefined;
+      const row = reads.request(vault, entry.requestId);
       if (row?.status === 'pending') {
         if (Number(row.timestamp) <= dueBy) ids.push(BigInt(entry.requestId));
         continue;
@@ -207,7 +153,7 @@ export function createFulfiller(options: FulfillerOptions) {
 
   async function fulfilDue(): Promise<void> {
     const now = clock.nowSeconds();
-    const vaults = vaultDelays('all') as Array<{ address: string; fulfillment_delay: number }>;
+    const vaults = reads.vaultDelays();
     for (const { address: vault, fulfillment_delay: delay } of vaults) {
       const dueBy = now - Number(delay);
       const limit = FULFIL_BATCH * FULFIL_TXS_PER_LOOK;
@@ -251,9 +197,7 @@ export function createFulfiller(options: FulfillerOptions) {
   }
 
   function dueIds(vault: string, dueBy: number, limit: number): bigint[] {
-    return (dueRequests('all', vault, dueBy, limit) as Array<{ request_id: string }>).map((row) =>
-      BigInt(row.request_id),
-    );
+    return reads.dueRequestIds(vault, dueBy, limit).map((id) => BigInt(id));
   }
 
   /**
@@ -273,9 +217,7 @@ export function createFulfiller(options: FulfillerOptions) {
   }
 
   async function claimOne(claim: Claim): Promise<void> {
-    const row = position('get', claim.controller.toLowerCase(), claim.vault) as
-      | { claimable_deposit: string; claimable_redeem: string }
-      | undefined;
+    const row = reads.claimable(claim.controller.toLowerCase(), claim.vault);
     const vault = getAddress(claim.vault);
     const { controller } = claim;
     const requests: TxRequest[] = [];
