@@ -4,6 +4,15 @@
  */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+/** Pino's numeric levels by name, as the JSON log writes them (serve's log and `serve logs`). */
+export const LOG_LEVEL_NAMES: Readonly<Record<number, string>> = {
+  10: 'trace',
+  20: 'debug',
+  30: 'info',
+  40: 'warn',
+  50: 'error',
+  60: 'fatal',
+};
 export const LOG_FORMATS = ['human', 'json'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 export const DEFAULT_MAX_CONNECTIONS = 1024;

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { LogFormat, LogLevel } from '../options.ts';
+import { LOG_LEVEL_NAMES, type LogFormat, type LogLevel } from '../options.ts';
 import { hashAdminToken } from './auth.ts';
 
 /**
@@ -118,15 +118,6 @@ export function rpcUrlSecrets(rpcUrl: string | undefined): string[] {
   }
 }
 
-const LEVEL_NAMES: Record<number, string> = {
-  10: 'trace',
-  20: 'debug',
-  30: 'info',
-  40: 'warn',
-  50: 'error',
-  60: 'fatal',
-};
-
 /**
  * The log for a person at a terminal: a request is one line (`GET /health 200 1 ms`), anything
  * else `level: message`. It reads pino's (already scrubbed) JSON lines.
@@ -147,7 +138,7 @@ export function humanStream(out: NodeJS.WritableStream): { write(line: string): 
       }
       // Fastify's own two lines per request give way to the summary above.
       if (entry.msg === 'incoming request' || entry.msg === 'request completed') return;
-      const level = LEVEL_NAMES[entry.level ?? 30] ?? 'info';
+      const level = LOG_LEVEL_NAMES[entry.level ?? 30] ?? 'info';
       const detail = entry.err?.message ? `: ${entry.err.message}` : '';
       out.write(`${level === 'info' ? '' : `${level}: `}${entry.msg ?? ''}${detail}\n`);
     },

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, Option } from 'commander';
-import { SERVE_LOG_FILE as LOG_FILE } from '../../../sandbox/options.ts';
+import { SERVE_LOG_FILE as LOG_FILE, LOG_LEVEL_NAMES } from '../../../sandbox/options.ts';
 import { action } from '../../action.ts';
 import { wholeNumber } from '../../args.ts';
 import type { Context } from '../../context.ts';
@@ -126,15 +126,6 @@ export function asJsonLine(line: string): string {
   return JSON.stringify({ msg: line });
 }
 
-const LEVEL_NAMES: Record<number, string> = {
-  10: 'trace',
-  20: 'debug',
-  30: 'info',
-  40: 'warn',
-  50: 'error',
-  60: 'fatal',
-};
-
 /** Fields every pino line has, or that the readable line already shows. */
 const SHOWN_FIELDS = new Set([
   'level',
@@ -203,7 +194,7 @@ export function readableLines() {
       }
       if (typeof entry !== 'object' || entry === null) return [...arrivals(), text];
       const time = typeof entry.time === 'number' ? new Date(entry.time).toISOString() : '-';
-      const prefix = `${time} ${(LEVEL_NAMES[entry.level ?? 30] ?? 'info').padEnd(5)}`;
+      const prefix = `${time} ${(LOG_LEVEL_NAMES[entry.level ?? 30] ?? 'info').padEnd(5)}`;
       if (entry.msg === 'incoming request' && entry.reqId !== undefined) {
         const before = arrivals();
         if (pending.size >= MAX_PENDING_REQUESTS) {
