@@ -171,3 +171,54 @@ export const NodeRequest = z.object({
 });
 /** The node key is shown once; only its hash is stored. */
 export const NodeResult = z.object({ node_id: z.string(), node_key: z.string() });
+
+/** A snapshot's name: what `POST /sandbox/snapshots` takes and every path under it names. */
+export const SNAPSHOT_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+export const SnapshotName = z
+  .string()
+  .regex(SNAPSHOT_NAME_PATTERN, { error: 'must be 1 to 64 of A-Z a-z 0-9 . _ -' });
+/** The snapshot that always exists: restoring it resets the sandbox to a new, empty one. */
+export const GENESIS_SNAPSHOT = 'genesis';
+/** Most snapshots one sandbox keeps (genesis not counted); one more is refused with 409. */
+export const MAX_SNAPSHOTS = 100;
+
+/** POST /sandbox/snapshots: `replace` lets an existing snapshot of that name be taken again. */
+export const SnapshotRequest = z.object({
+  name: SnapshotName,
+  replace: z.boolean().optional(),
+});
+export type SnapshotRequest = z.infer<typeof SnapshotRequest>;
+
+/** One snapshot: the block it holds the chain at, when it was taken, and its size on disk. */
+export const SnapshotInfo = z.object({
+  name: z.string(),
+  block_number: z.number().int(),
+  /** ISO 8601, sandbox time. */
+  created_at: z.string(),
+  size_bytes: z.number().int(),
+});
+export type SnapshotInfo = z.infer<typeof SnapshotInfo>;
+
+export const SnapshotList = z.object({ snapshots: z.array(SnapshotInfo) });
+export type SnapshotList = z.infer<typeof SnapshotList>;
+
+/** POST /sandbox/snapshots/NAME/restore. */
+export const RestoreResult = z.object({
+  name: z.string(),
+  block_number: z.number().int(),
+  restored_in_ms: z.number(),
+});
+export type RestoreResult = z.infer<typeof RestoreResult>;
+
+/** DELETE /sandbox/snapshots/NAME. */
+export const SnapshotDeleted = z.object({ name: z.string(), deleted: z.literal(true) });
+export type SnapshotDeleted = z.infer<typeof SnapshotDeleted>;
+
+/**
+ * The GraphQL WebSocket close code sent to every subscriber when the sandbox is restored to a
+ * snapshot: what they were told no longer holds; subscribe again.
+ */
+export const CLOSE_SANDBOX_RESTORED = 4205;
+
+/** The exported file's format: `agentctl serve --from FILE` refuses any other. */
+export const SANDBOX_EXPORT_FORMAT = 1;
