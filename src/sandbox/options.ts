@@ -52,4 +52,6 @@ export interface SandboxOptions {
   requestTimeoutMs: number;
   /** When GraphiQL is served (default: when listening on a loopback address). */
   graphiql?: GraphiqlMode;
+  /** An exported snapshot (agentctl sandbox export) the new sandbox starts as. */
+  fromFile?: string;
 }
