@@ -1,7 +1,9 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { erc20Abi } from 'viem';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { CLOSE_SANDBOX_RESTORED } from '../../src/api/schemas/index.ts';
 import { call, chainAgent, chainReader, useChainSandbox } from '../helpers/chain.ts';
 import { ADMIN_TOKEN, admin, type TestSandbox } from '../helpers/sandbox.ts';
 
@@ -10,9 +12,47 @@ import { ADMIN_TOKEN, admin, type TestSandbox } from '../helpers/sandbox.ts';
  * go back together, and the sandbox goes on from there.
  */
 let sandbox: TestSandbox;
+let wsUrl = '';
 useChainSandbox((started) => {
   sandbox = started;
 });
+beforeAll(async () => {
+  const address = await sandbox.app.listen({ host: '127.0.0.1', port: 0 });
+  wsUrl = `${address.replace(/^http/, 'ws')}/graphql`;
+});
+
+const GRAPHQL_READ = '{ vaults { address tvl totalShares pricePerShare } }';
+const graphql = async () =>
+  (
+    await sandbox.app.inject({ method: 'POST', url: '/graphql', payload: { query: GRAPHQL_READ } })
+  ).json();
+
+/** A subscriber on a real WebSocket: resolves with how its socket was closed. */
+async function subscriber(): Promise<{ closed: Promise<{ code: number; reason: string }> }> {
+  const socket = new WebSocket(wsUrl, 'graphql-transport-ws');
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })),
+  );
+  await new Promise((resolve, reject) => {
+    socket.once('open', resolve);
+    socket.once('error', reject);
+  });
+  const acked = new Promise((resolve) =>
+    socket.on('message', (data) => {
+      if (JSON.parse(String(data)).type === 'connection_ack') resolve(undefined);
+    }),
+  );
+  socket.send(JSON.stringify({ type: 'connection_init' }));
+  await acked;
+  socket.send(
+    JSON.stringify({
+      id: '1',
+      type: 'subscribe',
+      payload: { query: 'subscription { transactionCreated { hash } }' },
+    }),
+  );
+  return { closed };
+}
 
 const snapshotAs = (name: string, replace?: boolean) =>
   admin(sandbox.app, 'POST', '/sandbox/snapshots', {
@@ -73,8 +113,10 @@ describe('snapshots', () => {
     const before = {
       position: await position(alice.apiKey),
       vaults: (await sandbox.app.inject({ url: '/v1/vaults' })).json(),
+      graphql: await graphql(),
       clock: (await admin(sandbox.app, 'GET', '/sandbox/info')).json().clock,
     };
+    expect(before.graphql.data.vaults.length).toBeGreaterThan(0);
 
     // Afterwards: another agent, another deposit, 30 days on.
     const bob = await chainAgent(sandbox);
@@ -85,6 +127,8 @@ describe('snapshots', () => {
     });
     expect(advanced.statusCode).toBe(200);
     expect(await blockNumber()).toBeGreaterThan(at);
+    expect(await graphql()).not.toEqual(before.graphql);
+    const { closed } = await subscriber();
 
     const restored = await restore('with-alice');
     expect(restored.statusCode, restored.body).toBe(200);
@@ -97,6 +141,9 @@ describe('snapshots', () => {
     expect((await call(sandbox, alice.apiKey, 'GET', '/api/v1/agent/wallet')).statusCode).toBe(200);
     expect(await position(alice.apiKey)).toEqual(before.position);
     expect((await sandbox.app.inject({ url: '/v1/vaults' })).json()).toEqual(before.vaults);
+    expect(await graphql()).toEqual(before.graphql);
+    // What subscribers were told no longer holds: their sockets are closed, saying why.
+    expect(await closed).toEqual({ code: CLOSE_SANDBOX_RESTORED, reason: 'Sandbox restored' });
     const clock = (await admin(sandbox.app, 'GET', '/sandbox/info')).json().clock;
     expect(clock.offset_seconds).toBe(before.clock.offset_seconds);
     // Bob's server-side wallet holds nothing on the restored chain.
@@ -133,6 +180,50 @@ describe('snapshots', () => {
     expect((await deposit(dave.apiKey, 2)).statusCode).toBe(200);
     expect((await restore('with-alice')).statusCode).toBe(200);
     expect((await call(sandbox, dave.apiKey, 'GET', '/api/v1/agent/wallet')).statusCode).toBe(401);
+  });
+
+  it('refuses writes with 503 while it restores, and a write answered before belongs to the state before', async () => {
+    const erin = await chainAgent(sandbox);
+    expect((await snapshotAs('before-burst')).statusCode).toBe(200);
+    const deposits = async () =>
+      (
+        await sandbox.app.inject({
+          method: 'POST',
+          url: '/graphql',
+          payload: {
+            query: `{ userTransactions(address: "${erin.agentAddress}", type: DEPOSIT) { hash } }`,
+          },
+        })
+      ).json().data.userTransactions.length;
+    expect(await deposits()).toBe(0);
+    // The order in which answers arrive: the restore's among the deposits'.
+    let arrived = 0;
+    const burst = Array.from({ length: 12 }, (_, i) =>
+      new Promise((resolve) => setTimeout(resolve, i * 15))
+        .then(() => deposit(erin.apiKey, 1))
+        .then((answer) => ({ answer, order: arrived++ })),
+    );
+    const restored = restore('before-burst').then((answer) => ({ answer, order: arrived++ }));
+    const answers = (await Promise.all(burst)).map(({ answer }) => answer);
+    const restoreAnswer = await restored;
+    expect(restoreAnswer.answer.statusCode).toBe(200);
+    const statuses = answers.map((answer) => answer.statusCode);
+    expect(
+      statuses.every((status) => status === 200 || status === 503),
+      String(statuses),
+    ).toBe(true);
+    expect(statuses).toContain(503);
+    for (const refused of answers.filter((answer) => answer.statusCode === 503)) {
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.json().error).toMatch(/restored/);
+    }
+    // A deposit answered 200 before the restore answered belongs to the state before it, and
+    // is gone; one answered after it is in the restored state.
+    const ordered = await Promise.all(burst);
+    const after = ordered.filter(
+      ({ answer, order }) => answer.statusCode === 200 && order > restoreAnswer.order,
+    ).length;
+    expect(await deposits()).toBe(after);
   });
 
   it('deletes a snapshot', async () => {

@@ -169,6 +169,7 @@ export function createSnapshots(deps: SnapshotDeps) {
         let head: BlockHead;
         try {
           head = await deps.chain.replace(async () => {
+            crashAt('crash-before-restore');
             markRestoring(stateDir, name);
             crashAt('crash-in-restore');
             try {

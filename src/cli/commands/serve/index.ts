@@ -30,6 +30,7 @@ interface ServeFlags {
   requestTimeout: number;
   graphiql: GraphiqlMode;
   detach?: boolean;
+  from?: string;
 }
 
 /** `agentctl serve` (its start lives in start.ts) and its subcommands stop, status and logs. */
@@ -68,6 +69,10 @@ export function serveCommand(): Command {
       )
         .env('AGENTCTL_RPC_URL')
         .argParser(httpUrl('http://127.0.0.1:8545')),
+    )
+    .option(
+      '--from <file>',
+      'start as an exported snapshot (agentctl sandbox export): a new temporary sandbox, or a new --state dir',
     )
     .option(
       '--deployment <file>',
@@ -127,6 +132,7 @@ export function serveCommand(): Command {
           logFormat: flags.logFormat ?? (process.stderr.isTTY ? 'human' : 'json'),
           rpcUrl: flags.rpcUrl,
           deploymentFile: flags.deployment,
+          fromFile: flags.from,
           maxConnections: flags.maxConnections,
           requestTimeoutMs: flags.requestTimeout * 1000,
           graphiql: flags.graphiql,
