@@ -59,7 +59,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     error: (message) => (logger ? logger.error(message) : process.stderr.write(`${message}\n`)),
   };
   try {
-    if (exported) importExport(exported, stateDir.path);
+    if (exported) await importExport(exported, stateDir.path);
     store = openStore(stateDir.databasePath, { durable: stateDir.persistent });
     // A restore a crash cut short is finished first (serve --from's is one).
     await resumeRestore(stateDir.path, store, join(stateDir.path, 'index.db'));

@@ -445,15 +445,17 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     alongside: (at: BlockHead) => Promise<T>,
   ): Promise<{ copy: ChainCopy; value: T }> {
     return producer.exclusive(async () => {
-      if (recovering) throw new ChainUnavailableError();
       await producer.logOthersBlocks();
       const at = producer.head();
-      const state = await chainRpc.call<Hex>('anvil_dumpState');
+      // anvil dumps in its own process while `alongside` works in this one.
+      const [state, value] = await Promise.all([
+        chainRpc.call<Hex>('anvil_dumpState'),
+        alongside(at),
+      ]);
       const after = await latestHead(chainRpc);
       if (after.number !== at.number || after.hash !== at.hash) {
         throw new Error('the chain moved while it was copied (blocks mined over the RPC URL)');
       }
-      const value = await alongside(at);
       const copy = {
         block_number: at.number,
         block_hash: at.hash,

@@ -158,7 +158,7 @@ export function readExport(file: string): SandboxExport {
  * written under its name, with wallet.mnemonic, and marked as a restore to finish, which the
  * start then does (snapshots/index.ts resumeRestore).
  */
-export function importExport(exported: SandboxExport, stateDir: string): void {
+export async function importExport(exported: SandboxExport, stateDir: string): Promise<void> {
   const fd = openSync(mnemonicPath(stateDir), 'wx', 0o600);
   try {
     writeFileSync(fd, `${exported.mnemonic}\n`);
@@ -170,7 +170,7 @@ export function importExport(exported: SandboxExport, stateDir: string): void {
   for (const [name, entry] of Object.entries(exported.files)) {
     if (entry) writeFileSync(join(dir, name), Buffer.from(entry.base64, 'base64'), { mode: 0o600 });
   }
-  commitSnapshot(stateDir, dir, {
+  await commitSnapshot(stateDir, dir, {
     format: 1,
     name: exported.name,
     sandbox_id: exported.sandbox_id,

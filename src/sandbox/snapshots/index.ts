@@ -148,7 +148,7 @@ export function createSnapshots(deps: SnapshotDeps) {
           block_hash: copy.block_hash,
           created_at: deps.clock.nowSeconds(),
         };
-        commitSnapshot(stateDir, dir, meta);
+        await commitSnapshot(stateDir, dir, meta);
         const listed = listSnapshots(stateDir).find((entry) => entry.name === name);
         return info(meta, listed?.size_bytes ?? 0);
       } finally {
