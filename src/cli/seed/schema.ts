@@ -162,15 +162,18 @@ function checkBody(
   const shape = STEP_KINDS[kind].shape as Record<string, z.ZodType>;
   const fields = Object.keys(shape);
   const values = body as Record<string, unknown>;
-  for (const key of Object.keys(values)) {
-    if (Object.hasOwn(shape, key)) continue;
-    const near = closest(key, fields);
-    add(
-      [key],
-      `unknown field${near ? ` (did you mean ${near}?)` : ''}; fields: ${fields.join(', ')}`,
-    );
-  }
-  for (const [field, schema] of Object.entries(shape)) {
+  // In the file's order, then the fields it leaves out (a required one is reported missing).
+  const keys = [...Object.keys(values), ...fields.filter((field) => !Object.hasOwn(values, field))];
+  for (const field of keys) {
+    const schema = shape[field];
+    if (schema === undefined) {
+      const near = closest(field, fields);
+      add(
+        [field],
+        `unknown field${near ? ` (did you mean ${near}?)` : ''}; fields: ${fields.join(', ')}`,
+      );
+      continue;
+    }
     const value = values[field];
     if (hasReference(value)) {
       for (const reference of referencesIn(value)) {
