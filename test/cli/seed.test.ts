@@ -47,7 +47,7 @@ beforeAll(async () => {
   serve = await startServe(['--admin-token', ADMIN_TOKEN, '--log-level', 'warn']);
   const out = join(dir, 'seeded.json');
   const run = await seed(serve.url, [EXAMPLE, '--out', out]);
-  expect(run.stderr).toContain('a_day_later: advance done');
+  expect(run.stderr).toContain('a_day_later: the clock is 86400 s ahead');
   expect(run.code).toBe(0);
   seeded = JSON.parse(readFileSync(out, 'utf8')) as Results;
 });
@@ -65,6 +65,7 @@ describe('sandbox seed runs the example', () => {
     expect(Object.keys(seeded)).toEqual([
       'alice',
       'bob',
+      'bob_funds',
       'alice_moderate',
       'alice_request',
       's1',
@@ -110,6 +111,17 @@ describe('sandbox seed runs the example', () => {
     );
     expect(bob.body).toMatchObject({ registered: true, agent_name: 'Bob Governance' });
     expect(bob.body.tier).not.toBe('established');
+  });
+
+  it("funded bob's agent wallet on top of what it got at registration", async () => {
+    const wallet = await asAgent(seeded.bob?.api_key as string, 'GET', '/api/v1/agent/wallet');
+    // 10,000 USDC and 1 ETH at registration, 50,000.5 USDC and 2 ETH from the fund step.
+    expect(wallet.body).toMatchObject({
+      agent_address: seeded.bob?.agent_address,
+      usdc_balance_raw: '60000500000',
+    });
+    expect(BigInt(wallet.body.eth_balance_wei)).toBeGreaterThan(2n * 10n ** 18n);
+    expect(seeded.bob_funds).toMatchObject({ usdc_balance_raw: '60000500000' });
   });
 
   it('deposited, into an ERC-4626 vault and as an ERC-7540 request', async () => {

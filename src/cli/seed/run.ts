@@ -5,6 +5,7 @@ import { UnexpectedResponseError } from '../../api/errors.ts';
 import { describeZodError } from '../../api/schemas/index.ts';
 import { VOTE_SUPPORT } from '../../api/schemas/values.ts';
 import { adminPost } from '../admin.ts';
+import { exactJsonNumber } from '../args.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { apiKeyOf, signAndRegister } from '../registration.ts';
 import {
@@ -170,7 +171,13 @@ async function runStep(
       };
     }
     case 'fund': {
-      const body = checked('fund', raw);
+      const { address, usdc, eth } = checked('fund', raw);
+      // The API takes JSON numbers, digit for digit (the schema's exact decimal text).
+      const body = {
+        address,
+        ...(usdc !== undefined && { usdc: exactJsonNumber('usdc', usdc) }),
+        ...(eth !== undefined && { eth: exactJsonNumber('eth', eth) }),
+      };
       const funded = await admin('/sandbox/fund', body, (s) => s.FundResult);
       return {
         address: funded.address,

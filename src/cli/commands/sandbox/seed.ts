@@ -87,6 +87,30 @@ function writeSecretFile(file: string, text: string): void {
   renameSync(temp, file);
 }
 
+/** One line of progress on stderr, without secrets: what the step did. */
+function progressOf(kind: string, result: Record<string, string | number>): string {
+  switch (kind) {
+    case 'agent':
+      return `registered ${result.address} (tier ${result.tier})`;
+    case 'deposit':
+      return `${result.status === 'pending' ? 'requested a deposit into' : 'deposited into'} ${result.vault_id}`;
+    case 'strategy':
+      return `submitted ${result.strategy_id}, now ${result.status}`;
+    case 'strategy_status':
+      return `moved ${result.strategy_id} from ${result.previous_status} to ${result.status}`;
+    case 'proposal':
+      return `opened proposal ${result.proposal_id}`;
+    case 'vote':
+      return `voted ${result.support} on proposal ${result.proposal_id}`;
+    case 'node':
+      return `registered node ${result.node_id}`;
+    case 'advance':
+      return `the clock is ${result.offset_seconds} s ahead`;
+    default:
+      return `${kind} done`;
+  }
+}
+
 export async function run(options: SeedOptions, context: Context): Promise<void> {
   const input = readSeedFile(options.file);
   const { SeedFileSchema, describeSeedProblems, needsAdminToken } = await import(
@@ -121,6 +145,7 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
   const hand = (results: Record<string, unknown>, complete: boolean) => {
     if (out === undefined) {
       output.print(output.json ? JSON.stringify(results) : JSON.stringify(results, null, 2));
+      output.info('the map holds API keys: --out FILE keeps them out of logs');
       return;
     }
     writeSecretFile(out, `${JSON.stringify(results, null, 2)}\n`);
@@ -135,7 +160,7 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
       client: await context.client(),
       clientWithKey: (apiKey) => context.clientWithKey(apiKey),
       adminToken,
-      done: (step) => output.info(`${step.name}: ${step.kind} done`),
+      done: (step, result) => output.info(`${step.name}: ${progressOf(step.kind, result)}`),
     });
   } catch (error) {
     // What ran before the failure is real, and its API keys are shown only once.
