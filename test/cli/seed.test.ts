@@ -17,6 +17,9 @@ const ADMIN_TOKEN = 'seed-test-admin-token';
 const EXAMPLE = fileURLToPath(new URL('../../examples/seed.json', import.meta.url));
 const example = JSON.parse(readFileSync(EXAMPLE, 'utf8')) as { seed_phrase: string };
 
+/** `${step.field}`, as a seed file writes a reference. */
+const ref = (name: string) => `\${${name}}`;
+
 type Results = Record<string, Record<string, string | number>>;
 
 let serve: ServeProcess;
@@ -217,8 +220,11 @@ describe('sandbox seed refuses', () => {
       seed_phrase: example.seed_phrase,
       steps: [
         valid,
-        { name: 'd', deposit: { api_key: '${carol.apikey}', vault_id: 'moderat', amount_usdc: 5 } },
-        { name: 'v', vote: { api_key: '${dave.api_key}', proposal_id: 1, support: 'yes' } },
+        {
+          name: 'd',
+          deposit: { api_key: ref('carol.apikey'), vault_id: 'moderat', amount_usdc: 5 },
+        },
+        { name: 'v', vote: { api_key: ref('dave.api_key'), proposal_id: 1, support: 'yes' } },
         { name: 'd', depost: {} },
       ],
     });
@@ -229,9 +235,9 @@ describe('sandbox seed refuses', () => {
     expect(lines[0]).toBe(`agentctl: ${file}: 6 problems; nothing was sent`);
     // In the file's order: by step, then by field as the step gives them.
     expect(lines.slice(1)).toEqual([
-      '  step d (steps[1]) deposit.api_key: ${carol.apikey}: step carol (agent) gives address, agent_address, agent_id, agent_name, api_key, tier (did you mean api_key?)',
+      `  step d (steps[1]) deposit.api_key: ${ref('carol.apikey')}: step carol (agent) gives address, agent_address, agent_id, agent_name, api_key, tier (did you mean api_key?)`,
       '  step d (steps[1]) deposit.vault_id: must be one of conservative, moderate, aggressive, inverse, hedged, configurable',
-      '  step v (steps[2]) vote.api_key: ${dave.api_key}: no earlier step is named dave',
+      `  step v (steps[2]) vote.api_key: ${ref('dave.api_key')}: no earlier step is named dave`,
       '  step v (steps[2]) vote.support: must be for, against or abstain',
       '  step d (steps[3]) name: d is the name of an earlier step; names must be unique',
       '  step d (steps[3]) depost: unknown step kind (did you mean deposit?); kinds: agent, fund, deposit, strategy, strategy_status, proposal, vote, node, advance',
@@ -267,7 +273,11 @@ describe('sandbox seed refuses', () => {
         // Frank is not established: the service answers 403.
         {
           name: 'frank_votes',
-          vote: { api_key: '${frank.api_key}', proposal_id: '${p.proposal_id}', support: 'for' },
+          vote: {
+            api_key: ref('frank.api_key'),
+            proposal_id: ref('p.proposal_id'),
+            support: 'for',
+          },
         },
         { name: 'later', advance: { seconds: 3600 } },
       ],

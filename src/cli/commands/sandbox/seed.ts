@@ -1,14 +1,7 @@
-import {
-  closeSync,
-  fsyncSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  statSync,
-  writeSync,
-} from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { Command } from 'commander';
+import { writeFileAtomically } from '../../../files/atomic.ts';
 import { action } from '../../action.ts';
 import { adminTokenOf, requireAdminToken } from '../../admin.ts';
 import type { Context } from '../../context.ts';
@@ -74,19 +67,6 @@ function readSeedFile(file: string): unknown {
   }
 }
 
-/** Writes `text` to `file` with mode 0600, whole or not at all (a temporary file, renamed). */
-function writeSecretFile(file: string, text: string): void {
-  const temp = join(dirname(file), `.${basename(file)}.${process.pid}.tmp`);
-  const fd = openSync(temp, 'w', 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(temp, file);
-}
-
 /** One line of progress on stderr, without secrets: what the step did. */
 function progressOf(kind: string, result: Record<string, string | number>): string {
   switch (kind) {
@@ -148,7 +128,7 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
       output.info('the map holds API keys: --out FILE keeps them out of logs');
       return;
     }
-    writeSecretFile(out, `${JSON.stringify(results, null, 2)}\n`);
+    writeFileAtomically(out, `${JSON.stringify(results, null, 2)}\n`);
     const steps = Object.keys(results).length;
     if (output.json) output.jsonValue({ out, steps: Object.keys(results), complete });
     else output.print(`wrote the results of ${steps} step${steps === 1 ? '' : 's'} to ${out}`);
