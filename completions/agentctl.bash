@@ -137,7 +137,7 @@ _agentctl_option_values() {
     "sandbox fund:--usdc") echo "@none" ;;
     "sandbox fund:--eth") echo "@none" ;;
     "sandbox proposal:--description") echo "@none" ;;
-    "sandbox seed:--out") echo "@none" ;;
+    "sandbox seed:--out") echo "@files" ;;
     "serve:--host") echo "@none" ;;
     "serve:--port") echo "@none" ;;
     "serve:--state") echo "@files" ;;

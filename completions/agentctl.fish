@@ -156,7 +156,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from fund' -l usdc -r -d 'USDC t
 complete -c agentctl -n '__fish_seen_subcommand_from fund' -l eth -r -d 'ETH to send'
 complete -c agentctl -n '__fish_seen_subcommand_from proposal' -l description -r -d 'the description'
 complete -c agentctl -n '__fish_seen_subcommand_from strategy-status' -a 'shadow guardian_review paper_trading pending_oracle_approval live paused deprecated'
-complete -c agentctl -n '__fish_seen_subcommand_from seed' -l out -r -d 'write the map to FILE (mode 0600) instead of stdout'
+complete -c agentctl -n '__fish_seen_subcommand_from seed' -l out -r -F -d 'write the map to FILE (mode 0600) instead of stdout'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -a stop -d 'Stop the sandbox running on a state directory (SIGTERM, as Ctrl-C would) and wait until it has exited. Not running is not an error.'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -a status -d 'Say whether a sandbox is running on a state directory, where it listens, and whether it is healthy. Exits 1 when none is running, or when it is not healthy.'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -a logs -d 'Print the log of a sandbox started with --detach: its ready lines and its request log, as readable lines on a terminal and as JSON lines otherwise.'

@@ -218,100 +218,121 @@ const Steps = z.array(z.unknown(), { error: 'must be a list of steps' }).min(1, 
   error: 'must hold at least one step',
 });
 
-/** The whole file: the envelope, then every step (kind, name, fields, references, keys). */
-export const SeedFileSchema = z
-  .strictObject(
-    {
-      version: z.literal(SEED_FORMAT_VERSION, {
-        error: `must be ${SEED_FORMAT_VERSION} (the seed file format this agentctl reads)`,
-      }),
-      seed_phrase: z
-        .string({ error: 'must be a BIP-39 mnemonic' })
-        .trim()
-        .refine((phrase) => validateMnemonic(phrase.replace(/\s+/g, ' '), english), {
-          error: 'must be a BIP-39 mnemonic (12 to 24 English words with a valid checksum)',
-        })
-        .optional(),
-      steps: Steps,
-    },
-    { error: 'must be a JSON object: {"version": 1, "steps": [...]}' },
-  )
-  .transform((file, ctx): SeedFile => {
-    const issues: Issue[] = [];
-    const add = (path: PropertyKey[], message: string) => issues.push({ path, message });
-    const earlier = new Map<string, StepKind>();
-    const steps: SeedStep[] = [];
-    const keyIndices = new Map<number, string>();
-    const privateKeys = new Map<string, string>();
-    let derivedAgents = 0;
-    file.steps.forEach((raw, index) => {
-      const at = (path: PropertyKey[], message: string) => add(['steps', index, ...path], message);
-      if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-        at([], `must be an object: {"name": ..., "<kind>": {...}}`);
-        return;
-      }
-      const step = raw as Record<string, unknown>;
-      const name = step.name;
-      if (typeof name !== 'string' || !STEP_NAME.test(name)) {
-        at(
-          ['name'],
-          name === undefined
-            ? 'missing: every step has a name, which later steps refer to'
-            : 'must be 1 to 64 of A-Z a-z 0-9 _ -, starting with a letter or _',
-        );
-      } else if (earlier.has(name)) {
-        at(['name'], `${name} is the name of an earlier step; names must be unique`);
-      }
-      const kinds = Object.keys(step).filter((key) => key !== 'name');
-      const known = kinds.filter((key): key is StepKind => Object.hasOwn(STEP_KINDS, key));
-      for (const key of kinds.filter((key) => !Object.hasOwn(STEP_KINDS, key))) {
-        const near = closest(key, KIND_NAMES);
-        at(
-          [key],
-          `unknown step kind${near ? ` (did you mean ${near}?)` : ''}; kinds: ${KIND_NAMES.join(', ')}`,
-        );
-      }
-      if (known.length !== 1) {
-        if (known.length > 1) at([], `has ${known.join(' and ')}; a step does one thing`);
-        else if (kinds.length === 0) at([], `names no step kind; kinds: ${KIND_NAMES.join(', ')}`);
-        return;
-      }
-      const kind = known[0] as StepKind;
-      checkBody(kind, step[kind], earlier, (path, message) => at([kind, ...path], message));
-      const body = (step[kind] ?? {}) as Record<string, unknown>;
-      if (kind === 'agent') {
-        if (typeof body.private_key === 'string') {
-          const key = body.private_key.toLowerCase();
-          const other = privateKeys.get(key);
-          if (other) at([kind, 'private_key'], `is the key of step ${other} too`);
-          privateKeys.set(key, String(name));
-        } else {
-          const keyIndex = typeof body.key_index === 'number' ? body.key_index : derivedAgents;
-          derivedAgents++;
-          if (file.seed_phrase === undefined) {
-            at([kind], 'needs a private_key, or a seed_phrase in the file to derive its key from');
-          }
-          const other = keyIndices.get(keyIndex);
-          if (other) at([kind, 'key_index'], `${keyIndex} is the key index of step ${other} too`);
-          keyIndices.set(keyIndex, String(name));
-          body.key_index = keyIndex;
-        }
-      }
-      if (typeof name === 'string' && STEP_NAME.test(name)) {
-        if (!earlier.has(name)) earlier.set(name, kind);
-        steps.push({ name, kind, body });
-      }
-    });
+/** The envelope's fields: the format version, the seed phrase, the steps. */
+const ENVELOPE = {
+  version: z.literal(SEED_FORMAT_VERSION, {
+    error: `must be ${SEED_FORMAT_VERSION} (the seed file format this agentctl reads)`,
+  }),
+  seed_phrase: z
+    .string({ error: 'must be a BIP-39 mnemonic' })
+    .transform((phrase) => phrase.trim().replace(/\s+/g, ' '))
+    .refine((phrase) => validateMnemonic(phrase, english), {
+      error: 'must be a BIP-39 mnemonic (12 to 24 English words with a valid checksum)',
+    })
+    .optional(),
+  steps: Steps,
+};
+
+/**
+ * The whole file: the envelope, then every step (kind, name, fields, references, keys). Each
+ * part is checked whatever the others hold, so that one run reports every problem.
+ */
+export const SeedFileSchema = z.unknown().transform((input, ctx): SeedFile => {
+  const issues: Issue[] = [];
+  const add = (path: PropertyKey[], message: string) => issues.push({ path, message });
+  const report = () => {
     for (const issue of issues) {
       ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message, input: undefined });
     }
-    if (issues.length > 0) return z.NEVER;
-    return {
-      version: file.version,
-      seed_phrase: file.seed_phrase?.replace(/\s+/g, ' '),
-      steps,
-    };
+    return z.NEVER;
+  };
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    add([], 'must be a JSON object: {"version": 1, "steps": [...]}');
+    return report();
+  }
+  const given = input as Record<string, unknown>;
+  const envelope = Object.keys(ENVELOPE);
+  for (const key of Object.keys(given).filter((key) => !envelope.includes(key))) {
+    const near = closest(key, envelope);
+    add(
+      [key],
+      `unknown field${near ? ` (did you mean ${near}?)` : ''}; fields: ${envelope.join(', ')}`,
+    );
+  }
+  const file = {} as { version: 1; seed_phrase?: string | undefined; steps: unknown[] };
+  for (const [field, schema] of Object.entries(ENVELOPE)) {
+    const checked = (schema as z.ZodType).safeParse(given[field]);
+    if (checked.success) Object.assign(file, { [field]: checked.data });
+    else for (const issue of checked.error.issues) add([field, ...issue.path], issue.message);
+  }
+  const hasSeedPhrase = given.seed_phrase !== undefined;
+  const earlier = new Map<string, StepKind>();
+  const steps: SeedStep[] = [];
+  const keyIndices = new Map<number, string>();
+  const privateKeys = new Map<string, string>();
+  let derivedAgents = 0;
+  (Array.isArray(given.steps) ? (given.steps as unknown[]) : []).forEach((raw, index) => {
+    const at = (path: PropertyKey[], message: string) => add(['steps', index, ...path], message);
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      at([], `must be an object: {"name": ..., "<kind>": {...}}`);
+      return;
+    }
+    const step = raw as Record<string, unknown>;
+    const name = step.name;
+    if (typeof name !== 'string' || !STEP_NAME.test(name)) {
+      at(
+        ['name'],
+        name === undefined
+          ? 'missing: every step has a name, which later steps refer to'
+          : 'must be 1 to 64 of A-Z a-z 0-9 _ -, starting with a letter or _',
+      );
+    } else if (earlier.has(name)) {
+      at(['name'], `${name} is the name of an earlier step; names must be unique`);
+    }
+    const kinds = Object.keys(step).filter((key) => key !== 'name');
+    const known = kinds.filter((key): key is StepKind => Object.hasOwn(STEP_KINDS, key));
+    for (const key of kinds.filter((key) => !Object.hasOwn(STEP_KINDS, key))) {
+      const near = closest(key, KIND_NAMES);
+      at(
+        [key],
+        `unknown step kind${near ? ` (did you mean ${near}?)` : ''}; kinds: ${KIND_NAMES.join(', ')}`,
+      );
+    }
+    if (known.length !== 1) {
+      if (known.length > 1) at([], `has ${known.join(' and ')}; a step does one thing`);
+      else if (kinds.length === 0) at([], `names no step kind; kinds: ${KIND_NAMES.join(', ')}`);
+      return;
+    }
+    const kind = known[0] as StepKind;
+    checkBody(kind, step[kind], earlier, (path, message) => at([kind, ...path], message));
+    // A copy: the defaults filled in below are the run's, not the caller's input.
+    const body = { ...(step[kind] as Record<string, unknown>) };
+    if (kind === 'agent') {
+      if (typeof body.private_key === 'string') {
+        const key = body.private_key.toLowerCase();
+        const other = privateKeys.get(key);
+        if (other) at([kind, 'private_key'], `is the key of step ${other} too`);
+        privateKeys.set(key, String(name));
+      } else {
+        const keyIndex = typeof body.key_index === 'number' ? body.key_index : derivedAgents;
+        derivedAgents++;
+        if (!hasSeedPhrase) {
+          at([kind], 'needs a private_key, or a seed_phrase in the file to derive its key from');
+        }
+        const other = keyIndices.get(keyIndex);
+        if (other) at([kind, 'key_index'], `${keyIndex} is the key index of step ${other} too`);
+        keyIndices.set(keyIndex, String(name));
+        body.key_index = keyIndex;
+      }
+    }
+    if (typeof name === 'string' && STEP_NAME.test(name)) {
+      if (!earlier.has(name)) earlier.set(name, kind);
+      steps.push({ name, kind, body });
+    }
   });
+  if (issues.length > 0) return report();
+  return { version: file.version, seed_phrase: file.seed_phrase, steps };
+});
 
 /**
  * Every problem of a file at once, one per line, each named by its step (name and place)
