@@ -246,6 +246,15 @@ describe('sandbox seed refuses', () => {
     expect(await registered(carol.address)).toBe(false);
   });
 
+  it('to register the same agents twice: the file is for a fresh sandbox', async () => {
+    const run = await seed(serve.url, [EXAMPLE]);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toContain(
+      `step alice (agent) failed: 409: wallet ${seeded.alice?.address} is already registered; a seed file registers its agents anew: run it against a fresh sandbox`,
+    );
+  });
+
   it('a run whose admin steps have no admin token, before anything is sent', async () => {
     const file = writeSeed('no-token.json', {
       version: 1,

@@ -1,7 +1,7 @@
 import { mnemonicToAccount, privateKeyToAccount } from 'viem/accounts';
 import type { z } from 'zod';
 import type { ApiClient } from '../../api/client.ts';
-import { UnexpectedResponseError } from '../../api/errors.ts';
+import { ApiError, UnexpectedResponseError } from '../../api/errors.ts';
 import { describeZodError } from '../../api/schemas/index.ts';
 import { VOTE_SUPPORT } from '../../api/schemas/values.ts';
 import { adminPost } from '../admin.ts';
@@ -148,6 +148,17 @@ async function runStep(
       const response = await signAndRegister(deps.client, account, {
         operator_address: account.address,
         ...fields,
+      }).catch((error: unknown) => {
+        // The usual cause: the file has run against this sandbox already.
+        if (!(error instanceof ApiError) || error.status !== 409) throw error;
+        throw new ApiError(
+          409,
+          {
+            ...error.body,
+            error: `${error.message}; a seed file registers its agents anew: run it against a fresh sandbox (a new serve, or one restored to its genesis snapshot)`,
+          },
+          error.authenticated,
+        );
       });
       const apiKey = apiKeyOf(response);
       if (apiKey === undefined) unexpected('registration', response.status);
