@@ -10,7 +10,7 @@ _agentctl_subcommands() {
     "watch") echo "vault transactions" ;;
     "api") echo "graphql" ;;
     "config") echo "get set unset list path" ;;
-    "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node" ;;
+    "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node seed" ;;
     "serve") echo "stop status logs" ;;
   esac
 }
@@ -74,6 +74,7 @@ _agentctl_options() {
     "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox fulfillment-delay") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox node") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox seed") echo "--out --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -136,6 +137,7 @@ _agentctl_option_values() {
     "sandbox fund:--usdc") echo "@none" ;;
     "sandbox fund:--eth") echo "@none" ;;
     "sandbox proposal:--description") echo "@none" ;;
+    "sandbox seed:--out") echo "@files" ;;
     "serve:--host") echo "@none" ;;
     "serve:--port") echo "@none" ;;
     "serve:--state") echo "@files" ;;

@@ -30,6 +30,7 @@ const OPTION_VALUES: Record<string, Values> = {
   '--private-key-file': '@files',
   '--state': '@files',
   '--deployment': '@files',
+  '--out': '@files',
 };
 
 /** Values of positional arguments, by command path, in order. */

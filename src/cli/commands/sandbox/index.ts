@@ -5,6 +5,7 @@ import { fundCommand } from './fund.ts';
 import { infoCommand } from './info.ts';
 import { nodeCommand } from './node.ts';
 import { proposalCommand } from './proposal.ts';
+import { seedCommand } from './seed.ts';
 import { strategyStatusCommand } from './strategy-status.ts';
 import { tierCommand } from './tier.ts';
 
@@ -13,7 +14,7 @@ export function sandboxCommand(): Command {
   const sandbox = new Command('sandbox')
     .summary('the sandbox admin API (agentctl serve only)')
     .description(
-      "Drive the local sandbox: its clock, tiers, funds, proposals, strategy statuses, the ERC-7540 vault's fulfilment delay and data API nodes.",
+      "Drive the local sandbox: its clock, tiers, funds, proposals, strategy statuses, the ERC-7540 vault's fulfilment delay and data API nodes; seed files that create a whole scenario.",
     )
     .addHelpText(
       'after',
@@ -33,6 +34,7 @@ export function sandboxCommand(): Command {
     strategyStatusCommand(),
     fulfillmentDelayCommand(),
     nodeCommand(),
+    seedCommand(),
   ]) {
     sandbox.addCommand(command);
   }
