@@ -75,7 +75,7 @@ _agentctl_options() {
     "sandbox fulfillment-delay") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox node") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox seed") echo "--out --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --from --deployment --max-connections --request-timeout --graphiql --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve logs") echo "--lines --follow --format --state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -144,6 +144,7 @@ _agentctl_option_values() {
     "serve:--admin-token") echo "@none" ;;
     "serve:--rate-limit") echo "on off" ;;
     "serve:--rpc-url") echo "@none" ;;
+    "serve:--from") echo "@none" ;;
     "serve:--deployment") echo "@files" ;;
     "serve:--max-connections") echo "@none" ;;
     "serve:--request-timeout") echo "@none" ;;

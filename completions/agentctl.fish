@@ -167,6 +167,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from serve' -l admin-token -r -d
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l rate-limit -r -a 'on off' -d 'apply the service\'s rate limits'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l trust-proxy -d 'take the client address from X-Forwarded-For (only behind a proxy you control)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l rpc-url -r -d 'use this node instead of starting anvil; contracts are deployed if it is a dev chain'
+complete -c agentctl -n '__fish_seen_subcommand_from serve' -l from -r -d 'start as an exported snapshot (agentctl sandbox export): a new temporary sandbox, or a new --state dir'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l deployment -r -F -d 'contract addresses (JSON, as in /sandbox/info "contracts") on an --rpc-url that is not a dev chain'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l max-connections -r -d 'most client connections at once; more are refused (lowered to fit ulimit -n)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l request-timeout -r -d 'time a client has to send a whole request (408 after it)'
