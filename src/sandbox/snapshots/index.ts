@@ -21,6 +21,7 @@ import { HttpError, StartupError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
 import { removeIndexFiles } from '../indexer/schema.ts';
 import type { Store } from '../store/index.ts';
+import { exportSnapshot } from './export-file.ts';
 import {
   clearRestoring,
   commitSnapshot,
@@ -207,7 +208,12 @@ export function createSnapshots(deps: SnapshotDeps) {
     });
   }
 
-  return { list, take, restore, remove };
+  /** Snapshot `name` as an export file's bytes, one export at a time (each is held in memory). */
+  function exportFile(name: string): Promise<Buffer> {
+    return serially(async () => exportSnapshot(stateDir, name));
+  }
+
+  return { list, take, restore, remove, exportFile };
 }
 export type Snapshots = ReturnType<typeof createSnapshots>;
 
