@@ -4,6 +4,8 @@ import { formatHostPort } from './address.ts';
 import type { SandboxChain } from './chain/index.ts';
 import type { SandboxClock } from './clock.ts';
 import type { Live } from './graphql/live.ts';
+import type { IndexReads } from './indexer/index-reads.ts';
+import type { Onboarder } from './operator/onboarding.ts';
 import { createAuthGuards } from './plugins/auth.ts';
 import {
   type ConnectionLimits,
@@ -51,6 +53,8 @@ export interface AppOptions extends AdminDeps {
   store: Store;
   clock: SandboxClock;
   chain: SandboxChain;
+  index: IndexReads;
+  onboarder: Onboarder;
   trustProxy: boolean;
   logger: FastifyServerOptions['logger'];
   /** One short line per request (the human log format) instead of Fastify's two JSON lines. */
@@ -100,8 +104,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
     store: options.store,
     clock: options.clock,
     limits: await registerRateLimits(app, options.rateLimit, options.dataTiers),
-    auth: createAuthGuards(options.store, options.chain.onboarder),
+    auth: createAuthGuards(options.store, options.onboarder),
     chain: options.chain,
+    index: options.index,
+    onboarder: options.onboarder,
   };
   registerHealthRoutes(app, deps);
   registerAuthRoutes(app, deps);

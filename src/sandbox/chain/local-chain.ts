@@ -469,6 +469,11 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     afterCommit,
     checkpoint,
     recovering: () => recovering !== undefined,
+    /**
+     * Puts the chain back together from the standby, or from the checkpoint the pointer names
+     * and the log after it, as when anvil dies (writes wait meanwhile); resolves once it is back.
+     */
+    recover,
     standby,
     async close(options: { checkpoint: boolean }) {
       clearInterval(poller);
