@@ -66,16 +66,20 @@ export interface SnapshotDeps {
     copyTo(path: string): Promise<boolean>;
     replaceWith(from: string | undefined): Promise<void>;
   };
-  /** Refuses new writes (503) and resolves once those under way are answered. */
-  holdWrites(): Promise<() => void>;
   /** Stops whoever writes on their own (the onboarder, the fulfiller) for the restore. */
   pauseOperators(): Promise<void>;
   /** After a restore (or a failed one): everything kept in memory is read again, operators start. */
   afterRestore(): Promise<void>;
 }
 
+/** What the service adds once it is built: how it holds writes, and who hears of a restore. */
+type HoldWrites = () => Promise<() => void>;
+
 export function createSnapshots(deps: SnapshotDeps) {
   const { stateDir, store } = deps;
+  /** Until the service says how (its write gate), nothing is held. */
+  let holdWrites: HoldWrites = async () => () => {};
+  const restored = new Set<() => void>();
   /** One snapshot, restore or delete at a time. */
   let queue: Promise<unknown> = Promise.resolve();
   const serially = <T>(work: () => Promise<T>): Promise<T> => {
@@ -164,7 +168,7 @@ export function createSnapshots(deps: SnapshotDeps) {
         throw new HttpError(404, `no snapshot is named ${name}`);
       }
       const started = performance.now();
-      const release = await deps.holdWrites();
+      const release = await holdWrites();
       try {
         await deps.pauseOperators();
         let head: BlockHead;
@@ -184,6 +188,7 @@ export function createSnapshots(deps: SnapshotDeps) {
           });
         } finally {
           await deps.afterRestore();
+          for (const listener of restored) listener();
         }
         return {
           name,
@@ -213,7 +218,22 @@ export function createSnapshots(deps: SnapshotDeps) {
     return serially(async () => exportSnapshot(stateDir, name));
   }
 
-  return { list, take, restore, remove, exportFile };
+  return {
+    list,
+    take,
+    restore,
+    remove,
+    exportFile,
+    /** How the service refuses writes (503) and waits for those running, during a restore. */
+    holdWritesWith(hold: HoldWrites): void {
+      holdWrites = hold;
+    },
+    /** Calls `listener` after each restore (GraphQL closes its subscription sockets). */
+    onRestored(listener: () => void): () => void {
+      restored.add(listener);
+      return () => restored.delete(listener);
+    },
+  };
 }
 export type Snapshots = ReturnType<typeof createSnapshots>;
 
