@@ -251,6 +251,16 @@ describe('snapshots', () => {
     expect(await deposits()).toBe(after);
   });
 
+  it('takes concurrent requests one at a time: one of two snapshots of a name, every restore', async () => {
+    const [one, two] = await Promise.all([snapshotAs('raced'), snapshotAs('raced')]);
+    expect([one?.statusCode, two?.statusCode].sort()).toEqual([200, 409]);
+    const restores = await Promise.all([restore('raced'), restore('raced'), restore('genesis')]);
+    expect(restores.map((answer) => answer.statusCode)).toEqual([200, 200, 200]);
+    expect(restores[2]?.json().name).toBe('genesis');
+    const stats = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
+    expect(stats.total_agents).toBe(0);
+  });
+
   it('deletes a snapshot', async () => {
     const deleted = await sandbox.app.inject({
       method: 'DELETE',

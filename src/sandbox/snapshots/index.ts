@@ -37,6 +37,7 @@ import {
   SNAPSHOT_DB,
   SNAPSHOT_INDEX,
   type SnapshotMeta,
+  sizeOf,
   snapshotDir,
 } from './files.ts';
 
@@ -154,8 +155,11 @@ export function createSnapshots(deps: SnapshotDeps) {
           created_at: deps.clock.nowSeconds(),
         };
         await commitSnapshot(stateDir, dir, meta);
-        const listed = listSnapshots(stateDir).find((entry) => entry.name === name);
-        return info(meta, listed?.size_bytes ?? 0);
+        return info(meta, sizeOf(snapshotDir(stateDir, name)));
+      } catch (error) {
+        // A full disk, the chain being rebuilt: said, never a 500. Nothing was kept.
+        if (error instanceof HttpError) throw error;
+        throw new HttpError(503, `snapshot ${name} was not taken: ${(error as Error).message}`);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
@@ -186,6 +190,11 @@ export function createSnapshots(deps: SnapshotDeps) {
             }
             clearRestoring(stateDir);
           });
+        } catch (error) {
+          throw new HttpError(
+            503,
+            `restoring ${name} failed: ${(error as Error).message}; the sandbox goes on from the state on disk`,
+          );
         } finally {
           await deps.afterRestore();
           for (const listener of restored) listener();
