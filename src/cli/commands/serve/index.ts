@@ -30,6 +30,7 @@ interface ServeFlags {
   requestTimeout: number;
   graphiql: GraphiqlMode;
   detach?: boolean;
+  from?: string;
 }
 
 /** `agentctl serve` (its start lives in start.ts) and its subcommands stop, status and logs. */
@@ -105,12 +106,16 @@ export function serveCommand(): Command {
       ).choices(LOG_FORMATS),
     )
     .option(
+      '--from <file>',
+      'start from a file of `agentctl sandbox export`: a new temporary sandbox, or with --state a new state dir (refused when the dir is not empty)',
+    )
+    .option(
       '--detach',
       'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox); stop it with `agentctl serve stop`',
     )
     .addHelpText(
       'after',
-      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
+      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
     )
     // Not action(): serve needs no client, and runs until a signal.
     .action(async (flags: ServeFlags, command: Command) => {
@@ -130,6 +135,7 @@ export function serveCommand(): Command {
           maxConnections: flags.maxConnections,
           requestTimeoutMs: flags.requestTimeout * 1000,
           graphiql: flags.graphiql,
+          ...(flags.from !== undefined && { fromFile: flags.from }),
           detach: flags.detach === true,
           argv: process.argv.slice(2),
         },
