@@ -94,6 +94,11 @@ export function createApiClient(options: ApiClientOptions) {
   const base = options.baseUrl.replace(/\/+$/, '');
   /** The sandbox's clock as its last answer gave it (X-Sandbox-Time), and when that was. */
   let sandboxTime: { seconds: number; seenAtMs: number } | undefined;
+  /**
+   * Set by close(): a request still under way (one given up on by Ctrl-C, say) fails with the
+   * connections it loses, and is not tried again.
+   */
+  let closed = false;
 
   async function send(
     method: string,
@@ -123,6 +128,7 @@ export function createApiClient(options: ApiClientOptions) {
     // since confirming transactions on a public chain takes a while.
     const deadline = Date.now() + (retries ? budgetMs : writeTimeoutMs);
     for (let attempt = 0; ; attempt++) {
+      if (closed) throw new UnreachableError(base, 'the client was closed');
       let status: number;
       let text: string;
       let retryAfterMs: number | undefined;
@@ -160,7 +166,7 @@ export function createApiClient(options: ApiClientOptions) {
           );
         }
         const wait = backoff(attempt);
-        if (retries && reason.transient && Date.now() + wait < deadline) {
+        if (retries && reason.transient && !closed && Date.now() + wait < deadline) {
           options.onRetry?.(reason.text, wait);
           await sleep(wait);
           continue;
@@ -183,7 +189,7 @@ export function createApiClient(options: ApiClientOptions) {
         !error.isCooldown &&
         // The spec's 503 "no API keys configured" will not change by waiting.
         !(status === 503 && /api key/i.test(error.message));
-      if (retryable && Date.now() + wait < deadline) {
+      if (retryable && !closed && Date.now() + wait < deadline) {
         options.onRetry?.(`HTTP ${status}`, wait);
         await sleep(wait);
         continue;
@@ -502,7 +508,10 @@ export function createApiClient(options: ApiClientOptions) {
         });
       },
     },
-    close: async () => transport.close(),
+    close: async () => {
+      closed = true;
+      transport.close();
+    },
   };
 }
 export type ApiClient = ReturnType<typeof createApiClient>;

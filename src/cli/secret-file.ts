@@ -68,12 +68,15 @@ export async function writeSecretFile(
   const path = await checkSecretFileTarget(file, options);
   const temps: string[] = [];
   let current: WriteStream | undefined;
+  /** Settled once the last file is open (or failed to open). */
+  let opened: Promise<unknown> = Promise.resolve();
   const open = () => {
     current?.destroy();
     const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
     temps.push(temp);
     // wx: O_EXCL, never through a link someone put there; 0600 from the first byte.
     current = createWriteStream(temp, { flags: 'wx', mode: 0o600 });
+    opened = Promise.race([once(current, 'ready'), once(current, 'close')]).catch(() => {});
     return current;
   };
   let placed: string | undefined;
@@ -105,7 +108,10 @@ export async function writeSecretFile(
       : fileError(file, error);
   } finally {
     process.removeListener('SIGINT', interrupted);
-    current?.destroy();
+    // A download given up on (Ctrl-C) is left to end with its connection, when the command
+    // closes its client: destroying its file here would look like a cut to be tried again.
+    // A file still being opened would be made after it was removed: wait for it first.
+    await opened;
     for (const temp of temps) if (temp !== placed) await unlink(temp).catch(() => {});
   }
 }

@@ -21,6 +21,7 @@ import { run as snapshots } from '../../../src/cli/commands/sandbox/snapshots.ts
 import type { GlobalOptions } from '../../../src/cli/context.ts';
 import { describeFailure } from '../../../src/cli/errors.ts';
 import { EXIT } from '../../../src/cli/exit-codes.ts';
+import { spawnCli } from '../../helpers/cli.ts';
 import {
   capturedContext,
   type Recorded,
@@ -488,6 +489,29 @@ describe('sandbox export', () => {
       expect(entries(at)).toEqual(['base.sandbox']);
     } finally {
       release();
+      await fake.close();
+    }
+  });
+
+  it('Ctrl-C half-way (the built binary): exit 130, no FILE, no temporary file', async () => {
+    const held: Plan = (response) => {
+      response.writeHead(200, { 'content-type': 'application/octet-stream' });
+      response.write(EXPORTED.subarray(0, 1000));
+    };
+    const fake = await exportServer([held]);
+    try {
+      const at = folder();
+      const run = spawnCli(['sandbox', 'export', 'base', join(at, 'base.sandbox')], {
+        AGENTCTL_BASE_URL: fake.url,
+        AGENTCTL_ADMIN_TOKEN: 'tok',
+        AGENTCTL_CONFIG_DIR: join(dir, 'config'),
+      });
+      await until(() => entries(at).some((entry) => statSync(join(at, entry)).size === 1000));
+      run.child.kill('SIGINT');
+      expect(await run.exited).toBe(EXIT.cancelled);
+      expect(run.stderr()).toBe('agentctl: cancelled\n');
+      expect(entries(at)).toEqual([]);
+    } finally {
       await fake.close();
     }
   });
