@@ -50,6 +50,7 @@ import {
   readsSandbox,
 } from './reads.ts';
 import { measureRecovery } from './recovery.ts';
+import { measureSnapshots, printSnapshots, type SnapshotFigures } from './snapshots.ts';
 
 const QUICK = process.argv.includes('--quick');
 const DURATION_SECONDS = QUICK ? 2 : 5;
@@ -356,6 +357,7 @@ try {
     emptyBlock: await emptyBlockMs(durable),
   });
   const indexWaitSmall = await indexWait(durable);
+  const snapshots: SnapshotFigures[] = [await measureSnapshots(durable)];
   const temporaryDeposits = await concurrentDeposits(temporary);
   const durableDeposits = await concurrentDeposits(durable);
   // The agents that have deposited so far, the busiest (the sequential deposits') first.
@@ -379,6 +381,7 @@ try {
   });
 
   const indexWaitLarge = await indexWait(durable);
+  snapshots.push(await measureSnapshots(durable));
 
   // The index rebuilt from the chain: the same sandbox started with and without index.db.
   const transactions = await depositUntil(durable, REBUILD_TRANSACTIONS);
@@ -466,6 +469,17 @@ try {
   console.log();
 
   printReads(reads, row);
+  console.log();
+
+  printSnapshots(
+    snapshots,
+    {
+      serveStartMs: startPersistent,
+      registrationsPerSecond:
+        (registrations.count + grown.count) / (registrations.seconds + grown.seconds),
+    },
+    row,
+  );
   console.log();
 
   row(`data API index rebuilt from the chain (${transactions} vault transactions, --state)`);

@@ -10,7 +10,7 @@ _agentctl_subcommands() {
     "watch") echo "vault transactions" ;;
     "api") echo "graphql" ;;
     "config") echo "get set unset list path" ;;
-    "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node snapshot restore snapshots snapshot-delete export" ;;
+    "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node snapshot restore snapshots snapshot-delete export seed" ;;
     "serve") echo "stop status logs" ;;
   esac
 }
@@ -79,6 +79,7 @@ _agentctl_options() {
     "sandbox snapshots") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox snapshot-delete") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox export") echo "--force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox seed") echo "--out --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --from --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -141,6 +142,7 @@ _agentctl_option_values() {
     "sandbox fund:--usdc") echo "@none" ;;
     "sandbox fund:--eth") echo "@none" ;;
     "sandbox proposal:--description") echo "@none" ;;
+    "sandbox seed:--out") echo "@files" ;;
     "serve:--host") echo "@none" ;;
     "serve:--port") echo "@none" ;;
     "serve:--state") echo "@files" ;;

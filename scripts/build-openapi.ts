@@ -32,12 +32,13 @@ async function servedDocument(): Promise<unknown> {
   const quiet = { info() {}, warn() {}, error() {} };
   const store = openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = createSandboxClock(store.meta);
+  const sandboxId = randomUUID();
   const chain = await startChain({
     stateDir: dir,
     persistent: false,
     clock,
     store,
-    sandboxId: randomUUID(),
+    sandboxId,
     log: quiet,
   });
   try {
@@ -46,6 +47,7 @@ async function servedDocument(): Promise<unknown> {
       clock,
       chain,
       adminTokenHash: hashAdminToken(randomUUID()),
+      sandboxId,
       stateDir: dir,
       persistent: false,
       rateLimit: true,

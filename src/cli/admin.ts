@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { z } from 'zod';
-import type { Read } from '../api/client.ts';
+import type { ApiClient, ApiResponse, Read } from '../api/client.ts';
 import type { Context } from './context.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 
@@ -40,22 +40,41 @@ export async function adminRead<S extends z.ZodType>(
   const adminToken = requireAdminToken(token);
   const client = await context.client();
   const asReceived = () => client.sandbox(adminToken, 'GET', path);
-  return Object.assign(
-    async () => {
-      const response = await asReceived();
-      const schemas = await import('../api/schemas/index.ts');
-      const parsed = shape(schemas).safeParse(response.data);
-      if (!parsed.success) {
-        const { UnexpectedResponseError } = await import('../api/errors.ts');
-        throw new UnexpectedResponseError(
-          response.status,
-          `unexpected answer from GET ${path}: ${schemas.describeZodError(parsed.error, 'body')}`,
-        );
-      }
-      return { ...response, data: parsed.data as z.output<S> };
-    },
-    { asReceived },
-  );
+  return Object.assign(async () => checked(await asReceived(), 'GET', path, shape), { asReceived });
+}
+
+/** An admin answer checked against the contract: its parsed value, or UnexpectedResponseError. */
+async function checked<S extends z.ZodType>(
+  response: ApiResponse,
+  method: string,
+  path: string,
+  shape: (schemas: Schemas) => S,
+): Promise<ApiResponse<z.output<S>>> {
+  const schemas = await import('../api/schemas/index.ts');
+  const parsed = shape(schemas).safeParse(response.data);
+  if (!parsed.success) {
+    const { UnexpectedResponseError } = await import('../api/errors.ts');
+    throw new UnexpectedResponseError(
+      response.status,
+      `unexpected answer from ${method} ${path}: ${schemas.describeZodError(parsed.error, 'body')}`,
+    );
+  }
+  return { ...response, data: parsed.data as z.output<S> };
+}
+
+/**
+ * A POST to the admin API whose answer a caller goes on with (a seed file's step): the parsed
+ * answer, or UnexpectedResponseError when it does not have the contract's shape.
+ */
+export async function adminPost<S extends z.ZodType>(
+  client: ApiClient,
+  adminToken: string,
+  path: string,
+  body: unknown,
+  shape: (schemas: Schemas) => S,
+): Promise<z.output<S>> {
+  const response = await client.sandbox(adminToken, 'POST', path, body);
+  return (await checked(response, 'POST', path, shape)).data;
 }
 
 /**

@@ -37,6 +37,7 @@ const OPTION_VALUES: Record<string, Values> = {
   '--state': '@files',
   '--deployment': '@files',
   '--from': '@files',
+  '--out': '@files',
 };
 
 /** Values of positional arguments, by command path, in order. */

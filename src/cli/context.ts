@@ -49,6 +49,8 @@ export function contextFrom(
   let output: Output | undefined;
   let client: ApiClient | undefined;
   let dataClient: ApiClient | undefined;
+  /** Clients that send a given API key (seed files act as several agents), by key. */
+  const keyedClients = new Map<string, ApiClient>();
   // Set by the commands that create the profile they are given (register).
   let createsProfile = false;
   /** The URLs a profile's key was withheld from (each is said once). */
@@ -170,7 +172,23 @@ export function contextFrom(
       dataClient ??= await context.makeClient(await context.dataUrl(), 'data URL');
       return dataClient;
     },
-    async makeClient(url: string, what: string): Promise<ApiClient> {
+    /**
+     * A client of the base URL that sends `apiKey`, whatever the flags and the profile hold:
+     * for a command that acts as agents it has just registered (sandbox seed).
+     */
+    async clientWithKey(apiKey: string): Promise<ApiClient> {
+      let keyed = keyedClients.get(apiKey);
+      if (!keyed) {
+        keyed = await context.makeClient(await context.baseUrl(), 'base URL', async () => apiKey);
+        keyedClients.set(apiKey, keyed);
+      }
+      return keyed;
+    },
+    async makeClient(
+      url: string,
+      what: string,
+      apiKey: () => Promise<string | undefined> = () => context.apiKeyFor(url),
+    ): Promise<ApiClient> {
       const { createApiClient } = await import('../api/client.ts');
       const out = await context.output();
       // A profile named explicitly must exist, even when flags supply everything else.
@@ -183,7 +201,7 @@ export function contextFrom(
       }
       return createApiClient({
         baseUrl: url,
-        apiKey: () => context.apiKeyFor(url),
+        apiKey,
         userAgent: `agentctl/${VERSION}`,
         onExchange: (method, requestUrl, status, ms) =>
           out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),
@@ -230,6 +248,7 @@ export function contextFrom(
     async close() {
       await client?.close();
       await dataClient?.close();
+      for (const keyed of keyedClients.values()) await keyed.close();
     },
   };
   return context;

@@ -51,6 +51,18 @@ export function describeFailure(error: unknown, quiet = false): Failure {
       json: { error: error.message, status, code: error.code, graphql_code: graphqlCode },
     };
   }
+  // By name, so this module does not load the seed code. The step's cause decides the exit
+  // code (a 403 is still 4), and the message and --json error say which step it was.
+  if (error instanceof Error && error.name === 'SeedStepError') {
+    const { step, kind } = error as Error & { step: string; kind: string };
+    const cause = describeFailure(error.cause, quiet);
+    const where = `step ${step} (${kind}) failed: `;
+    return {
+      exitCode: cause.exitCode,
+      message: `${where}${cause.message}`,
+      json: { ...cause.json, error: `${where}${String(cause.json.error ?? '')}`, step },
+    };
+  }
   // --quiet: a usage error comes without its did-you-mean.
   if (error instanceof CliError) {
     return local(quiet ? error.quietMessage : error.message, error.exitCode, error.code);

@@ -1,5 +1,5 @@
 import Fastify, { type FastifyServerOptions } from 'fastify';
-import type { GraphqlLimits } from '../api/schemas/index.ts';
+import { CLOSE_SANDBOX_RESTORED, type GraphqlLimits } from '../api/schemas/index.ts';
 import { formatHostPort } from './address.ts';
 import type { SandboxChain } from './chain/index.ts';
 import type { SandboxClock } from './clock.ts';
@@ -19,6 +19,7 @@ import { registerJsonBody } from './plugins/json-body.ts';
 import { registerRequestSummaries } from './plugins/logging.ts';
 import { registerOpenApi } from './plugins/openapi.ts';
 import { type DataTiers, registerRateLimits } from './plugins/rate-limit.ts';
+import { registerWriteGate } from './plugins/write-gate.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
 import { registerAuthRoutes } from './routes/auth.ts';
@@ -27,10 +28,12 @@ import { registerGovernanceRoutes } from './routes/governance.ts';
 import { registerGraphqlRoutes } from './routes/graphql.ts';
 import { registerHealthRoutes } from './routes/health.ts';
 import { type AdminDeps, registerSandboxAdminRoutes } from './routes/sandbox-admin.ts';
+import { registerSnapshotRoutes } from './routes/snapshots.ts';
 import { registerStrategyRoutes } from './routes/strategies.ts';
 import type { App } from './routes/types.ts';
 import { registerVaultRoutes } from './routes/vaults.ts';
 import { registerWalletRoutes } from './routes/wallet.ts';
+import { createSnapshots } from './snapshots/index.ts';
 import type { Store } from './store/index.ts';
 
 /**
@@ -48,6 +51,8 @@ function listeningDomain(app: App): string {
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 export interface AppOptions extends AdminDeps {
+  /** The sandbox's id (its snapshots' checkpoints carry it). */
+  sandboxId: string;
   store: Store;
   clock: SandboxClock;
   chain: SandboxChain;
@@ -93,6 +98,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   registerErrorHandling(app, options.stateDir);
   if (options.requestSummaries) registerRequestSummaries(app);
   registerConnectionHandling(app, options.connections);
+  const writes = registerWriteGate(app);
   await registerOpenApi(app);
 
   const deps = {
@@ -126,5 +132,28 @@ export async function buildApp(options: AppOptions): Promise<App> {
     graphiql: options.graphiql ?? false,
     ...(options.graphqlLimits && { limits: options.graphqlLimits }),
   });
+  const { chain, clock } = options;
+  const rewind = chain.rewind;
+  const snapshots =
+    rewind &&
+    createSnapshots({
+      stateDir: options.stateDir,
+      sandboxId: options.sandboxId,
+      store: options.store,
+      clock,
+      chain: rewind,
+      index: chain.index,
+      holdWrites: () => writes.hold(),
+      pauseOperators: () => rewind.pauseOperators(),
+      afterRestore: async () => {
+        clock.reload();
+        rewind.resumeOperators();
+        await chain.index.syncTo().catch((error: unknown) => {
+          app.log.warn(`indexing after the restore: ${(error as Error).message}`);
+        });
+        live?.closeAll(CLOSE_SANDBOX_RESTORED, 'Sandbox restored');
+      },
+    });
+  registerSnapshotRoutes(app, snapshots, options);
   return app;
 }

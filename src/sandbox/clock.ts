@@ -15,6 +15,8 @@ export interface SandboxClock {
   setOffset(seconds: number): void;
   /** Moves the offset forward so that now is at least `seconds` (never back). */
   raiseTo(seconds: number): void;
+  /** Reads the offset again, after a restore put another one in the database. */
+  reload(): void;
 }
 
 export function createSandboxClock(
@@ -36,6 +38,9 @@ export function createSandboxClock(
     raiseTo(seconds) {
       const behind = seconds - nowSeconds();
       if (behind > 0) setOffset(offset + behind);
+    },
+    reload() {
+      offset = Number(meta.get(OFFSET_KEY) ?? 0);
     },
   };
 }

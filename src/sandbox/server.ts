@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { join, resolve } from 'node:path';
 import { formatHostPort } from './address.ts';
 import { recordsAnvil, stopAbandonedAnvil } from './chain/anvil.ts';
 import { type ChainLogger, type SandboxChain, startChain } from './chain/index.ts';
@@ -9,6 +10,8 @@ import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
 import { LISTENING_LOG_TEXT, loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
+import { checkEmptyForImport, importExport, readExport } from './snapshots/export-file.ts';
+import { resumeRestore } from './snapshots/index.ts';
 import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
 import { openStore, type Store } from './store/index.ts';
 
@@ -37,6 +40,14 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   reapAbandonedTempDirs(recordsAnvil, stopAbandonedAnvil);
   const fileLimit = openFileLimit();
   const maxConnections = fitConnectionCap(options.maxConnections, fileLimit);
+  // An export is read and checked whole before anything is written.
+  const exported = options.fromFile === undefined ? undefined : readExport(options.fromFile);
+  if (exported && options.rpcUrl !== undefined) {
+    throw new StartupError(
+      '--from starts the sandbox on its own chain, as exported: it cannot be used with --rpc-url',
+    );
+  }
+  if (exported && options.state !== undefined) checkEmptyForImport(resolve(options.state));
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
   let chain: SandboxChain | undefined;
@@ -48,7 +59,10 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     error: (message) => (logger ? logger.error(message) : process.stderr.write(`${message}\n`)),
   };
   try {
+    if (exported) await importExport(exported, stateDir.path);
     store = openStore(stateDir.databasePath, { durable: stateDir.persistent });
+    // A restore a crash cut short is finished first (serve --from's is one).
+    await resumeRestore(stateDir.path, store, join(stateDir.path, 'index.db'));
     const sandboxId = sandboxIdOf(stateDir, store);
     const clock = createSandboxClock(store.meta);
     chain = await startChain({
@@ -73,6 +87,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       clock,
       chain,
       adminTokenHash: admin.hash,
+      sandboxId,
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
       rateLimit: options.rateLimit,

@@ -2,20 +2,18 @@ import {
   chmodSync,
   closeSync,
   existsSync,
-  fsyncSync,
   mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rmSync,
   statSync,
-  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { writeFileAtomically } from '../files/atomic.ts';
 import { fileErrorMessage, isFileError, StartupError } from './errors.ts';
 import { SERVE_LOG_FILE as LOG_FILE } from './options.ts';
 
@@ -124,14 +122,14 @@ export function openStateDir(dir: string | undefined): StateDir {
     sandboxId,
     markCreated(id) {
       sandboxId = id;
-      writeAtomically(
+      writeFileAtomically(
         join(path, FORMAT_FILE),
         `${JSON.stringify({ format: STATE_FORMAT, sandbox_id: id })}\n`,
       );
     },
     announce(where) {
       if (!persistent) return;
-      writeAtomically(
+      writeFileAtomically(
         join(path, ANNOUNCE_FILE),
         `${JSON.stringify({ pid: process.pid, ...where })}\n`,
       );
@@ -312,7 +310,7 @@ function lock(path: string): () => void {
     }
     throw new StateDirError(`another agentctl serve${holder} is using ${path}`);
   }
-  writeAtomically(pidPath, `${process.pid}\n`);
+  writeFileAtomically(pidPath, `${process.pid}\n`);
   return () => {
     rmSync(pidPath, { force: true });
     db.exec('ROLLBACK');
@@ -327,24 +325,5 @@ function tightenPermissions(path: string): void {
     const full = join(entry.parentPath, entry.name);
     if (entry.isDirectory()) chmodSync(full, 0o700);
     else if (entry.isFile()) chmodSync(full, 0o600);
-  }
-}
-
-/** Writes a temp file, fsyncs it, renames it into place and fsyncs the directory. */
-function writeAtomically(path: string, content: string): void {
-  const temp = `${path}.${process.pid}.tmp`;
-  const fd = openSync(temp, 'w', 0o600);
-  try {
-    writeFileSync(fd, content);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(temp, path);
-  const dir = openSync(dirname(path), 'r');
-  try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
   }
 }

@@ -55,12 +55,13 @@ export async function createTestSandbox(
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
   const store = openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = createSandboxClock(store.meta);
+  const sandboxId = randomUUID();
   const chain = await startChain({
     stateDir: dir,
     persistent: false,
     clock,
     store,
-    sandboxId: randomUUID(),
+    sandboxId,
     log: options.chainLog ?? SILENT,
     ...(options.fulfilment && { fulfilment: options.fulfilment }),
     checkpointAfterMs: options.checkpointAfterMs,
@@ -70,6 +71,7 @@ export async function createTestSandbox(
     clock,
     chain,
     adminTokenHash: hashAdminToken(ADMIN_TOKEN),
+    sandboxId,
     stateDir: dir,
     persistent: false,
     rateLimit: options.rateLimit ?? false,

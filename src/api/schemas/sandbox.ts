@@ -176,7 +176,8 @@ export const NodeResult = z.object({ node_id: z.string(), node_key: z.string() }
 export const SNAPSHOT_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 export const SnapshotName = z
   .string()
-  .regex(SNAPSHOT_NAME_PATTERN, { error: 'must be 1 to 64 of A-Z a-z 0-9 . _ -' });
+  .regex(SNAPSHOT_NAME_PATTERN, { error: 'must be 1 to 64 of A-Z a-z 0-9 . _ -' })
+  .refine((name) => name !== '.' && name !== '..', { error: 'must not be . or ..' });
 /** The snapshot that always exists: restoring it resets the sandbox to a new, empty one. */
 export const GENESIS_SNAPSHOT = 'genesis';
 /** Most snapshots one sandbox keeps (genesis not counted); one more is refused with 409. */

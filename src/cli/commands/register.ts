@@ -271,18 +271,12 @@ export async function run(options: RegisterOptions, context: Context): Promise<v
     if (!go) throw new CliError('cancelled', EXIT.cancelled);
   }
 
-  const nonce = await client.nonce(wallet);
-  const signature = await signer.account.signMessage({ message: nonce.data.message });
-  const response = await client.register({
-    ...fields,
-    wallet_address: wallet,
-    nonce: nonce.data.nonce,
-    signature,
-  } as Parameters<typeof client.register>[0]);
+  const { signAndRegister, apiKeyOf } = await import('../registration.ts');
+  const response = await signAndRegister(client, signer.account, fields);
   // The key is shown once: print the body first with --json, and never drop the key.
   if (out.json) out.raw(response.text);
-  const apiKey = (response.data as { api_key?: unknown } | null)?.api_key;
-  if (typeof apiKey !== 'string' || apiKey === '') {
+  const apiKey = apiKeyOf(response);
+  if (apiKey === undefined) {
     if (!out.json) out.generic(response.data);
     throw new CliError('the service answered without an api_key; nothing was stored', EXIT.failure);
   }

@@ -109,7 +109,19 @@ export interface SandboxChain {
   checkpoint(): Promise<number | undefined>;
   /** The warm standby's state (`none` on a chain the sandbox does not own). */
   standby(): StandbyStatus;
+  /** On the sandbox's own chain only: what snapshots and restores need (snapshots/index.ts). */
+  rewind?: Rewind;
   close(): Promise<void>;
+}
+
+/** The own chain's handles for snapshots and restores. */
+export interface Rewind {
+  copyChainWith: LocalChain['copyChainWith'];
+  replace: LocalChain['replace'];
+  /** Stops the onboarder and the fulfiller, once what they are sending is done. */
+  pauseOperators(): Promise<void>;
+  /** After a restore: the wallets read their nonces again, and the operators start anew. */
+  resumeOperators(): void;
 }
 
 /**
@@ -230,7 +242,13 @@ async function startOwnChain(
         return submitted;
       },
     };
-    const wallet = walletRegistry(keyring, publicClient, submitter, SANDBOX_FEES);
+    const wallets = new Set<ServerWallet>();
+    const registry = walletRegistry(keyring, publicClient, submitter, SANDBOX_FEES);
+    const wallet = (index: number) => {
+      const found = registry(index);
+      wallets.add(found);
+      return found;
+    };
     await checkAgentsAgainstChain(options.store, publicClient, local.deployment);
     catchUpClock(options.clock, options.store, local.producer.head().timestamp);
     const treasury = createServerWallet(
@@ -246,16 +264,27 @@ async function startOwnChain(
       log: options.log,
     });
     onboarder.resume();
-    const fulfiller = createFulfiller({
-      index: indexed,
-      store: options.store,
-      clock: options.clock,
-      operator: treasury,
-      wallet,
-      log: options.log,
-      limits: options.fulfilment,
-    });
-    fulfiller.start();
+    const startFulfiller = () => {
+      const started = createFulfiller({
+        index: indexed,
+        store: options.store,
+        clock: options.clock,
+        operator: treasury,
+        wallet,
+        log: options.log,
+        limits: options.fulfilment,
+      });
+      started.start();
+      return started;
+    };
+    let fulfiller = startFulfiller();
+    const faucet = createServerWallet(
+      privateKeyToAccount(GENESIS_KEYS.faucet),
+      publicClient,
+      submitter,
+      SANDBOX_FEES,
+    );
+    wallets.add(treasury).add(faucet);
     return {
       rpcUrl: local.rpcUrl,
       chainId: CHAIN_ID,
@@ -266,13 +295,21 @@ async function startOwnChain(
       treasury,
       onboarder,
       index: indexed,
-      faucet: createServerWallet(
-        privateKeyToAccount(GENESIS_KEYS.faucet),
-        publicClient,
-        submitter,
-        SANDBOX_FEES,
-      ),
+      faucet,
       wallet,
+      rewind: {
+        copyChainWith: local.copyChainWith,
+        replace: local.replace,
+        async pauseOperators() {
+          await fulfiller.stop();
+          await onboarder.pause();
+        },
+        resumeOperators() {
+          for (const each of wallets) each.forgetNonce();
+          onboarder.restart();
+          fulfiller = startFulfiller();
+        },
+      },
       async advanceTime(seconds, record) {
         // The block that carries the new time also accrues every vault's yield: the jump in
         // value is then on the chain (YieldAccrued), and the data API's subscribers hear of it.

@@ -434,22 +434,85 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
    * after the blocks others mined over the RPC URL are logged (a dump holds no unlogged block).
    */
   function copyChain(): Promise<ChainCopy> {
+    return copyChainWith(async () => undefined).then(({ copy }) => copy);
+  }
+
+  /**
+   * copyChain, and `alongside` run at the same moment, while still no block is made (a
+   * snapshot copies the databases there): both hold the chain at the copy's block.
+   */
+  function copyChainWith<T>(
+    alongside: (at: BlockHead) => Promise<T>,
+  ): Promise<{ copy: ChainCopy; value: T }> {
     return producer.exclusive(async () => {
       await producer.logOthersBlocks();
       const at = producer.head();
-      const state = await chainRpc.call<Hex>('anvil_dumpState');
+      // anvil dumps in its own process while `alongside` works in this one.
+      const [state, value] = await Promise.all([
+        chainRpc.call<Hex>('anvil_dumpState'),
+        alongside(at),
+      ]);
       const after = await latestHead(chainRpc);
       if (after.number !== at.number || after.hash !== at.hash) {
         throw new Error('the chain moved while it was copied (blocks mined over the RPC URL)');
       }
-      return {
+      const copy = {
         block_number: at.number,
         block_hash: at.hash,
         block_timestamp: at.timestamp,
         deployment,
         state,
       };
+      return { copy, value };
     });
+  }
+
+  /**
+   * Replaces the chain with the one the state dir names once `swap` has put it there (the
+   * checkpoint pointer, the log and chain/): with no block being made, the standby and anvil
+   * stopped, the gateway shut and the sandbox's own calls refused (as in a recovery, which
+   * this waits for), `swap` runs; then anvil starts from the new checkpoint and log, and the
+   * standby starts again. Resolves with the new head. When `swap` or the start fails, the
+   * chain is recovered from whatever the state dir names, and the error is thrown.
+   */
+  async function replace(swap: () => Promise<void>): Promise<BlockHead> {
+    if (closing) throw new ChainUnavailableError();
+    await recovering;
+    await checkpointing?.catch(() => undefined);
+    let done!: () => void;
+    recovering = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    await standby.suspend();
+    try {
+      const head = await producer.exclusive(async () => {
+        rebuilding = true;
+        gateway.close();
+        const stopping = anvil;
+        anvil = undefined;
+        await stopping?.stop();
+        await swap();
+        const rebuilt = await restore(options, launch);
+        if (anvil) watchAnvil(anvil);
+        gateway.openTo(port);
+        rebuilding = false;
+        return rebuilt.head;
+      });
+      producer.setHead(head);
+      lastCheckpoint = { at: performance.now(), pauseMs: 0 };
+      return head;
+    } catch (error) {
+      recovering = undefined;
+      done();
+      if (!closing) await recover(`replacing the chain failed (${(error as Error).message})`);
+      throw error;
+    } finally {
+      if (recovering !== undefined) {
+        recovering = undefined;
+        done();
+      }
+      standby.resume();
+    }
   }
 
   // The standby starts with the first block logged, or now if the log already holds some (a
@@ -469,6 +532,8 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     afterCommit,
     checkpoint,
     recovering: () => recovering !== undefined,
+    copyChainWith,
+    replace,
     standby,
     async close(options: { checkpoint: boolean }) {
       clearInterval(poller);

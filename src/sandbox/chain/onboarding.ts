@@ -37,7 +37,8 @@ export function createOnboarder(deps: {
 }) {
   const waiting = new Map<string, Waiting>();
   const byAddress = new Map<string, string>();
-  let flushing = false;
+  /** The sends under way, if any. */
+  let flushing: Promise<void> | undefined;
   let stopped = false;
 
   function add(row: OnboardingRow): void {
@@ -53,36 +54,37 @@ export function createOnboarder(deps: {
     setImmediate(() => void flush());
   }
 
-  async function flush(): Promise<void> {
-    if (flushing) return;
-    flushing = true;
-    try {
-      for (;;) {
-        const batch = [...waiting.values()]
-          .filter((entry) => !entry.sent)
-          .slice(0, MAX_AGENTS_PER_ONBOARDING);
-        if (batch.length === 0 || stopped) return;
-        for (const entry of batch) entry.sent = true;
-        crashAt('crash-before-onboarding');
-        try {
-          await onboard(batch.map((entry) => entry.row));
-          for (const entry of batch) {
-            waiting.delete(entry.row.agent_id);
-            byAddress.delete(entry.row.agent_address.toLowerCase());
-            byAddress.delete(entry.row.registered_wallet.toLowerCase());
-            entry.resolve();
-          }
-        } catch (error) {
-          for (const entry of batch) entry.sent = false;
-          if (stopped) return;
-          deps.log.error(
-            `onboarding ${batch.length} agents failed, retrying: ${(error as Error).message}`,
-          );
-          await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+  function flush(): Promise<void> {
+    flushing ??= send().finally(() => {
+      flushing = undefined;
+    });
+    return flushing;
+  }
+
+  async function send(): Promise<void> {
+    for (;;) {
+      const batch = [...waiting.values()]
+        .filter((entry) => !entry.sent)
+        .slice(0, MAX_AGENTS_PER_ONBOARDING);
+      if (batch.length === 0 || stopped) return;
+      for (const entry of batch) entry.sent = true;
+      crashAt('crash-before-onboarding');
+      try {
+        await onboard(batch.map((entry) => entry.row));
+        for (const entry of batch) {
+          waiting.delete(entry.row.agent_id);
+          byAddress.delete(entry.row.agent_address.toLowerCase());
+          byAddress.delete(entry.row.registered_wallet.toLowerCase());
+          entry.resolve();
         }
+      } catch (error) {
+        for (const entry of batch) entry.sent = false;
+        if (stopped) return;
+        deps.log.error(
+          `onboarding ${batch.length} agents failed, retrying: ${(error as Error).message}`,
+        );
+        await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
       }
-    } finally {
-      flushing = false;
     }
   }
 
@@ -138,6 +140,22 @@ export function createOnboarder(deps: {
      * At shutdown: funds what is waiting (for up to `timeoutMs`), then sends no more; whatever
      * is still waiting stays in the outbox for the next start.
      */
+    /** For a restore: sends no more, and resolves once what is being sent is committed or failed. */
+    async pause(): Promise<void> {
+      stopped = true;
+      await flushing;
+    },
+    /**
+     * After a restore: forgets whom it was funding (their waiters are let go) and queues whom
+     * the restored outbox holds.
+     */
+    restart(): void {
+      for (const entry of waiting.values()) entry.resolve();
+      waiting.clear();
+      byAddress.clear();
+      stopped = false;
+      for (const row of deps.store.onboarding.waiting()) add(row);
+    },
     async stop(timeoutMs = 5000): Promise<void> {
       const deadline = Date.now() + timeoutMs;
       while (waiting.size > 0 && Date.now() < deadline) {

@@ -27,7 +27,7 @@ import { type RpcBlock, type RpcClient, toQuantity } from './rpc.ts';
  * same, then follows the log as it grows.
  */
 
-const META_CHECKPOINT = 'chain_checkpoint';
+export const META_CHECKPOINT = 'chain_checkpoint';
 /** The contracts' addresses in the chain last restored: a taken-over anvil is checked against them. */
 export const META_DEPLOYMENT = 'chain_deployment';
 /** Replayed blocks whose hashes are read back in one request. */

@@ -393,6 +393,28 @@ export function createStandby(options: StandbyOptions) {
       follow();
     },
 
+    /**
+     * Stops the standby and holds it (a restore replaces the chain it follows): nothing starts
+     * until resume().
+     */
+    async suspend(): Promise<void> {
+      held = true;
+      clearTimeout(retryTimer);
+      await running;
+      await catchingUp?.catch(() => undefined);
+      if (follower) await drop(follower);
+      mustCopy = false;
+      refreshing = false;
+    },
+
+    /** After suspend(): a new standby starts from the chain's checkpoint and log. */
+    resume(): void {
+      held = false;
+      failures = 0;
+      retryAt = 0;
+      follow();
+    },
+
     status(): StandbyStatus {
       if (follower) return { status: 'following', block_number: follower.head.number };
       if (starting) return { status: 'starting', block_number: null };

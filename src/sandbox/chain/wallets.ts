@@ -150,6 +150,8 @@ export interface ServerWallet {
    * nonces have no gaps and an approve is never spent by another request's deposit.
    */
   exclusive<T>(work: (session: WalletSession) => Promise<T>): Promise<T>;
+  /** Reads the nonce from the chain at the next send (the chain was restored to a snapshot). */
+  forgetNonce(): void;
 }
 
 /**
@@ -244,6 +246,9 @@ export function createServerWallet(
   return {
     address: account.address,
     exclusive: (work) => lock(account.address, () => work(session)),
+    forgetNonce: () => {
+      nextNonce = undefined;
+    },
   };
 }
 

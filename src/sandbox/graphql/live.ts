@@ -395,9 +395,15 @@ export function createLive(options: LiveOptions) {
     }
   }
 
+  /** Closes every socket with `code` (a restore: what they were told no longer holds). */
+  function closeAll(code: number, reason: string): void {
+    for (const state of [...sockets.values()]) close(state, code, reason);
+  }
+
   return {
     accept,
     close,
+    closeAll,
     send,
     join,
     hasRoom,

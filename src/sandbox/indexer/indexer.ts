@@ -1,3 +1,4 @@
+import { copyFileSync } from 'node:fs';
 import type { DatabaseSync } from 'node:sqlite';
 import {
   type Address,
@@ -12,6 +13,7 @@ import {
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
+import { copyDatabase } from '../store/copy.ts';
 import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
 import { createLogSource } from './log-source.ts';
 import {
@@ -945,6 +947,41 @@ export function createIndexer(options: IndexerOptions) {
     reconcile,
     /** Rebuilds index.db from the chain now, if it has failed (the poll does it otherwise). */
     rebuild,
+    /**
+     * Writes a consistent copy of index.db, as indexed so far, to `path` (a new file), between
+     * steps; false, writing nothing, while it has failed (it is being rebuilt).
+     */
+    copyTo(path: string): Promise<boolean> {
+      let copied = false;
+      return serially(async () => {
+        if (failure) return;
+        copyDatabase(db, path);
+        copied = true;
+      }).then(() => copied);
+    },
+    /**
+     * Puts the copy at `from` (made by copyTo) in place of index.db, or an empty index.db when
+     * undefined, between steps; the next step goes on from the copy's last block (or indexes
+     * the chain from the start). Whatever was cached from the old one is stale (the version
+     * moves); subscribers are not told (the caller closes them).
+     */
+    replaceWith(from: string | undefined): Promise<void> {
+      return serially(async () => {
+        try {
+          db.close();
+        } catch {
+          // A failed file may not close cleanly; it is replaced next.
+        }
+        removeIndexFiles(options.path);
+        if (from !== undefined) copyFileSync(from, options.path);
+        db = openIndexDatabase(options.path, identity, options.log.warn);
+        projection = createProjection(db, projectionConfig);
+        statements = prepare(db);
+        lastCheckpoint = undefined;
+        failure = undefined;
+        version++;
+      });
+    },
     missingFrom,
     /**
      * Indexes up to `block` for a write about to be answered, and keeps how long that took

@@ -89,6 +89,10 @@ export function createAgentStore(db: Database) {
   return {
     /** Changes to agent rows so far in this process (a rolled-back one counts too). */
     version: () => changes,
+    /** Says that every row may have changed (a restore replaced them). */
+    replaced(): void {
+      changes++;
+    },
     /** Inserts the agent and its key. Call inside a transaction with the nonce consumption. */
     insert(agent: NewAgent, key: { hash: string; prefix: string }): void {
       changes++;

@@ -1,5 +1,6 @@
 import { createAgentStore } from './agents.ts';
 import { createChainLogStore } from './chain-log.ts';
+import { copyDatabase, replaceRows } from './copy.ts';
 import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
 import { createMetaStore } from './meta.ts';
@@ -7,6 +8,12 @@ import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
 import { createOnboardingStore } from './onboarding.ts';
 import type { LoggedBlock, RecordOutcome } from './types.ts';
+
+/**
+ * What makes the database this sandbox's, and its admin token: kept as they are when a
+ * snapshot's rows replace the rest.
+ */
+export const IDENTITY_META = ['sandbox_id', 'mnemonic_fingerprint', 'admin_token_sha256'];
 
 /** HD index of the first agent wallet (m/44'/60'/0'/0/1000); lower ones are the sandbox's own. */
 export const FIRST_AGENT_WALLET_INDEX = 1000;
@@ -34,6 +41,7 @@ export function openStore(
     options.onSyncFailure ?? exitOnSyncFailure,
   );
   const meta = createMetaStore(db);
+  const agents = createAgentStore(db);
   const chainLog = createChainLogStore(db);
   interface QueuedCommit {
     work: () => unknown;
@@ -79,7 +87,7 @@ export function openStore(
       return index;
     },
     nonces: createNonceStore(db),
-    agents: createAgentStore(db),
+    agents,
     onboarding: createOnboardingStore(db),
     nodes: createNodeStore(db),
     transaction: <T>(work: () => T): T => transaction(db, work),
@@ -104,6 +112,21 @@ export function openStore(
         chainLog.append(blocks);
         return records.map((record) => savepoint(db, record));
       });
+    },
+    /** Writes a consistent copy of the whole database to `path`, a new file. */
+    copyTo: (path: string) => copyDatabase(db, path),
+    /**
+     * Replaces every row with those of the copy at `from` (made by copyTo), or with none (a
+     * new sandbox's state), in one transaction, except IDENTITY_META (when set). Throws
+     * SchemaMismatchError, having changed nothing, when `from` has other tables.
+     */
+    replaceFrom(from: string | undefined): void {
+      // A new database (serve --from) has no identity yet: it takes the copy's.
+      const kept = IDENTITY_META.filter((key) => meta.get(key) !== undefined);
+      replaceRows(db, from, [
+        { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
+      ]);
+      agents.replaced();
     },
     /** Resolves once everything committed so far is fsynced. */
     sync: wal.sync,

@@ -7,6 +7,7 @@ import { infoCommand } from './info.ts';
 import { nodeCommand } from './node.ts';
 import { proposalCommand } from './proposal.ts';
 import { restoreCommand } from './restore.ts';
+import { seedCommand } from './seed.ts';
 import { snapshotCommand } from './snapshot.ts';
 import { snapshotDeleteCommand } from './snapshot-delete.ts';
 import { snapshotsCommand } from './snapshots.ts';
@@ -18,7 +19,7 @@ export function sandboxCommand(): Command {
   const sandbox = new Command('sandbox')
     .summary('the sandbox admin API (agentctl serve only)')
     .description(
-      "Drive the local sandbox: its clock, tiers, funds, proposals, strategy statuses, the ERC-7540 vault's fulfilment delay, data API nodes, and snapshots of all its state (take, restore, list, delete, export to a file).",
+      "Drive the local sandbox: its clock, tiers, funds, proposals, strategy statuses, the ERC-7540 vault's fulfilment delay and data API nodes; seed files that create a whole scenario; snapshots of all its state (take, restore, list, delete, export to a file).",
     )
     .addHelpText(
       'after',
@@ -43,6 +44,7 @@ export function sandboxCommand(): Command {
     snapshotsCommand(),
     snapshotDeleteCommand(),
     exportCommand(),
+    seedCommand(),
   ]) {
     sandbox.addCommand(command);
   }

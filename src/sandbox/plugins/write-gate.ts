@@ -1,0 +1,63 @@
+import type { FastifyRequest } from 'fastify';
+import type { App } from '../routes/types.ts';
+
+/** Retry-After on a write refused while the sandbox is restored: a restore takes well under this. */
+const RESTORING_RETRY_AFTER_S = 1;
+
+/**
+ * Holds writes while the sandbox is restored to a snapshot: a write that arrives is refused
+ * with 503 (never queued, never lost: its client knows it did not happen), and the restore
+ * starts once every write already running has been answered, so that each belongs wholly to
+ * the state before it.
+ */
+export interface WriteGate {
+  /** Refuses new writes, and resolves once those running are answered; call the release after. */
+  hold(): Promise<() => void>;
+}
+
+/** Requests that change state: any but GET, HEAD, OPTIONS, GraphQL's POST (reads only) and the snapshot routes. */
+function isWrite(request: FastifyRequest): boolean {
+  if (request.method === 'GET' || request.method === 'HEAD' || request.method === 'OPTIONS') {
+    return false;
+  }
+  const path = request.routeOptions.url ?? '';
+  return path !== '/graphql' && !path.startsWith('/sandbox/snapshots');
+}
+
+export function registerWriteGate(app: App): WriteGate {
+  let held = false;
+  let running = 0;
+  const counted = new WeakSet<object>();
+  let drained: (() => void) | undefined;
+  app.addHook('preHandler', async (request, reply) => {
+    if (!isWrite(request)) return;
+    if (held) {
+      reply.header('retry-after', String(RESTORING_RETRY_AFTER_S));
+      return reply.code(503).send({
+        error:
+          'the sandbox is being restored to a snapshot; nothing was written: try again shortly',
+      });
+    }
+    counted.add(request);
+    running++;
+  });
+  app.addHook('onSend', async (request) => {
+    if (!counted.delete(request)) return;
+    running--;
+    if (running === 0) drained?.();
+  });
+  return {
+    async hold() {
+      held = true;
+      if (running > 0) {
+        await new Promise<void>((resolve) => {
+          drained = resolve;
+        });
+        drained = undefined;
+      }
+      return () => {
+        held = false;
+      };
+    },
+  };
+}

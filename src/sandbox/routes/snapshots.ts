@@ -1,0 +1,75 @@
+import { z } from 'zod';
+import {
+  RestoreResult,
+  SnapshotDeleted,
+  SnapshotInfo,
+  SnapshotList,
+  SnapshotName,
+  SnapshotRequest,
+} from '../../api/schemas/index.ts';
+import { HttpError } from '../errors.ts';
+import { createAdminGuard } from '../plugins/auth.ts';
+import { exportSnapshot } from '../snapshots/export-file.ts';
+import type { Snapshots } from '../snapshots/index.ts';
+import type { App } from './types.ts';
+
+const NameParams = z.object({ name: SnapshotName });
+
+/**
+ * The sandbox admin API's snapshots: take, list, restore, delete and export. `snapshots` is
+ * undefined on a chain the sandbox does not own (--rpc-url), which it cannot rewind.
+ */
+export function registerSnapshotRoutes(
+  app: App,
+  snapshots: Snapshots | undefined,
+  admin: { adminTokenHash: string; stateDir: string },
+): void {
+  const onRequest = createAdminGuard(admin.adminTokenHash);
+  const available = (): Snapshots => {
+    if (snapshots) return snapshots;
+    throw new HttpError(
+      400,
+      'this sandbox runs on an external chain (--rpc-url), which it cannot rewind: snapshots need its own chain',
+    );
+  };
+
+  app.post(
+    '/sandbox/snapshots',
+    { onRequest, schema: { body: SnapshotRequest, response: { 200: SnapshotInfo } } },
+    async (request) => available().take(request.body.name, request.body.replace ?? false),
+  );
+
+  app.get(
+    '/sandbox/snapshots',
+    { onRequest, schema: { response: { 200: SnapshotList } } },
+    async () => ({ snapshots: available().list() }),
+  );
+
+  app.post(
+    '/sandbox/snapshots/:name/restore',
+    { onRequest, schema: { params: NameParams, response: { 200: RestoreResult } } },
+    async (request) => available().restore(request.params.name),
+  );
+
+  app.delete(
+    '/sandbox/snapshots/:name',
+    { onRequest, schema: { params: NameParams, response: { 200: SnapshotDeleted } } },
+    async (request) => {
+      await available().remove(request.params.name);
+      return { name: request.params.name, deleted: true as const };
+    },
+  );
+
+  app.get(
+    '/sandbox/snapshots/:name/export',
+    { onRequest, schema: { params: NameParams } },
+    async (request, reply) => {
+      available();
+      const bytes = exportSnapshot(admin.stateDir, request.params.name);
+      return reply
+        .header('content-type', 'application/octet-stream')
+        .header('content-disposition', `attachment; filename="${request.params.name}.sandbox"`)
+        .send(bytes);
+    },
+  );
+}

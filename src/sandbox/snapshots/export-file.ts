@@ -1,0 +1,191 @@
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { z } from 'zod';
+import { GENESIS_SNAPSHOT, SANDBOX_EXPORT_FORMAT, SnapshotName } from '../../api/schemas/index.ts';
+import { mnemonicPath, readMnemonic } from '../chain/wallets.ts';
+import { HttpError, StartupError } from '../errors.ts';
+import {
+  commitSnapshot,
+  markRestoring,
+  newSnapshotDir,
+  readSnapshotMeta,
+  SNAPSHOT_CHAIN,
+  SNAPSHOT_DB,
+  SNAPSHOT_INDEX,
+  snapshotDir,
+} from './files.ts';
+
+/**
+ * One snapshot as one file, to start another sandbox from (`serve --from`): gzipped JSON
+ * holding the snapshot's description, its files (each with its SHA-256) and wallet.mnemonic,
+ * from which every agent's server-side wallet derives. It is a secret: written 0600. API keys
+ * stay hashed in it, so the keys a team's tests hold keep working against a sandbox started
+ * from it.
+ */
+
+/** Largest export written or read: far above a sandbox of thousands of agents. */
+export const MAX_EXPORT_BYTES = 512 * 1024 * 1024;
+/** What the file says it is, before its format version. */
+const KIND = 'agentctl-sandbox';
+
+const ExportedFile = z.object({ sha256: z.string().regex(/^[0-9a-f]{64}$/), base64: z.string() });
+const SandboxExport = z.object({
+  kind: z.literal(KIND),
+  format: z.literal(SANDBOX_EXPORT_FORMAT),
+  name: SnapshotName,
+  sandbox_id: z.string().min(1),
+  block_number: z.number().int().nonnegative(),
+  block_hash: z.string(),
+  created_at: z.number().int(),
+  mnemonic: z.string().min(1),
+  files: z.object({
+    [SNAPSHOT_DB]: ExportedFile,
+    [SNAPSHOT_CHAIN]: ExportedFile,
+    [SNAPSHOT_INDEX]: ExportedFile.optional(),
+  }),
+});
+type SandboxExport = z.infer<typeof SandboxExport>;
+
+/** Snapshot `name` of the sandbox at `stateDir`, as the bytes of an export file. */
+export function exportSnapshot(stateDir: string, name: string): Buffer {
+  if (name === GENESIS_SNAPSHOT) {
+    throw new HttpError(
+      400,
+      'genesis is a new, empty sandbox: start `agentctl serve` without --from to get one',
+    );
+  }
+  const meta = readSnapshotMeta(stateDir, name);
+  if (!meta) throw new HttpError(404, `no snapshot is named ${name}`);
+  const dir = snapshotDir(stateDir, name);
+  const size = readdirSync(dir).reduce((sum, file) => sum + statSync(join(dir, file)).size, 0);
+  if (size * 1.4 > MAX_EXPORT_BYTES) {
+    throw new HttpError(400, `snapshot ${name} is too large to export (${size} bytes)`);
+  }
+  const files: Record<string, { sha256: string; base64: string }> = {};
+  for (const file of [SNAPSHOT_DB, SNAPSHOT_CHAIN, SNAPSHOT_INDEX]) {
+    const path = join(dir, file);
+    if (!existsSync(path)) continue;
+    const bytes = readFileSync(path);
+    files[file] = {
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+      base64: bytes.toString('base64'),
+    };
+  }
+  const mnemonic = readMnemonic(stateDir);
+  if (mnemonic === undefined) throw new HttpError(503, `${mnemonicPath(stateDir)} is missing`);
+  const body: SandboxExport = {
+    kind: KIND,
+    format: SANDBOX_EXPORT_FORMAT,
+    name,
+    sandbox_id: meta.sandbox_id,
+    block_number: meta.block_number,
+    block_hash: meta.block_hash,
+    created_at: meta.created_at,
+    mnemonic,
+    files: files as SandboxExport['files'],
+  };
+  return gzipSync(JSON.stringify(body));
+}
+
+/**
+ * Reads and checks an export file wholly, before anything is written: a file of another
+ * format version, a damaged or a truncated one is refused, naming it.
+ */
+export function readExport(file: string): SandboxExport {
+  const refuse = (why: string) => new StartupError(`--from ${file}: ${why}; nothing was written`);
+  let raw: Buffer;
+  try {
+    if (statSync(file).size > MAX_EXPORT_BYTES) {
+      throw refuse(`it is larger than ${MAX_EXPORT_BYTES} bytes, so not a sandbox export`);
+    }
+    raw = readFileSync(file);
+  } catch (error) {
+    if (error instanceof StartupError) throw error;
+    throw refuse(
+      `cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
+  }
+  let text: string;
+  try {
+    text = gunzipSync(raw).toString('utf8');
+  } catch (error) {
+    const why = (error as Error).message;
+    throw refuse(
+      /unexpected end/i.test(why)
+        ? 'it is truncated (its compressed data ends early)'
+        : `it is not a sandbox export, or it is damaged (${why})`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw refuse('it is damaged (its contents are not valid JSON)');
+  }
+  const header = parsed as { kind?: unknown; format?: unknown } | null;
+  if (header?.kind !== KIND) throw refuse('it is not a sandbox export (agentctl sandbox export)');
+  if (header.format !== SANDBOX_EXPORT_FORMAT) {
+    throw refuse(
+      `it has export format ${String(header.format)}, but this agentctl reads format ${SANDBOX_EXPORT_FORMAT}; export it again with this version`,
+    );
+  }
+  const checked = SandboxExport.safeParse(parsed);
+  if (!checked.success) {
+    const issue = checked.error.issues[0];
+    throw refuse(`it is damaged (${issue?.path.join('.') || 'it'}: ${issue?.message})`);
+  }
+  for (const [name, entry] of Object.entries(checked.data.files)) {
+    if (!entry) continue;
+    const digest = createHash('sha256').update(Buffer.from(entry.base64, 'base64')).digest('hex');
+    if (digest !== entry.sha256) throw refuse(`it is damaged (${name} does not match its SHA-256)`);
+  }
+  return checked.data;
+}
+
+/**
+ * Makes `stateDir` (new and empty) a sandbox that starts as the export in it: the snapshot is
+ * written under its name, with wallet.mnemonic, and marked as a restore to finish, which the
+ * start then does (snapshots/index.ts resumeRestore).
+ */
+export async function importExport(exported: SandboxExport, stateDir: string): Promise<void> {
+  const fd = openSync(mnemonicPath(stateDir), 'wx', 0o600);
+  try {
+    writeFileSync(fd, `${exported.mnemonic}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const dir = newSnapshotDir(stateDir, exported.name);
+  for (const [name, entry] of Object.entries(exported.files)) {
+    if (entry) writeFileSync(join(dir, name), Buffer.from(entry.base64, 'base64'), { mode: 0o600 });
+  }
+  await commitSnapshot(stateDir, dir, {
+    format: 1,
+    name: exported.name,
+    sandbox_id: exported.sandbox_id,
+    block_number: exported.block_number,
+    block_hash: exported.block_hash,
+    created_at: exported.created_at,
+  });
+  markRestoring(stateDir, exported.name);
+}
+
+/** Refuses a --state dir for --from that holds anything: a sandbox is never overwritten. */
+export function checkEmptyForImport(stateDir: string): void {
+  if (existsSync(stateDir) && readdirSync(stateDir).length > 0) {
+    throw new StartupError(
+      `--from: ${stateDir} is not empty; give a new or empty --state directory (a sandbox is never overwritten)`,
+    );
+  }
+}

@@ -1,0 +1,90 @@
+import type { DatabaseSync } from 'node:sqlite';
+import { transaction } from './db.ts';
+
+/**
+ * Copying a live SQLite database whole, and replacing one's rows with another's: how a
+ * snapshot takes sandbox.db and index.db, and how a restore puts sandbox.db back without
+ * closing it (every repository keeps its prepared statements).
+ */
+
+/**
+ * Writes a consistent copy of `db` to `path` (which must not exist) in one statement:
+ * nothing committed meanwhile can be half in it, as the event loop is held.
+ */
+export function copyDatabase(db: DatabaseSync, path: string): void {
+  db.prepare('VACUUM INTO ?').run(path);
+}
+
+/** Rows a replace keeps as they are: `where` selects them in `table`. */
+export interface KeptRows {
+  table: string;
+  where: string;
+  params: string[];
+}
+
+/** The database was made by another schema (another agentctl version): its rows cannot be put in. */
+export class SchemaMismatchError extends Error {}
+
+/**
+ * Replaces every row of `db` with the rows of the database file `from` (every row deleted when
+ * `from` is undefined), in one transaction: either all of it is in, or none of it. The tables
+ * must be the same, column for column. `kept` rows stay as they are, and are not taken from
+ * `from`.
+ */
+export function replaceRows(db: DatabaseSync, from: string | undefined, kept: KeptRows[]): void {
+  const tables = tablesOf(db, 'main');
+  if (from !== undefined) db.prepare("ATTACH DATABASE ? AS 'source'").run(from);
+  try {
+    if (from !== undefined) {
+      const theirs = tablesOf(db, 'source');
+      const differing = [...tables].filter(([name, sql]) => theirs.get(name) !== sql);
+      const extra = [...theirs.keys()].filter((name) => !tables.has(name));
+      const first = differing[0]?.[0] ?? extra[0];
+      if (first !== undefined) {
+        throw new SchemaMismatchError(
+          `its table ${first} is not this version's (it was made by another agentctl version)`,
+        );
+      }
+    }
+    transaction(db, () => {
+      // Foreign keys are checked at the commit, when every table is whole again.
+      db.exec('PRAGMA defer_foreign_keys = ON');
+      for (const name of tables.keys()) {
+        const keep = kept.find((rows) => rows.table === name);
+        const unkept = keep ? ` WHERE NOT (${keep.where})` : '';
+        const params = keep?.params ?? [];
+        db.prepare(`DELETE FROM main."${name}"${unkept}`).run(...params);
+        if (from !== undefined) {
+          const columns = storedColumns(db, name);
+          db.prepare(
+            `INSERT INTO main."${name}" (${columns}) SELECT ${columns} FROM source."${name}"${unkept}`,
+          ).run(...params);
+        }
+      }
+    });
+  } finally {
+    if (from !== undefined) db.exec('DETACH DATABASE source');
+  }
+}
+
+/** A table's columns but generated ones (which cannot be written), quoted, comma separated. */
+function storedColumns(db: DatabaseSync, table: string): string {
+  const columns = db
+    .prepare('SELECT name, hidden FROM main.pragma_table_xinfo(?)')
+    .all(table) as Array<{ name: string; hidden: number }>;
+  // hidden: 0 a plain column, 1 a virtual table's hidden one, 2 and 3 generated ones.
+  return columns
+    .filter((column) => column.hidden === 0)
+    .map((column) => `"${column.name}"`)
+    .join(', ');
+}
+
+/** Each table's name and its CREATE statement (sqlite_sequence included, for AUTOINCREMENT). */
+function tablesOf(db: DatabaseSync, schema: 'main' | 'source'): Map<string, string> {
+  const rows = db
+    .prepare(
+      `SELECT name, sql FROM ${schema}.sqlite_schema WHERE type = 'table' AND (name NOT LIKE 'sqlite_%' OR name = 'sqlite_sequence') ORDER BY name`,
+    )
+    .all() as Array<{ name: string; sql: string }>;
+  return new Map(rows.map((row) => [row.name, row.sql]));
+}

@@ -1,0 +1,245 @@
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { erc20Abi } from 'viem';
+import { beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { CLOSE_SANDBOX_RESTORED } from '../../src/api/schemas/index.ts';
+import { call, chainAgent, chainReader, useChainSandbox } from '../helpers/chain.ts';
+import { ADMIN_TOKEN, admin, type TestSandbox } from '../helpers/sandbox.ts';
+
+/**
+ * Snapshots and restores on a real sandbox: the chain, sandbox.db, index.db and the clock
+ * go back together, and the sandbox goes on from there.
+ */
+let sandbox: TestSandbox;
+let wsUrl = '';
+useChainSandbox((started) => {
+  sandbox = started;
+});
+beforeAll(async () => {
+  const address = await sandbox.app.listen({ host: '127.0.0.1', port: 0 });
+  wsUrl = `${address.replace(/^http/, 'ws')}/graphql`;
+});
+
+const GRAPHQL_READ = '{ vaults { address tvl totalShares pricePerShare } }';
+const graphql = async () =>
+  (
+    await sandbox.app.inject({ method: 'POST', url: '/graphql', payload: { query: GRAPHQL_READ } })
+  ).json();
+
+/** A subscriber on a real WebSocket: resolves with how its socket was closed. */
+async function subscriber(): Promise<{ closed: Promise<{ code: number; reason: string }> }> {
+  const socket = new WebSocket(wsUrl, 'graphql-transport-ws');
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })),
+  );
+  await new Promise((resolve, reject) => {
+    socket.once('open', resolve);
+    socket.once('error', reject);
+  });
+  const acked = new Promise((resolve) =>
+    socket.on('message', (data) => {
+      if (JSON.parse(String(data)).type === 'connection_ack') resolve(undefined);
+    }),
+  );
+  socket.send(JSON.stringify({ type: 'connection_init' }));
+  await acked;
+  socket.send(
+    JSON.stringify({
+      id: '1',
+      type: 'subscribe',
+      payload: { query: 'subscription { transactionCreated { hash } }' },
+    }),
+  );
+  return { closed };
+}
+
+const snapshotAs = (name: string, replace?: boolean) =>
+  admin(sandbox.app, 'POST', '/sandbox/snapshots', {
+    name,
+    ...(replace !== undefined && { replace }),
+  });
+const restore = (name: string) => admin(sandbox.app, 'POST', `/sandbox/snapshots/${name}/restore`);
+const blockNumber = async () => Number(await chainReader(sandbox).getBlockNumber());
+const position = async (apiKey: string) =>
+  (await call(sandbox, apiKey, 'GET', '/api/v1/agent/vault/positions')).json();
+const deposit = (apiKey: string, amount: number) =>
+  call(sandbox, apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+    vault_id: 'moderate',
+    amount_usdc: amount,
+  });
+
+describe('snapshots', () => {
+  it('refuses bad names, an existing name without replace, and touching genesis', async () => {
+    for (const name of ['', '.', '..', 'a/b', 'x'.repeat(65), 'sp ace']) {
+      const refused = await snapshotAs(name);
+      expect(refused.statusCode, name).toBe(400);
+      expect(refused.json().error).toMatch(/name/);
+    }
+    expect((await snapshotAs('genesis')).statusCode).toBe(409);
+    expect((await snapshotAs('first')).statusCode).toBe(200);
+    const again = await snapshotAs('first');
+    expect(again.statusCode).toBe(409);
+    expect(again.json().error).toMatch(/replace/);
+    expect((await snapshotAs('first', true)).statusCode).toBe(200);
+    const deleteGenesis = await sandbox.app.inject({
+      method: 'DELETE',
+      url: '/sandbox/snapshots/genesis',
+      headers: { 'x-admin-token': ADMIN_TOKEN },
+    });
+    expect(deleteGenesis.statusCode).toBe(409);
+    expect((await restore('nothing-here')).statusCode).toBe(404);
+    const unauthorised = await sandbox.app.inject({ method: 'GET', url: '/sandbox/snapshots' });
+    expect(unauthorised.statusCode).toBe(401);
+  });
+
+  it('restores the chain, the agents, the index and the clock as they were', async () => {
+    const alice = await chainAgent(sandbox);
+    expect((await deposit(alice.apiKey, 100)).statusCode).toBe(200);
+    const taken = await snapshotAs('with-alice');
+    expect(taken.statusCode).toBe(200);
+    const snapshot = taken.json();
+    const at = await blockNumber();
+    expect(snapshot).toMatchObject({ name: 'with-alice', block_number: at });
+    expect(snapshot.size_bytes).toBeGreaterThan(0);
+    const dir = join(sandbox.dir, 'snapshots');
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(readdirSync(join(dir, 'with-alice')).sort()).toEqual([
+      'chain.json',
+      'index.db',
+      'sandbox.db',
+      'snapshot.json',
+    ]);
+    const before = {
+      position: await position(alice.apiKey),
+      vaults: (await sandbox.app.inject({ url: '/v1/vaults' })).json(),
+      graphql: await graphql(),
+      clock: (await admin(sandbox.app, 'GET', '/sandbox/info')).json().clock,
+    };
+    expect(before.graphql.data.vaults.length).toBeGreaterThan(0);
+
+    // Afterwards: another agent, another deposit, 30 days on.
+    const bob = await chainAgent(sandbox);
+    expect((await deposit(alice.apiKey, 50)).statusCode).toBe(200);
+    expect((await deposit(bob.apiKey, 10)).statusCode).toBe(200);
+    const advanced = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', {
+      seconds: 30 * 86_400,
+    });
+    expect(advanced.statusCode).toBe(200);
+    expect(await blockNumber()).toBeGreaterThan(at);
+    expect(await graphql()).not.toEqual(before.graphql);
+    const { closed } = await subscriber();
+
+    const restored = await restore('with-alice');
+    expect(restored.statusCode, restored.body).toBe(200);
+    expect(restored.json()).toMatchObject({ name: 'with-alice', block_number: at });
+    expect(restored.json().restored_in_ms).toBeGreaterThan(0);
+
+    expect(await blockNumber()).toBe(at);
+    // Bob's key was issued after the snapshot; Alice's before.
+    expect((await call(sandbox, bob.apiKey, 'GET', '/api/v1/agent/wallet')).statusCode).toBe(401);
+    expect((await call(sandbox, alice.apiKey, 'GET', '/api/v1/agent/wallet')).statusCode).toBe(200);
+    expect(await position(alice.apiKey)).toEqual(before.position);
+    expect((await sandbox.app.inject({ url: '/v1/vaults' })).json()).toEqual(before.vaults);
+    expect(await graphql()).toEqual(before.graphql);
+    // What subscribers were told no longer holds: their sockets are closed, saying why.
+    expect(await closed).toEqual({ code: CLOSE_SANDBOX_RESTORED, reason: 'Sandbox restored' });
+    const clock = (await admin(sandbox.app, 'GET', '/sandbox/info')).json().clock;
+    expect(clock.offset_seconds).toBe(before.clock.offset_seconds);
+    // Bob's server-side wallet holds nothing on the restored chain.
+    const usdc = sandbox.chain.deployment.usdc;
+    const bobsUsdc = await chainReader(sandbox).readContract({
+      address: usdc,
+      abi: erc20Abi,
+      functionName: 'balanceOf',
+      args: [bob.agentAddress],
+    });
+    expect(bobsUsdc).toBe(0n);
+
+    // The next write goes on from the snapshot's block, with the wallets' nonces read again.
+    expect((await deposit(alice.apiKey, 5)).statusCode).toBe(200);
+    expect(await blockNumber()).toBe(at + 1);
+    const carol = await chainAgent(sandbox);
+    expect((await deposit(carol.apiKey, 1)).statusCode).toBe(200);
+  });
+
+  it('restores genesis: a new, empty sandbox in the same state dir', async () => {
+    const restored = await restore('genesis');
+    expect(restored.statusCode, restored.body).toBe(200);
+    expect(restored.json().block_number).toBe(await blockNumber());
+    const stats = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
+    expect(stats.total_agents).toBe(0);
+    const listed = (await admin(sandbox.app, 'GET', '/sandbox/snapshots')).json().snapshots;
+    expect(listed.map((entry: { name: string }) => entry.name)).toEqual([
+      'genesis',
+      'first',
+      'with-alice',
+    ]);
+    // The snapshots survive it; the sandbox works.
+    const dave = await chainAgent(sandbox);
+    expect((await deposit(dave.apiKey, 2)).statusCode).toBe(200);
+    expect((await restore('with-alice')).statusCode).toBe(200);
+    expect((await call(sandbox, dave.apiKey, 'GET', '/api/v1/agent/wallet')).statusCode).toBe(401);
+  });
+
+  it('refuses writes with 503 while it restores, and a write answered before belongs to the state before', async () => {
+    const erin = await chainAgent(sandbox);
+    expect((await snapshotAs('before-burst')).statusCode).toBe(200);
+    const deposits = async () =>
+      (
+        await sandbox.app.inject({
+          method: 'POST',
+          url: '/graphql',
+          payload: {
+            query: `{ userTransactions(address: "${erin.agentAddress}", type: DEPOSIT) { hash } }`,
+          },
+        })
+      ).json().data.userTransactions.length;
+    expect(await deposits()).toBe(0);
+    // The order in which answers arrive: the restore's among the deposits'.
+    let arrived = 0;
+    const burst = Array.from({ length: 12 }, (_, i) =>
+      new Promise((resolve) => setTimeout(resolve, i * 15))
+        .then(() => deposit(erin.apiKey, 1))
+        .then((answer) => ({ answer, order: arrived++ })),
+    );
+    const restored = restore('before-burst').then((answer) => ({ answer, order: arrived++ }));
+    const answers = (await Promise.all(burst)).map(({ answer }) => answer);
+    const restoreAnswer = await restored;
+    expect(restoreAnswer.answer.statusCode).toBe(200);
+    const statuses = answers.map((answer) => answer.statusCode);
+    expect(
+      statuses.every((status) => status === 200 || status === 503),
+      String(statuses),
+    ).toBe(true);
+    expect(statuses).toContain(503);
+    for (const refused of answers.filter((answer) => answer.statusCode === 503)) {
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.json().error).toMatch(/restored/);
+    }
+    // A deposit answered 200 before the restore answered belongs to the state before it, and
+    // is gone; one answered after it is in the restored state.
+    const ordered = await Promise.all(burst);
+    const after = ordered.filter(
+      ({ answer, order }) => answer.statusCode === 200 && order > restoreAnswer.order,
+    ).length;
+    expect(await deposits()).toBe(after);
+  });
+
+  it('deletes a snapshot', async () => {
+    const deleted = await sandbox.app.inject({
+      method: 'DELETE',
+      url: '/sandbox/snapshots/first',
+      headers: { 'x-admin-token': ADMIN_TOKEN },
+    });
+    expect(deleted.statusCode).toBe(200);
+    expect(deleted.json()).toEqual({ name: 'first', deleted: true });
+    expect(existsSync(join(sandbox.dir, 'snapshots', 'first'))).toBe(false);
+    const again = await sandbox.app.inject({
+      method: 'DELETE',
+      url: '/sandbox/snapshots/first',
+      headers: { 'x-admin-token': ADMIN_TOKEN },
+    });
+    expect(again.statusCode).toBe(404);
+  });
+});
