@@ -101,6 +101,7 @@ export async function writeSecretFile(
     }
     await putInPlace(temp, path, file, options);
     placed = temp;
+    await syncDirectory(dirname(path));
     return { path, bytes };
   } catch (error) {
     throw error instanceof CliError || !(error as NodeJS.ErrnoException).syscall
@@ -113,6 +114,20 @@ export async function writeSecretFile(
     // A file still being opened would be made after it was removed: wait for it first.
     await opened;
     for (const temp of temps) if (temp !== placed) await unlink(temp).catch(() => {});
+  }
+}
+
+/** Makes the new name durable (a crash right after would otherwise lose it); best effort. */
+async function syncDirectory(dir: string): Promise<void> {
+  try {
+    const handle = await fsOpen(dir, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    // Some file systems cannot sync a directory; the file itself is on disk.
   }
 }
 

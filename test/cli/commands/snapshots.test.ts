@@ -136,6 +136,16 @@ describe('snapshot names are checked before any request', () => {
     expect(existsSync(join(dir, 'never'))).toBe(false);
   });
 
+  it('refuses . and .. (names of directories), before any request', async () => {
+    for (const name of ['.', '..']) {
+      const before = requests.length;
+      const refused = await failure(restore({ adminToken: 'tok', name }, context().context));
+      expect(refused).toMatchObject({ exitCode: EXIT.usage, code: 'usage' });
+      expect(refused.message).toBe(`snapshot name "${name}": must not be . or ..`);
+      expect(requests.length).toBe(before);
+    }
+  });
+
   it('takes a name of 64 of the allowed characters', async () => {
     const { context: ctx, stdout } = context();
     await snapshot({ adminToken: 'tok', name: LONG_NAME }, ctx);
