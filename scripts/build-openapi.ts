@@ -13,10 +13,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildApp } from '../src/sandbox/app.ts';
-import { startChain } from '../src/sandbox/chain/index.ts';
 import { createSandboxClock } from '../src/sandbox/clock.ts';
 import { hashAdminToken } from '../src/sandbox/plugins/auth.ts';
 import { OPENAPI_PATH } from '../src/sandbox/plugins/openapi.ts';
+import { startRuntime } from '../src/sandbox/runtime.ts';
 import { openStore } from '../src/sandbox/store/index.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -33,7 +33,7 @@ async function servedDocument(): Promise<unknown> {
   const store = openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = createSandboxClock(store.meta);
   const sandboxId = randomUUID();
-  const chain = await startChain({
+  const runtime = await startRuntime({
     stateDir: dir,
     persistent: false,
     clock,
@@ -45,9 +45,11 @@ async function servedDocument(): Promise<unknown> {
     const app = await buildApp({
       store,
       clock,
-      chain,
+      chain: runtime.chain,
+      index: runtime.index,
+      onboarder: runtime.onboarder,
       adminTokenHash: hashAdminToken(randomUUID()),
-      sandboxId,
+      snapshots: runtime.snapshots,
       stateDir: dir,
       persistent: false,
       rateLimit: true,
@@ -60,8 +62,7 @@ async function servedDocument(): Promise<unknown> {
     await app.close();
     return document;
   } finally {
-    await chain.close();
-    await store.close();
+    await runtime.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

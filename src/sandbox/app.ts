@@ -4,6 +4,8 @@ import { formatHostPort } from './address.ts';
 import type { SandboxChain } from './chain/index.ts';
 import type { SandboxClock } from './clock.ts';
 import type { Live } from './graphql/live.ts';
+import type { IndexReads } from './indexer/index-reads.ts';
+import type { Onboarder } from './operator/onboarding.ts';
 import { createAuthGuards } from './plugins/auth.ts';
 import {
   type ConnectionLimits,
@@ -33,7 +35,7 @@ import { registerStrategyRoutes } from './routes/strategies.ts';
 import type { App } from './routes/types.ts';
 import { registerVaultRoutes } from './routes/vaults.ts';
 import { registerWalletRoutes } from './routes/wallet.ts';
-import { createSnapshots } from './snapshots/index.ts';
+import type { Snapshots } from './snapshots/index.ts';
 import type { Store } from './store/index.ts';
 
 /**
@@ -51,11 +53,13 @@ function listeningDomain(app: App): string {
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 export interface AppOptions extends AdminDeps {
-  /** The sandbox's id (its snapshots' checkpoints carry it). */
-  sandboxId: string;
+  /** Snapshots and restores (runtime.ts); undefined on a chain the sandbox does not own. */
+  snapshots: Snapshots | undefined;
   store: Store;
   clock: SandboxClock;
   chain: SandboxChain;
+  index: IndexReads;
+  onboarder: Onboarder;
   trustProxy: boolean;
   logger: FastifyServerOptions['logger'];
   /** One short line per request (the human log format) instead of Fastify's two JSON lines. */
@@ -106,8 +110,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
     store: options.store,
     clock: options.clock,
     limits: await registerRateLimits(app, options.rateLimit, options.dataTiers),
-    auth: createAuthGuards(options.store, options.chain.onboarder),
+    auth: createAuthGuards(options.store, options.onboarder),
     chain: options.chain,
+    index: options.index,
+    onboarder: options.onboarder,
   };
   registerHealthRoutes(app, deps);
   registerAuthRoutes(app, deps);
@@ -132,28 +138,16 @@ export async function buildApp(options: AppOptions): Promise<App> {
     graphiql: options.graphiql ?? false,
     ...(options.graphqlLimits && { limits: options.graphqlLimits }),
   });
-  const { chain, clock } = options;
-  const rewind = chain.rewind;
-  const snapshots =
-    rewind &&
-    createSnapshots({
-      stateDir: options.stateDir,
-      sandboxId: options.sandboxId,
-      store: options.store,
-      clock,
-      chain: rewind,
-      index: chain.index,
-      holdWrites: () => writes.hold(),
-      pauseOperators: () => rewind.pauseOperators(),
-      afterRestore: async () => {
-        clock.reload();
-        rewind.resumeOperators();
-        await chain.index.syncTo().catch((error: unknown) => {
-          app.log.warn(`indexing after the restore: ${(error as Error).message}`);
-        });
-        live?.closeAll(CLOSE_SANDBOX_RESTORED, 'Sandbox restored');
-      },
+  const { snapshots } = options;
+  if (snapshots) {
+    snapshots.holdWritesWith(() => writes.hold());
+    const unsubscribe = snapshots.onRestored(() =>
+      live?.closeAll(CLOSE_SANDBOX_RESTORED, 'Sandbox restored'),
+    );
+    app.addHook('onClose', async () => {
+      unsubscribe();
     });
+  }
   registerSnapshotRoutes(app, snapshots, options);
   return app;
 }

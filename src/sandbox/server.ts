@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { formatHostPort } from './address.ts';
 import { recordsAnvil, stopAbandonedAnvil } from './chain/anvil.ts';
-import { type ChainLogger, type SandboxChain, startChain } from './chain/index.ts';
+import type { ChainLogger } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
 import { type GraphiqlMode, type SandboxOptions, TOKEN_NOT_LOGGED } from './options.ts';
@@ -10,6 +10,7 @@ import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
 import { LISTENING_LOG_TEXT, loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
+import { type SandboxRuntime, startRuntime } from './runtime.ts';
 import { checkEmptyForImport, importExport, readExport } from './snapshots/export-file.ts';
 import { resumeRestore } from './snapshots/index.ts';
 import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
@@ -50,7 +51,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   if (exported && options.state !== undefined) checkEmptyForImport(resolve(options.state));
   const stateDir = openStateDir(options.state);
   let store: ReturnType<typeof openStore> | undefined;
-  let chain: SandboxChain | undefined;
+  let runtime: SandboxRuntime | undefined;
   // The chain logs through the app's logger once there is one (recoveries happen later).
   let logger: Pick<App['log'], 'info' | 'warn' | 'error'> | undefined;
   const log: ChainLogger = {
@@ -65,7 +66,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     await resumeRestore(stateDir.path, store, join(stateDir.path, 'index.db'));
     const sandboxId = sandboxIdOf(stateDir, store);
     const clock = createSandboxClock(store.meta);
-    chain = await startChain({
+    runtime = await startRuntime({
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
       clock,
@@ -82,12 +83,15 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     }
     const admin = adminTokenFor(options.adminToken, stateDir.persistent ? store : undefined);
     const { buildApp } = await loadingApp;
+    const { chain } = runtime;
     const app = await buildApp({
       store,
       clock,
       chain,
+      index: runtime.index,
+      onboarder: runtime.onboarder,
       adminTokenHash: admin.hash,
-      sandboxId,
+      snapshots: runtime.snapshots,
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
       rateLimit: options.rateLimit,
@@ -105,12 +109,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     });
     logger = app.log;
     const openedStore = store;
-    const startedChain = chain;
+    const started = runtime;
     app.addHook('onClose', async () => {
       // Handlers whose connection is gone may still be writing: let them finish first.
       await app.handlersDrained(SHUTDOWN_HANDLER_WAIT_MS);
-      await startedChain.close();
-      await openedStore.close();
+      // The actors, the chain, the index, then the store.
+      await started.close();
       stateDir.release();
     });
     // Fastify's own "Server listening at …" is dropped (see loggerOptions): the ready block
@@ -145,8 +149,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       close: () => app.close(),
     };
   } catch (error) {
-    await chain?.close();
-    await store?.close();
+    // A started runtime closes the store with the rest; else the store is closed here.
+    if (runtime) await runtime.close();
+    else await store?.close();
     stateDir.release();
     throw error;
   }

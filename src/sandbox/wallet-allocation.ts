@@ -4,7 +4,7 @@ import type { SandboxChain } from './chain/index.ts';
 import { usdcBalanceOf } from './chain/vaults.ts';
 import { HttpError } from './errors.ts';
 import { IndexUnavailableError } from './indexer/failure.ts';
-import { hasIndexedActivity } from './indexer/reads.ts';
+import type { IndexReads } from './indexer/index-reads.ts';
 import { createKeyedLock } from './keyed-lock.ts';
 import type { Store } from './store/index.ts';
 
@@ -23,6 +23,7 @@ const MAX_SKIPPED = 1000;
 export function createWalletAllocator(deps: {
   store: Store;
   chain: SandboxChain;
+  index: Pick<IndexReads, 'hasActivity'>;
   log: { warn(message: string): void };
 }) {
   const { store, chain } = deps;
@@ -37,7 +38,7 @@ export function createWalletAllocator(deps: {
     ]);
     if (nonce > 0 || eth > 0n || usdc > 0n) return true;
     try {
-      return chain.index.read(() => hasIndexedActivity(chain.index.db, address));
+      return deps.index.hasActivity(address);
     } catch (error) {
       // An index being rebuilt cannot say, and a wallet it would show history for must never
       // be handed out: the registration is retried once the index answers again.

@@ -44,6 +44,10 @@ describe('--rpc-url on a chain that is not a dev chain', () => {
         join(state, 'deployment.json'),
       ]);
       const { apiKey } = await registerOver(sandbox.url);
+      // A chain the sandbox does not own cannot be rewound: no snapshots, said so.
+      const snapshot = await request(sandbox.url, 'POST', '/sandbox/snapshots', { name: 'x' });
+      expect(snapshot.status).toBe(400);
+      expect(snapshot.body.error).toMatch(/--rpc-url.*cannot rewind/);
       const wallet = (await request(sandbox.url, 'GET', '/api/v1/agent/wallet', undefined, apiKey))
         .body.agent_address as string;
       const history = `${sandbox.url}/v1/users/${wallet}/transactions`;

@@ -10,11 +10,16 @@ import type {
   RegisterResponse,
 } from '../../src/api/schemas/index.ts';
 import { buildApp } from '../../src/sandbox/app.ts';
-import { type ChainOptions, type SandboxChain, startChain } from '../../src/sandbox/chain/index.ts';
+import type { SandboxChain } from '../../src/sandbox/chain/index.ts';
 import { createSandboxClock, type SandboxClock } from '../../src/sandbox/clock.ts';
 import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
 import type { DataTiers } from '../../src/sandbox/plugins/rate-limit.ts';
 import type { App } from '../../src/sandbox/routes/types.ts';
+import {
+  type RuntimeOptions,
+  type SandboxRuntime,
+  startRuntime,
+} from '../../src/sandbox/runtime.ts';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token';
@@ -25,6 +30,8 @@ export interface TestSandbox {
   app: App;
   store: Store;
   chain: SandboxChain;
+  /** What owns the state: the index open now is runtime.parts.indexer(). */
+  runtime: SandboxRuntime;
   clock: SandboxClock;
   dir: string;
   close(): Promise<void>;
@@ -45,9 +52,9 @@ export async function createTestSandbox(
     graphqlLimits?: Partial<GraphqlLimits>;
     graphiql?: boolean;
     /** The ERC-7540 fulfiller's bounds, smaller than its defaults to push past them. */
-    fulfilment?: ChainOptions['fulfilment'];
+    fulfilment?: RuntimeOptions['fulfilment'];
     /** Where the chain's and the index's lines go (nowhere by default). */
-    chainLog?: ChainOptions['log'];
+    chainLog?: RuntimeOptions['log'];
     /** How long new blocks wait for an automatic checkpoint, if not the default. */
     checkpointAfterMs?: number;
   } = {},
@@ -56,7 +63,7 @@ export async function createTestSandbox(
   const store = openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = createSandboxClock(store.meta);
   const sandboxId = randomUUID();
-  const chain = await startChain({
+  const runtime = await startRuntime({
     stateDir: dir,
     persistent: false,
     clock,
@@ -66,12 +73,15 @@ export async function createTestSandbox(
     ...(options.fulfilment && { fulfilment: options.fulfilment }),
     checkpointAfterMs: options.checkpointAfterMs,
   });
+  const { chain } = runtime;
   const app = await buildApp({
     store,
     clock,
     chain,
+    index: runtime.index,
+    onboarder: runtime.onboarder,
     adminTokenHash: hashAdminToken(ADMIN_TOKEN),
-    sandboxId,
+    snapshots: runtime.snapshots,
     stateDir: dir,
     persistent: false,
     rateLimit: options.rateLimit ?? false,
@@ -88,12 +98,12 @@ export async function createTestSandbox(
     app,
     store,
     chain,
+    runtime,
     clock,
     dir,
     async close() {
       await app.close();
-      await chain.close();
-      await store.close();
+      await runtime.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

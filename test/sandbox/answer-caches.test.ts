@@ -28,7 +28,7 @@ const ANSWERING = /src[\\/]sandbox[\\/](routes[\\/]data|graphql[\\/]resolvers)\.
  * told apart by where they come from.
  */
 async function watched(send: () => Promise<Body>): Promise<{ body: Body; built: boolean }> {
-  const index = sandbox.chain.index;
+  const index = sandbox.runtime.parts.indexer();
   const read = index.read.bind(index);
   let answering = 0;
   const reads = vi.spyOn(index, 'read').mockImplementation((run) => {
@@ -44,7 +44,7 @@ async function watched(send: () => Promise<Body>): Promise<{ body: Body; built: 
 }
 
 /** The versions every kept answer depends on: unchanged, no answer was dropped for a write. */
-const versions = () => [sandbox.chain.index.version(), sandbox.store.agents.version()];
+const versions = () => [sandbox.runtime.parts.indexer().version(), sandbox.store.agents.version()];
 
 describe('the kept answers', () => {
   it('/v1: past its bound in entries, an early URL is built again and answers the same', async () => {

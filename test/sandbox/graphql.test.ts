@@ -505,7 +505,7 @@ describe('answers kept between index commits', () => {
     ]);
     // A row changed under the index, which no commit reports: an answer built again would
     // show it, a kept one does not. The row is put back before the next commit.
-    const index = sandbox.chain.index.db;
+    const index = sandbox.runtime.parts.indexer().db;
     const tamper = index.prepare('UPDATE transactions SET amount = ? WHERE hash = ?');
     const { hash } = first.body.data.userTransactions[0];
     tamper.run('1', hash);

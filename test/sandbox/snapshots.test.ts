@@ -94,8 +94,14 @@ describe('snapshots', () => {
   });
 
   it('restores the chain, the agents, the index and the clock as they were', async () => {
-    const alice = await chainAgent(sandbox);
+    const alice = await chainAgent(sandbox, 'established');
     expect((await deposit(alice.apiKey, 100)).statusCode).toBe(200);
+    const proposed = await admin(sandbox.app, 'POST', '/sandbox/proposals', {
+      title: 'Before the snapshot',
+      description: 'Voted on only after it.',
+    });
+    expect(proposed.statusCode).toBe(200);
+    const proposalId = proposed.json().proposal_id;
     const taken = await snapshotAs('with-alice');
     expect(taken.statusCode).toBe(200);
     const snapshot = taken.json();
@@ -110,7 +116,12 @@ describe('snapshots', () => {
       'sandbox.db',
       'snapshot.json',
     ]);
+    const strategies = async () =>
+      (await call(sandbox, alice.apiKey, 'GET', '/api/v1/agent/strategy/list')).json();
+    const proposals = async () => (await sandbox.app.inject({ url: '/api/v1/proposals' })).json();
     const before = {
+      strategies: await strategies(),
+      proposals: await proposals(),
       position: await position(alice.apiKey),
       vaults: (await sandbox.app.inject({ url: '/v1/vaults' })).json(),
       graphql: await graphql(),
@@ -121,6 +132,18 @@ describe('snapshots', () => {
     // Afterwards: another agent, another deposit, 30 days on.
     const bob = await chainAgent(sandbox);
     expect((await deposit(alice.apiKey, 50)).statusCode).toBe(200);
+    const submitted = await call(sandbox, alice.apiKey, 'POST', '/api/v1/agent/strategy/submit', {
+      name: 'After the snapshot',
+      description: 'Gone once restored.',
+    });
+    expect(submitted.statusCode, submitted.body).toBe(200);
+    const voted = await call(sandbox, alice.apiKey, 'POST', '/api/v1/agent/governance/vote', {
+      proposal_id: proposalId,
+      support: 1,
+    });
+    expect(voted.statusCode, voted.body).toBe(200);
+    expect(await strategies()).not.toEqual(before.strategies);
+    expect(await proposals()).not.toEqual(before.proposals);
     expect((await deposit(bob.apiKey, 10)).statusCode).toBe(200);
     const advanced = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', {
       seconds: 30 * 86_400,
@@ -140,6 +163,8 @@ describe('snapshots', () => {
     expect((await call(sandbox, bob.apiKey, 'GET', '/api/v1/agent/wallet')).statusCode).toBe(401);
     expect((await call(sandbox, alice.apiKey, 'GET', '/api/v1/agent/wallet')).statusCode).toBe(200);
     expect(await position(alice.apiKey)).toEqual(before.position);
+    expect(await strategies()).toEqual(before.strategies);
+    expect(await proposals()).toEqual(before.proposals);
     expect((await sandbox.app.inject({ url: '/v1/vaults' })).json()).toEqual(before.vaults);
     expect(await graphql()).toEqual(before.graphql);
     // What subscribers were told no longer holds: their sockets are closed, saying why.

@@ -534,6 +534,11 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     recovering: () => recovering !== undefined,
     copyChainWith,
     replace,
+    /**
+     * Puts the chain back together from the standby, or from the checkpoint the pointer names
+     * and the log after it, as when anvil dies (writes wait meanwhile); resolves once it is back.
+     */
+    recover,
     standby,
     async close(options: { checkpoint: boolean }) {
       clearInterval(poller);

@@ -109,7 +109,7 @@ const DEPOSIT_GAS = 400_000n;
  *
  * Into the ERC-7540 vault, the deposit is a request (`requestDeposit`, the agent's wallet its
  * controller): it answers with the request's id and when the operator may fulfil it, and the
- * fulfiller (fulfilment.ts) fulfils and claims it then.
+ * fulfiller (operator/fulfilment.ts) fulfils and claims it then.
  */
 export async function depositToVault(
   chain: SandboxChain,

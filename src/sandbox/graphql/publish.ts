@@ -1,5 +1,6 @@
 import { DataApiError } from '../errors.ts';
-import type { IndexCommit, Indexer } from '../indexer/indexer.ts';
+import type { IndexReads } from '../indexer/index-reads.ts';
+import type { IndexCommit } from '../indexer/indexer.ts';
 import type { DataQueries } from '../indexer/queries.ts';
 import type { Live } from './live.ts';
 import { transactionRoot, vaultRoot } from './resolvers.ts';
@@ -11,7 +12,11 @@ import { transactionRoot, vaultRoot } from './resolvers.ts';
  * recorded. A payload is built once per event, only if anyone listens, and after the
  * indexer's step (it never slows a write). Answers the unsubscribe.
  */
-export function publishCommits(index: Indexer, queries: DataQueries, live: Live): () => void {
+export function publishCommits(
+  index: Pick<IndexReads, 'onCommit'>,
+  queries: DataQueries,
+  live: Live,
+): () => void {
   return index.onCommit((changes: IndexCommit) => {
     const vaults = [...changes.vaults].filter((vault) => live.listened(`vault:${vault}`));
     const transactions = changes.transactions;

@@ -46,11 +46,16 @@ import {
  * which GraphQL maps onto its types. Arguments arrive validated; a vault or strategy that is
  * not there is a DataApiError (VAULT_NOT_FOUND, STRATEGY_NOT_FOUND).
  */
-export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
-  const { chain, store } = deps;
+export function createDataQueries(deps: {
+  chain: SandboxChain;
+  store: Store;
+  /** The index open now (runtime.ts holds it, and may replace it). */
+  index: () => Indexer;
+}) {
+  const { chain, store, index } = deps;
   /** When each node key was last used, for the node list (kept in memory). */
   const nodeSeen = new Map<string, number>();
-  const now = () => indexTime(chain.index);
+  const now = () => indexTime(index());
 
   /**
    * Answers that only the index changes, computed once per commit: a read that many clients
@@ -60,9 +65,9 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
   let memoVersion = -1;
   let memo = new Map<string, unknown>();
   function perCommit<T extends object>(key: string, compute: () => T): T {
-    if (chain.index.version() !== memoVersion) {
+    if (index().version() !== memoVersion) {
       memo = new Map();
-      memoVersion = chain.index.version();
+      memoVersion = index().version();
     }
     let value = memo.get(key) as T | undefined;
     if (value === undefined) {
@@ -72,10 +77,10 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
     return value;
   }
   const summaries = (): VaultSummary[] =>
-    perCommit('summaries', () => vaultSummaries(chain.index).map((vault) => Object.freeze(vault)));
+    perCommit('summaries', () => vaultSummaries(index()).map((vault) => Object.freeze(vault)));
   const strategies = (): IndexedStrategy[] =>
     perCommit('strategies', () =>
-      indexedStrategies(chain.index.db, chain.deployment, now()).map((s) => Object.freeze(s)),
+      indexedStrategies(index().db, chain.deployment, now()).map((s) => Object.freeze(s)),
     );
 
   /**
@@ -86,7 +91,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
   const apys = (vault: VaultSummary) => {
     let found = apysOf.get(vault);
     if (!found) {
-      found = Object.freeze(vaultApys(chain.index, vault));
+      found = Object.freeze(vaultApys(index(), vault));
       apysOf.set(vault, found);
     }
     return found;
@@ -115,7 +120,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
 
   const answers = {
     /** Moves whenever any answer may change: the index committed, or an agent row changed. */
-    version: () => `${chain.index.version()}:${store.agents.version()}`,
+    version: () => `${index().version()}:${store.agents.version()}`,
     /** A node key was used (its node is online for a while). */
     // In sandbox time, as every other time the data API answers.
     nodeSeen: (nodeId: string) => nodeSeen.set(nodeId, chain.nowSeconds() * 1000),
@@ -153,10 +158,10 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
 
     apys,
     /** When a user first did anything in a vault (Unix seconds), or undefined. */
-    firstActivityAt: (user: string, vault: string) => firstActivityAt(chain.index.db, user, vault),
+    firstActivityAt: (user: string, vault: string) => firstActivityAt(index().db, user, vault),
     /** The transactions with these index keys (what a commit recorded). */
     transactionsAt: (keys: Array<{ blockNumber: number; logIndex: number }>) =>
-      transactionsAt(chain.index.db, keys),
+      transactionsAt(index().db, keys),
 
     vault(address: string, all = strategies()): z.input<typeof DataVaultDetail> {
       const vault = vaultAt(address);
@@ -169,7 +174,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
       period: keyof typeof HISTORY_PERIODS,
       interval: keyof typeof HISTORY_INTERVALS,
     ): z.input<typeof VaultHistory> {
-      return vaultHistory(chain.index, vaultAt(address), period, interval);
+      return vaultHistory(index(), vaultAt(address), period, interval);
     },
 
     strategyList(query: {
@@ -213,7 +218,7 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
     stats(): z.input<typeof ProtocolStats> {
       // The agent count is the store's: it moves without a commit.
       return perCommit(`stats:${store.agents.version()}`, () =>
-        protocolStats(chain, store, summaries(), strategies()),
+        protocolStats(index(), store, summaries(), strategies()),
       );
     },
 
@@ -221,16 +226,16 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
       address: string,
       page: { type?: string | undefined; limit: number; offset: number },
     ): z.input<typeof UserTransactions> {
-      const found = userTransactions(chain.index.db, address, page);
+      const found = userTransactions(index().db, address, page);
       return { address: getAddress(address), ...found, limit: page.limit, offset: page.offset };
     },
 
     positions(address: string): z.input<typeof UserPositions> {
-      return { address: getAddress(address), positions: userPositions(chain.index, address) };
+      return { address: getAddress(address), positions: userPositions(index(), address) };
     },
   };
   // The node list is measured live; the rest comes from the index.
-  return readingIndex(answers, chain.index, ['version', 'nodeSeen', 'nodes']);
+  return readingIndex(answers, index, ['version', 'nodeSeen', 'nodes']);
 }
 
 /**
@@ -238,13 +243,17 @@ export function createDataQueries(deps: { chain: SandboxChain; store: Store }) {
  * index.db has failed (and is rebuilt) each throws INDEX_UNAVAILABLE, never an answer read
  * from a damaged file or one that misses the writes since.
  */
-function readingIndex<T extends object>(answers: T, index: Indexer, apart: Array<keyof T>): T {
+function readingIndex<T extends object>(
+  answers: T,
+  index: () => Indexer,
+  apart: Array<keyof T>,
+): T {
   const reading = { ...answers } as Record<string, unknown>;
   for (const [key, value] of Object.entries(answers)) {
     if (typeof value !== 'function' || apart.includes(key as keyof T)) continue;
     reading[key] = (...args: unknown[]) => {
       try {
-        return index.read(() => value(...args));
+        return index().read(() => value(...args));
       } catch (error) {
         if (!(error instanceof IndexUnavailableError)) throw error;
         throw new DataApiError('INDEX_UNAVAILABLE', error.message);

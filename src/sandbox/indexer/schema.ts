@@ -108,7 +108,7 @@ CREATE INDEX IF NOT EXISTS transactions_by_user
 CREATE INDEX IF NOT EXISTS transactions_by_request ON transactions (vault, request_id);
 CREATE INDEX IF NOT EXISTS transactions_by_status ON transactions (status, type);
 CREATE INDEX IF NOT EXISTS transactions_by_time ON transactions (timestamp);
--- The fulfiller's look for due ERC-7540 requests (chain/fulfilment.ts): pending ones only, by
+-- The fulfiller's look for due ERC-7540 requests (operator/fulfilment.ts): pending ones only, by
 -- the time they were made, so its cost does not grow with the requests fulfilled before.
 CREATE INDEX IF NOT EXISTS requests_pending_by_time
   ON transactions (vault, timestamp, block_number, log_index) WHERE status = 'pending';

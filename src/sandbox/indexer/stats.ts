@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { ProtocolStats } from '../../api/schemas/index.ts';
-import type { SandboxChain } from '../chain/index.ts';
 import type { Store } from '../store/index.ts';
+import type { Indexer } from './indexer.ts';
 import { indexTime, isoTime } from './reads.ts';
 import { statement } from './statements.ts';
 import type { IndexedStrategy } from './strategies.ts';
@@ -13,13 +13,13 @@ import { usdOf, type VaultSummary } from './vaults.ts';
  * in the 24 hours of sandbox time before that block (requests move nothing until claimed).
  */
 export function protocolStats(
-  chain: SandboxChain,
+  index: Indexer,
   store: Store,
   vaults: VaultSummary[],
   strategies: IndexedStrategy[],
 ): z.input<typeof ProtocolStats> {
-  const db = chain.index.db;
-  const now = indexTime(chain.index);
+  const db = index.db;
+  const now = indexTime(index);
   const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
   const count = (sql: string, ...params: Array<number | string>) =>
     Number((statement(db, sql).get(...params) as { n: number }).n);
@@ -38,7 +38,7 @@ export function protocolStats(
     users: count('SELECT COUNT(DISTINCT user_address) AS n FROM transactions'),
     transactions: count('SELECT COUNT(*) AS n FROM transactions'),
     volume24h: recent.reduce((sum, row) => sum + BigInt(row.amount), 0n).toString(),
-    blockNumber: chain.index.checkpoint()?.number ?? 0,
+    blockNumber: index.checkpoint()?.number ?? 0,
     updatedAt: isoTime(now),
   };
 }

@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { type Tier, tierAtLeast } from '../../api/schemas/index.ts';
-import type { Onboarder } from '../chain/onboarding.ts';
 import { HttpError } from '../errors.ts';
+import type { Onboarder } from '../operator/onboarding.ts';
 import { hashApiKey } from '../registration.ts';
 import type { AgentRow } from '../store/agents.ts';
 import type { Store } from '../store/index.ts';

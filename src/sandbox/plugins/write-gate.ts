@@ -1,8 +1,11 @@
 import type { FastifyRequest } from 'fastify';
+import { HttpError } from '../errors.ts';
 import type { App } from '../routes/types.ts';
 
 /** Retry-After on a write refused while the sandbox is restored: a restore takes well under this. */
 const RESTORING_RETRY_AFTER_S = 1;
+/** How long a restore waits for the writes running when it starts; then it is refused. */
+export const WRITES_DRAIN_TIMEOUT_MS = 30_000;
 
 /**
  * Holds writes while the sandbox is restored to a snapshot: a write that arrives is refused
@@ -11,8 +14,11 @@ const RESTORING_RETRY_AFTER_S = 1;
  * the state before it.
  */
 export interface WriteGate {
-  /** Refuses new writes, and resolves once those running are answered; call the release after. */
-  hold(): Promise<() => void>;
+  /**
+   * Refuses new writes, and resolves once those running are answered; call the release after.
+   * Rejects with a 503, refusing nothing any more, when they are not all answered in time.
+   */
+  hold(timeoutMs?: number): Promise<() => void>;
 }
 
 /** Requests that change state: any but GET, HEAD, OPTIONS, GraphQL's POST (reads only) and the snapshot routes. */
@@ -47,13 +53,24 @@ export function registerWriteGate(app: App): WriteGate {
     if (running === 0) drained?.();
   });
   return {
-    async hold() {
+    async hold(timeoutMs = WRITES_DRAIN_TIMEOUT_MS) {
       held = true;
       if (running > 0) {
-        await new Promise<void>((resolve) => {
-          drained = resolve;
+        let timer: NodeJS.Timeout | undefined;
+        const answered = await new Promise<boolean>((resolve) => {
+          drained = () => resolve(true);
+          timer = setTimeout(() => resolve(false), timeoutMs);
+        }).finally(() => {
+          clearTimeout(timer);
+          drained = undefined;
         });
-        drained = undefined;
+        if (!answered) {
+          held = false;
+          throw new HttpError(
+            503,
+            `${running} write(s) were still running after ${timeoutMs / 1000} s; nothing was restored: try again`,
+          );
+        }
       }
       return () => {
         held = false;

@@ -16,11 +16,11 @@ import type { App, RouteDeps } from './types.ts';
 
 export function registerAuthRoutes(
   app: App,
-  { store, clock, limits, serviceDomain, chain }: RouteDeps,
+  { store, clock, limits, serviceDomain, chain, index, onboarder }: RouteDeps,
 ): void {
   const perWallet = createKeyedLock();
   const signers = createSignerPool();
-  const allocator = createWalletAllocator({ store, chain, log: app.log });
+  const allocator = createWalletAllocator({ store, chain, index, log: app.log });
   const wallets = {
     reserve: allocator.reserve,
     addressAt: (index: number) => chain.wallet(index).address,
@@ -45,7 +45,7 @@ export function registerAuthRoutes(
       // One registration per wallet at a time, so a duplicated request does not verify
       // its signature twice; the commit itself refuses a used nonce or a registered wallet.
       perWallet(request.body.wallet_address.toLowerCase(), () =>
-        registerAgent(store, clock, request.body, wallets, chain.onboarder, signers.signerOf),
+        registerAgent(store, clock, request.body, wallets, onboarder, signers.signerOf),
       ),
   );
 

@@ -21,7 +21,7 @@ import {
 } from '../../api/schemas/index.ts';
 import { isUnreachable } from '../chain/errors.ts';
 import { DataApiError } from '../errors.ts';
-import { createDataQueries, type DataQueries } from '../indexer/queries.ts';
+import type { DataQueries } from '../indexer/queries.ts';
 import { TooManyPointsError } from '../indexer/vaults.ts';
 import type { DataCaller, DataLimitExceeded } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
@@ -61,8 +61,8 @@ const dataValidator: FastifySchemaCompiler<z.ZodType> =
  * tiers (plugins/rate-limit.ts DATA_TIERS) count apart from Part A's.
  */
 export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
-  const { chain, limits, store } = deps;
-  const queries = createDataQueries({ chain, store });
+  const { limits, store } = deps;
+  const { queries } = deps.index;
 
   /** The caller's tier from an API key: a node key, an agent's API key, or none (per IP). */
   function dataCaller(key: unknown, ip: string): DataCaller {

@@ -19,7 +19,6 @@ import { publishCommits } from '../graphql/publish.ts';
 import { createResolvers, createSubscribeResolver } from '../graphql/resolvers.ts';
 import { SCHEMA_SDL } from '../graphql/schema.ts';
 import { createSocketProtocol } from '../graphql/socket.ts';
-import { indexTime } from '../indexer/reads.ts';
 import { type DataAccess, rateLimitedError } from './data.ts';
 import { ANSWER_CACHE_LIMITS, createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
@@ -51,7 +50,7 @@ export async function registerGraphqlRoutes(
 ): Promise<Live> {
   const limits: GraphqlLimits = { ...GRAPHQL_LIMITS, ...options.limits };
   const history: HistorySource = {
-    now: () => indexTime(deps.chain.index),
+    now: () => deps.index.now(),
     createdAt: (address) =>
       data.queries
         .summaries()
@@ -95,7 +94,7 @@ export async function registerGraphqlRoutes(
     ],
     log: app.log,
   });
-  const unpublish = publishCommits(deps.chain.index, data.queries, live);
+  const unpublish = publishCommits(deps.index, data.queries, live);
   // The server's keep-alive: a ping to every acknowledged socket.
   const keepAlive = setInterval(() => live.pingAll(), KEEP_ALIVE_MS);
   keepAlive.unref();

@@ -2,13 +2,13 @@ import { Health } from '../../api/schemas/index.ts';
 import { VERSION } from '../../version.ts';
 import type { App, RouteDeps } from './types.ts';
 
-export function registerHealthRoutes(app: App, { limits, chain }: RouteDeps): void {
+export function registerHealthRoutes(app: App, { limits, chain, index }: RouteDeps): void {
   app.get(
     '/health',
     { schema: { response: { 200: Health } }, onRequest: limits.public },
     async () => {
       const connected = await chain.isConnected();
-      const indexFailure = chain.index.failure();
+      const indexFailure = index.failure();
       const reason = !connected
         ? "the chain's RPC endpoint does not answer, or the chain is being rebuilt"
         : indexFailure && `${indexFailure}; /v1 and GraphQL answer 503 while it is rebuilt`;

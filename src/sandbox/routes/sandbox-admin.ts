@@ -45,7 +45,7 @@ export interface AdminReports {
 /** The sandbox admin API under /sandbox: not part of the live service. */
 export function registerSandboxAdminRoutes(
   app: App,
-  { store, clock, chain }: RouteDeps,
+  { store, clock, chain, index }: RouteDeps,
   admin: AdminDeps,
   reports: AdminReports,
 ): void {
@@ -62,9 +62,9 @@ export function registerSandboxAdminRoutes(
     persistent: admin.persistent,
     rate_limit: admin.rateLimit,
     index: (() => {
-      const waits = chain.index.waitStats();
+      const waits = index.waitStats();
       return {
-        block_number: chain.index.checkpoint()?.number ?? 0,
+        block_number: index.checkpoint()?.number ?? 0,
         writes_indexed: waits.writes,
         write_wait_ms_p50: waits.p50Ms,
         write_wait_ms_p99: waits.p99Ms,

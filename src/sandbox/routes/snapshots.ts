@@ -9,7 +9,6 @@ import {
 } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
 import { createAdminGuard } from '../plugins/auth.ts';
-import { exportSnapshot } from '../snapshots/export-file.ts';
 import type { Snapshots } from '../snapshots/index.ts';
 import type { App } from './types.ts';
 
@@ -64,8 +63,7 @@ export function registerSnapshotRoutes(
     '/sandbox/snapshots/:name/export',
     { onRequest, schema: { params: NameParams } },
     async (request, reply) => {
-      available();
-      const bytes = exportSnapshot(admin.stateDir, request.params.name);
+      const bytes = await available().exportFile(request.params.name);
       return reply
         .header('content-type', 'application/octet-stream')
         .header('content-disposition', `attachment; filename="${request.params.name}.sandbox"`)

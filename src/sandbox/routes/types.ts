@@ -7,6 +7,8 @@ import type {
 } from 'fastify';
 import type { SandboxChain } from '../chain/index.ts';
 import type { SandboxClock } from '../clock.ts';
+import type { IndexReads } from '../indexer/index-reads.ts';
+import type { Onboarder } from '../operator/onboarding.ts';
 import type { AuthGuards } from '../plugins/auth.ts';
 import type { RateLimitHooks } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
@@ -30,4 +32,8 @@ export interface RouteDeps {
   limits: RateLimitHooks;
   auth: AuthGuards;
   chain: SandboxChain;
+  /** The data API's index, read through its queries (never index.db). */
+  index: IndexReads;
+  /** Funds new agents' wallets; requests about an agent wait for it. */
+  onboarder: Onboarder;
 }

@@ -11,7 +11,10 @@ import { depositToVault, formatUsdc, listVaults, positionsOf, toUsdcRaw } from '
 import { callerOf } from '../plugins/auth.ts';
 import type { App, RouteDeps } from './types.ts';
 
-export function registerVaultRoutes(app: App, { store, limits, auth, chain }: RouteDeps): void {
+export function registerVaultRoutes(
+  app: App,
+  { store, limits, auth, chain, onboarder }: RouteDeps,
+): void {
   app.get(
     '/api/v1/vaults',
     { schema: { response: { 200: VaultList } }, onRequest: limits.public },
@@ -38,7 +41,7 @@ export function registerVaultRoutes(app: App, { store, limits, auth, chain }: Ro
     },
     async (request) => {
       const wallet = request.body.wallet_address as Address;
-      await chain.onboarder.readyWallet(wallet);
+      await onboarder.readyWallet(wallet);
       const { positions, totalValueRaw } = await positionsOf(chain, wallet);
       return { wallet_address: wallet, positions, total_value_usdc: formatUsdc(totalValueRaw) };
     },
@@ -66,7 +69,7 @@ export function registerVaultRoutes(app: App, { store, limits, auth, chain }: Ro
         amount_usdc: Number(amount_usdc),
         approve_tx: deposit.approveTx,
         deposit_tx: deposit.depositTx,
-        // A request into the ERC-7540 vault waits for its fulfilment; see fulfilment.ts.
+        // A request into the ERC-7540 vault waits for its fulfilment; see operator/fulfilment.ts.
         status: deposit.request ? 'pending' : 'confirmed',
         shares_balance: deposit.shares.toString(),
         ...(deposit.request && {

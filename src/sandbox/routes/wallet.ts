@@ -27,7 +27,7 @@ export const FAUCET_COOLDOWN_SECONDS = 24 * 3600;
 
 export function registerWalletRoutes(
   app: App,
-  { store, clock, limits, auth, chain }: RouteDeps,
+  { store, clock, limits, auth, chain, onboarder }: RouteDeps,
 ): void {
   const authenticatedRead = [limits.public, auth.authenticate];
 
@@ -142,7 +142,7 @@ export function registerWalletRoutes(
     },
     async (request) => {
       const wallet = request.body.wallet_address as Address;
-      await chain.onboarder.readyWallet(wallet);
+      await onboarder.readyWallet(wallet);
       const nfts = await agentPassesOf(chain, wallet);
       return { wallet_address: wallet, nfts, total: nfts.length };
     },

@@ -36,7 +36,7 @@ import {
  */
 
 /** Largest export written or read: far above a sandbox of thousands of agents. */
-export const MAX_EXPORT_BYTES = 512 * 1024 * 1024;
+export const MAX_EXPORT_BYTES = 256 * 1024 * 1024;
 /** What the file says it is, before its format version. */
 const KIND = 'agentctl-sandbox';
 

@@ -21,6 +21,7 @@ import { HttpError, StartupError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
 import { removeIndexFiles } from '../indexer/schema.ts';
 import type { Store } from '../store/index.ts';
+import { exportSnapshot } from './export-file.ts';
 import {
   clearRestoring,
   commitSnapshot,
@@ -65,16 +66,20 @@ export interface SnapshotDeps {
     copyTo(path: string): Promise<boolean>;
     replaceWith(from: string | undefined): Promise<void>;
   };
-  /** Refuses new writes (503) and resolves once those under way are answered. */
-  holdWrites(): Promise<() => void>;
   /** Stops whoever writes on their own (the onboarder, the fulfiller) for the restore. */
   pauseOperators(): Promise<void>;
   /** After a restore (or a failed one): everything kept in memory is read again, operators start. */
   afterRestore(): Promise<void>;
 }
 
+/** What the service adds once it is built: how it holds writes, and who hears of a restore. */
+type HoldWrites = () => Promise<() => void>;
+
 export function createSnapshots(deps: SnapshotDeps) {
   const { stateDir, store } = deps;
+  /** Until the service says how (its write gate), nothing is held. */
+  let holdWrites: HoldWrites = async () => () => {};
+  const restored = new Set<() => void>();
   /** One snapshot, restore or delete at a time. */
   let queue: Promise<unknown> = Promise.resolve();
   const serially = <T>(work: () => Promise<T>): Promise<T> => {
@@ -163,7 +168,7 @@ export function createSnapshots(deps: SnapshotDeps) {
         throw new HttpError(404, `no snapshot is named ${name}`);
       }
       const started = performance.now();
-      const release = await deps.holdWrites();
+      const release = await holdWrites();
       try {
         await deps.pauseOperators();
         let head: BlockHead;
@@ -183,6 +188,7 @@ export function createSnapshots(deps: SnapshotDeps) {
           });
         } finally {
           await deps.afterRestore();
+          for (const listener of restored) listener();
         }
         return {
           name,
@@ -207,7 +213,27 @@ export function createSnapshots(deps: SnapshotDeps) {
     });
   }
 
-  return { list, take, restore, remove };
+  /** Snapshot `name` as an export file's bytes, one export at a time (each is held in memory). */
+  function exportFile(name: string): Promise<Buffer> {
+    return serially(async () => exportSnapshot(stateDir, name));
+  }
+
+  return {
+    list,
+    take,
+    restore,
+    remove,
+    exportFile,
+    /** How the service refuses writes (503) and waits for those running, during a restore. */
+    holdWritesWith(hold: HoldWrites): void {
+      holdWrites = hold;
+    },
+    /** Calls `listener` after each restore (GraphQL closes its subscription sockets). */
+    onRestored(listener: () => void): () => void {
+      restored.add(listener);
+      return () => restored.delete(listener);
+    },
+  };
 }
 export type Snapshots = ReturnType<typeof createSnapshots>;
 

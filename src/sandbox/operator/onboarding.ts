@@ -1,12 +1,12 @@
 import type { Address } from 'viem';
+import { AgentOnboarding } from '../chain/contracts/artifacts.ts';
+import { AGENT_FUNDING, type Deployment } from '../chain/deployment.ts';
+import type { ChainLogger } from '../chain/local-chain.ts';
+import type { ServerWallet } from '../chain/wallets.ts';
 import { HttpError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
 import type { Store } from '../store/index.ts';
 import type { OnboardingRow } from '../store/onboarding.ts';
-import { AgentOnboarding } from './contracts/artifacts.ts';
-import { AGENT_FUNDING, type Deployment } from './deployment.ts';
-import type { ChainLogger } from './local-chain.ts';
-import type { ServerWallet } from './wallets.ts';
 
 /** Agents funded by one transaction at most (about 300k gas each). */
 const MAX_AGENTS_PER_ONBOARDING = 64;

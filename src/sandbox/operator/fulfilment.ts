@@ -1,11 +1,11 @@
 import { type Address, getAddress, parseEventLogs } from 'viem';
+import { ConfigurableVault } from '../chain/contracts/artifacts.ts';
+import type { ChainLogger } from '../chain/local-chain.ts';
+import type { ServerWallet, TxRequest } from '../chain/wallets.ts';
 import type { SandboxClock } from '../clock.ts';
 import type { Indexer } from '../indexer/indexer.ts';
 import { operatorReads } from '../indexer/operator-reads.ts';
 import type { Store } from '../store/index.ts';
-import { ConfigurableVault } from './contracts/artifacts.ts';
-import type { ChainLogger } from './local-chain.ts';
-import type { ServerWallet, TxRequest } from './wallets.ts';
 
 /** How often due requests are looked for. */
 const FULFIL_POLL_MS = 250;
@@ -34,7 +34,8 @@ export interface FulfilmentLimits {
 export const FULFILMENT_LIMITS: FulfilmentLimits = { maxFollowed: 10_000, scanPerLook: 2000 };
 
 export interface FulfillerOptions {
-  index: Indexer;
+  /** The index, read through its named queries (runtime.ts may swap the instance under it). */
+  index: Pick<Indexer, 'read' | 'db' | 'checkpoint' | 'onCommit'>;
   store: Store;
   clock: SandboxClock;
   /** The vaults' operator (the treasury holds OPERATOR_ROLE). */
