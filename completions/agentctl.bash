@@ -10,7 +10,7 @@ _agentctl_subcommands() {
     "watch") echo "vault transactions" ;;
     "api") echo "graphql" ;;
     "config") echo "get set unset list path" ;;
-    "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node seed" ;;
+    "sandbox") echo "info advance tier fund proposal strategy-status fulfillment-delay node snapshot restore snapshots snapshot-delete export seed" ;;
     "serve") echo "stop status logs" ;;
   esac
 }
@@ -74,8 +74,13 @@ _agentctl_options() {
     "sandbox strategy-status") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox fulfillment-delay") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox node") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox snapshot") echo "--replace --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox restore") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox snapshots") echo "--wide --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox snapshot-delete") echo "--help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "sandbox export") echo "--force --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "sandbox seed") echo "--out --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --from --deployment --max-connections --request-timeout --graphiql --log-level --log-format --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
+    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --from --detach --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
     "serve logs") echo "--lines --follow --format --state --help --profile --base-url --api-key --json --quiet --verbose --no-color" ;;
@@ -132,7 +137,7 @@ _agentctl_option_values() {
     "api graphql:--query") echo "@none" ;;
     "api graphql:--var") echo "@none" ;;
     "api graphql:--data-url") echo "@none" ;;
-    "completion:--values") echo "profiles keys" ;;
+    "completion:--values") echo "profiles keys snapshots" ;;
     "sandbox:--admin-token") echo "@none" ;;
     "sandbox fund:--usdc") echo "@none" ;;
     "sandbox fund:--eth") echo "@none" ;;
@@ -144,13 +149,13 @@ _agentctl_option_values() {
     "serve:--admin-token") echo "@none" ;;
     "serve:--rate-limit") echo "on off" ;;
     "serve:--rpc-url") echo "@none" ;;
-    "serve:--from") echo "@none" ;;
     "serve:--deployment") echo "@files" ;;
     "serve:--max-connections") echo "@none" ;;
     "serve:--request-timeout") echo "@none" ;;
     "serve:--graphiql") echo "loopback on off" ;;
     "serve:--log-level") echo "fatal error warn info debug trace silent" ;;
     "serve:--log-format") echo "human json" ;;
+    "serve:--from") echo "@files" ;;
     "serve stop:--state") echo "@files" ;;
     "serve status:--state") echo "@files" ;;
     "serve logs:--lines") echo "@none" ;;
@@ -184,6 +189,11 @@ _agentctl_argument_values() {
     "sandbox tier:1") echo "unverified observer registered established core_contributor" ;;
     "sandbox strategy-status:0") echo "@none" ;;
     "sandbox strategy-status:1") echo "shadow guardian_review paper_trading pending_oracle_approval live paused deprecated" ;;
+    "sandbox restore:0") echo "$(command agentctl completion --values snapshots 2>/dev/null)" ;;
+    "sandbox snapshot-delete:0") echo "$(command agentctl completion --values snapshots 2>/dev/null)" ;;
+    "sandbox export:0") echo "$(command agentctl completion --values snapshots 2>/dev/null)" ;;
+    "sandbox export:1") echo "@files" ;;
+    "sandbox snapshot:0") echo "@none" ;;
     *) echo "@files" ;;
   esac
 }

@@ -1,10 +1,12 @@
+import type { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { z } from 'zod';
 import { ApiError, NOT_JSON_ANSWER, UnexpectedResponseError, UnreachableError } from './errors.ts';
-import type { ErrorBody, RegisterResponse } from './schemas/index.ts';
+import type { ErrorBody, RegisterResponse, SnapshotRequest } from './schemas/index.ts';
 import {
   ANSWER_TOO_LARGE,
   createTransport,
+  DOWNLOAD_FAILED,
   TIMED_OUT_ANSWERING,
   TIMED_OUT_CONNECTING,
 } from './transport.ts';
@@ -64,6 +66,7 @@ interface Request {
   path: string;
   body?: unknown;
   auth?: boolean;
+  headers?: Record<string, string>;
 }
 
 const RETRYABLE_STATUSES = new Set([429, 502, 503, 504]);
@@ -91,6 +94,11 @@ export function createApiClient(options: ApiClientOptions) {
   const base = options.baseUrl.replace(/\/+$/, '');
   /** The sandbox's clock as its last answer gave it (X-Sandbox-Time), and when that was. */
   let sandboxTime: { seconds: number; seenAtMs: number } | undefined;
+  /**
+   * Set by close(): a request still under way (one given up on by Ctrl-C, say) fails with the
+   * connections it loses, and is not tried again.
+   */
+  let closed = false;
 
   async function send(
     method: string,
@@ -102,6 +110,8 @@ export function createApiClient(options: ApiClientOptions) {
       json?: boolean;
       /** A GraphQL response is an answer whatever its status (its errors say what failed). */
       graphql?: boolean;
+      /** A 2xx body goes there, not to `text` (see ExchangeOptions.download). */
+      download?: () => Writable;
     },
   ): Promise<ApiResponse> {
     const url = `${base}${path}`;
@@ -118,6 +128,7 @@ export function createApiClient(options: ApiClientOptions) {
     // since confirming transactions on a public chain takes a while.
     const deadline = Date.now() + (retries ? budgetMs : writeTimeoutMs);
     for (let attempt = 0; ; attempt++) {
+      if (closed) throw new UnreachableError(base, 'the client was closed');
       let status: number;
       let text: string;
       let retryAfterMs: number | undefined;
@@ -134,6 +145,7 @@ export function createApiClient(options: ApiClientOptions) {
           ),
           connectTimeoutMs: Math.min(timeoutMs, CONNECT_TIMEOUT_MS),
           ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+          ...(init.download && { download: init.download }),
         });
         status = answer.status;
         text = answer.text;
@@ -142,6 +154,10 @@ export function createApiClient(options: ApiClientOptions) {
         const stamped = Number(answer.headers['x-sandbox-time']);
         if (Number.isSafeInteger(stamped)) sandboxTime = { seconds: stamped, seenAtMs: Date.now() };
       } catch (error) {
+        // A download's own file failed: the caller's error, said as its own.
+        if ((error as NodeJS.ErrnoException).code === DOWNLOAD_FAILED) {
+          throw (error as Error).cause;
+        }
         const reason = networkReason(error);
         if (!retries && reason.timedOut) {
           throw new UnreachableError(
@@ -150,7 +166,7 @@ export function createApiClient(options: ApiClientOptions) {
           );
         }
         const wait = backoff(attempt);
-        if (retries && reason.transient && Date.now() + wait < deadline) {
+        if (retries && reason.transient && !closed && Date.now() + wait < deadline) {
           options.onRetry?.(reason.text, wait);
           await sleep(wait);
           continue;
@@ -159,6 +175,7 @@ export function createApiClient(options: ApiClientOptions) {
       }
 
       if ((status >= 200 && status < 300) || (init.graphql && isGraphqlResponse(text))) {
+        if (init.download) return { status, text, data: undefined };
         return { status, text, data: init.json === false ? text : parseJson(status, text) };
       }
       const body = errorBody(status, text);
@@ -172,7 +189,7 @@ export function createApiClient(options: ApiClientOptions) {
         !error.isCooldown &&
         // The spec's 503 "no API keys configured" will not change by waiting.
         !(status === 503 && /api key/i.test(error.message));
-      if (retryable && Date.now() + wait < deadline) {
+      if (retryable && !closed && Date.now() + wait < deadline) {
         options.onRetry?.(`HTTP ${status}`, wait);
         await sleep(wait);
         continue;
@@ -193,12 +210,28 @@ export function createApiClient(options: ApiClientOptions) {
     return { ...response, parsed: parsed.success ? parsed.data : undefined };
   }
 
+  /**
+   * A write of the sandbox admin API (X-Admin-Token): the body as received, and the parsed
+   * value when it matches the contract (a write that happened is never refused for its shape).
+   */
+  async function adminWrite<S extends z.ZodType>(
+    shape: (schemas: Schemas) => S,
+    adminToken: string,
+    method: 'POST' | 'DELETE',
+    path: string,
+    body?: unknown,
+  ): Promise<WriteResponse<z.output<S>>> {
+    const response = await send(method, path, { body, headers: { 'x-admin-token': adminToken } });
+    const parsed = shape(await schemas()).safeParse(response.data);
+    return { ...response, parsed: parsed.success ? parsed.data : undefined };
+  }
+
   /** A call whose answer must match its schema; `data` is the parsed value. */
   async function call<S extends z.ZodType>(
     shape: ShapeOf<S>,
     method: 'GET' | 'POST',
     path: string,
-    init: { body?: unknown; auth?: boolean } = {},
+    init: { body?: unknown; auth?: boolean; headers?: Record<string, string> } = {},
   ): Promise<ApiResponse<z.output<S>>> {
     const response = await send(method, path, init);
     if (shape === null) return response as ApiResponse<z.output<S>>;
@@ -431,7 +464,54 @@ export function createApiClient(options: ApiClientOptions) {
     /** The sandbox admin API (`agentctl serve` only), with its X-Admin-Token. */
     sandbox: (adminToken: string, method: 'GET' | 'POST', path: string, body?: unknown) =>
       send(method, path, { body, headers: { 'x-admin-token': adminToken } }),
-    close: async () => transport.close(),
+    /**
+     * The sandbox's snapshots (admin API, X-Admin-Token): take, list, restore, delete and
+     * export. Writes are never retried; a restore answers once every part is back.
+     */
+    snapshots: {
+      take: (adminToken: string, body: SnapshotRequest) =>
+        adminWrite((s) => s.SnapshotInfo, adminToken, 'POST', '/sandbox/snapshots', body),
+      list: read(
+        (s) => s.SnapshotList,
+        (adminToken: string) => ({
+          method: 'GET',
+          path: '/sandbox/snapshots',
+          headers: { 'x-admin-token': adminToken },
+        }),
+      ),
+      restore: (adminToken: string, name: string) =>
+        adminWrite(
+          (s) => s.RestoreResult,
+          adminToken,
+          'POST',
+          `/sandbox/snapshots/${encodeURIComponent(name)}/restore`,
+        ),
+      delete: (adminToken: string, name: string) =>
+        adminWrite(
+          (s) => s.SnapshotDeleted,
+          adminToken,
+          'DELETE',
+          `/sandbox/snapshots/${encodeURIComponent(name)}`,
+        ),
+      /**
+       * The snapshot as one exported file: its bytes go to the stream `open` returns, opened
+       * anew for each try (a GET is retried: the caller starts its file over). The file holds
+       * the wallet's mnemonic; where it goes is the caller's care.
+       */
+      export: async (adminToken: string, name: string, open: () => Writable): Promise<void> => {
+        await send('GET', `/sandbox/snapshots/${encodeURIComponent(name)}/export`, {
+          headers: {
+            'x-admin-token': adminToken,
+            accept: 'application/octet-stream, application/json',
+          },
+          download: open,
+        });
+      },
+    },
+    close: async () => {
+      closed = true;
+      transport.close();
+    },
   };
 }
 export type ApiClient = ReturnType<typeof createApiClient>;

@@ -13,6 +13,7 @@
  */
 import type { Agent as HttpAgent, IncomingHttpHeaders } from 'node:http';
 import { createRequire } from 'node:module';
+import type { Writable } from 'node:stream';
 
 const require = createRequire(import.meta.url);
 
@@ -30,6 +31,12 @@ export interface ExchangeOptions {
   timeoutMs: number;
   /** Connecting only (TCP and TLS). */
   connectTimeoutMs: number;
+  /**
+   * Where a 2xx answer's body goes instead of `text` (which is then empty): a file being
+   * downloaded, say. Opened once per answer, so a retry starts on a new one; never held in
+   * memory, so MAX_RESPONSE_BYTES does not apply. An error answer is read as text as usual.
+   */
+  download?: () => Writable;
 }
 
 /** Refused before reading more: no answer of the service comes near this. */
@@ -39,6 +46,8 @@ const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 export const TIMED_OUT_CONNECTING = 'AGENTCTL_CONNECT_TIMEOUT';
 export const TIMED_OUT_ANSWERING = 'AGENTCTL_ANSWER_TIMEOUT';
 export const ANSWER_TOO_LARGE = 'AGENTCTL_ANSWER_TOO_LARGE';
+/** A download's sink failed (its `cause`): a local error, not the service's. */
+export const DOWNLOAD_FAILED = 'AGENTCTL_DOWNLOAD_FAILED';
 
 export interface Transport {
   exchange(url: string, options: ExchangeOptions): Promise<Exchange>;
@@ -67,6 +76,7 @@ export function createTransport(): Transport {
   function send(url: URL, options: ExchangeOptions, deadline: number, fresh: boolean) {
     const http: typeof import('node:https') =
       url.protocol === 'https:' ? require('node:https') : require('node:http');
+    const stream: typeof import('node:stream') = require('node:stream');
     return new Promise<Exchange>((resolve, reject) => {
       // The first failure is the one reported: destroying a request makes its response
       // fail too, with a less telling "aborted".
@@ -122,6 +132,30 @@ export function createTransport(): Transport {
       request.on('error', (error) => settle(error));
       request.on('response', (response) => {
         answered = true;
+        const status = response.statusCode ?? 0;
+        if (options.download && status >= 200 && status < 300) {
+          const sink = options.download();
+          // Which side failed first: the sink's own failure (a full disk) is not the
+          // service's; it is handed over as DOWNLOAD_FAILED with its cause.
+          let first: 'response' | 'sink' | undefined;
+          response.once('error', () => {
+            first ??= 'response';
+          });
+          sink.once('error', () => {
+            first ??= 'sink';
+          });
+          stream.pipeline(response, sink, (error) => {
+            if (!error) return settle(undefined, { status, headers: response.headers, text: '' });
+            if (first === 'sink' && !failure) {
+              return settle(
+                Object.assign(new Error(error.message), { code: DOWNLOAD_FAILED, cause: error }),
+              );
+            }
+            // A body cut short: the connection went away.
+            settle(Object.assign(new Error('the connection was closed'), { code: 'ECONNRESET' }));
+          });
+          return;
+        }
         const chunks: Buffer[] = [];
         let size = 0;
         response.on('data', (chunk: Buffer) => {
@@ -135,7 +169,7 @@ export function createTransport(): Transport {
         response.on('error', (error) => settle(error));
         response.on('end', () =>
           settle(undefined, {
-            status: response.statusCode ?? 0,
+            status,
             headers: response.headers,
             // A byte-order mark is not part of the JSON.
             text: Buffer.concat(chunks)

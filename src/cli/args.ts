@@ -131,3 +131,19 @@ export function positiveCount(value: string): number {
   }
   return Number(value);
 }
+
+/**
+ * A snapshot's name (`sandbox snapshot|restore|snapshot-delete|export`), checked with the
+ * contract's SnapshotName before any request. Loaded lazily, as checkAddress is.
+ */
+export async function checkSnapshotName(value: string): Promise<string> {
+  const { SnapshotName } = await import('../api/schemas/sandbox.ts');
+  const parsed = SnapshotName.safeParse(value);
+  if (!parsed.success) {
+    throw new CliError(
+      `snapshot name ${JSON.stringify(value)}: ${parsed.error.issues[0]?.message}`,
+      EXIT.usage,
+    );
+  }
+  return parsed.data;
+}

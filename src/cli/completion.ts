@@ -14,11 +14,17 @@ interface Node {
 }
 
 /**
- * What completes a value: a fixed list, the profile or key names known right now (asked of
- * `agentctl completion --values`), file names, or nothing (free text: no guess is better
- * than a file name).
+ * What completes a value: a fixed list, the profile, key or snapshot names known right now
+ * (asked of `agentctl completion --values`; snapshots of the sandbox, which prints nothing
+ * when it does not answer), file names, or nothing (free text: no guess is better than a file
+ * name).
  */
-type Values = readonly string[] | '@profiles' | '@keys' | '@files' | '@none';
+type Values = readonly string[] | Dynamic | '@files' | '@none';
+/** The names `agentctl completion --values KIND` prints, for each dynamic kind. */
+export const DYNAMIC_VALUES = ['profiles', 'keys', 'snapshots'] as const;
+type Dynamic = `@${(typeof DYNAMIC_VALUES)[number]}`;
+const isDynamic = (values: Values): values is Dynamic =>
+  typeof values === 'string' && (DYNAMIC_VALUES as readonly string[]).includes(values.slice(1));
 
 /** Values of options, by flag, where the option's own choices do not say. */
 const OPTION_VALUES: Record<string, Values> = {
@@ -30,6 +36,7 @@ const OPTION_VALUES: Record<string, Values> = {
   '--private-key-file': '@files',
   '--state': '@files',
   '--deployment': '@files',
+  '--from': '@files',
   '--out': '@files',
 };
 
@@ -47,12 +54,18 @@ const ARGUMENT_VALUES: Record<string, Values[]> = {
   'keys import': ['@none'],
   'sandbox tier': ['@none', TIERS],
   'sandbox strategy-status': ['@none', STRATEGY_STATUSES],
+  'sandbox restore': ['@snapshots'],
+  'sandbox snapshot-delete': ['@snapshots'],
+  'sandbox export': ['@snapshots', '@files'],
+  // A new name: nothing to offer (not file names either).
+  'sandbox snapshot': ['@none'],
 };
 
 /** Shell words for `values`: a list, or a command substitution for the dynamic ones. */
 function valueWords(values: Values): string {
-  if (values === '@profiles') return '$(command agentctl completion --values profiles 2>/dev/null)';
-  if (values === '@keys') return '$(command agentctl completion --values keys 2>/dev/null)';
+  if (isDynamic(values)) {
+    return `$(command agentctl completion --values ${values.slice(1)} 2>/dev/null)`;
+  }
   if (values === '@files' || values === '@none') return values;
   return values.join(' ');
 }
@@ -247,7 +260,7 @@ export function completionScript(shell: Shell, program: Command): string {
     if (values === undefined) return '';
     if (values === '@files') return ' -r -F';
     if (values === '@none') return ' -r';
-    if (values === '@profiles' || values === '@keys') {
+    if (isDynamic(values)) {
       return ` -r -a ${quote(`(agentctl completion --values ${values.slice(1)} 2>/dev/null)`)}`;
     }
     return ` -r -a ${quote(values.join(' '))}`;

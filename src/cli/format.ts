@@ -206,3 +206,17 @@ export function shortAddress(address: string): string {
 export function maskedSetting(key: string, value: string | undefined): string | undefined {
   return key === 'api_key' && value ? `${value.slice(0, 12)}…` : value;
 }
+
+/** A size for people: "512 B", "12.3 KB", "4.5 MB", "1.2 GB" (powers of 1024). */
+export function byteSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KB', 'MB', 'GB', 'TB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  // 1023.97 KB would round to "1024.0 KB": that is 1.0 MB.
+  while (value >= 1023.95 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
+}

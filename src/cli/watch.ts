@@ -1,5 +1,6 @@
 import { type Client, createClient } from 'graphql-ws';
 import {
+  CLOSE_SANDBOX_RESTORED,
   type GraphqlError,
   TransactionCreatedEvent,
   VaultUpdatedEvent,
@@ -26,6 +27,12 @@ export interface KeepAlive {
 const RATE_LIMITED_CLOSE = 4290;
 /** The server's close codes that waiting will not change. */
 const FATAL_CLOSE_CODES = new Set([4400, 4403, 4429, 4500, 1002, 1003, 1008]);
+
+/**
+ * The --json line said when the sandbox was restored to a snapshot, between events: what came
+ * before it may no longer hold. Events carry no `event` field, so it cannot be taken for one.
+ */
+export const SANDBOX_RESTORED_EVENT = 'sandbox_restored';
 
 /** vaultUpdated, with `updatedAt`: the time of the block the state is at (our addition). */
 export const VAULT_SUBSCRIPTION = `subscription ($address: String!) {
@@ -104,6 +111,13 @@ export async function follow(
   const apiKey = await context.apiKeyFor(dataUrl);
   let connectedOnce = false;
   let lost = false;
+  /**
+   * The sandbox was restored (close code CLOSE_SANDBOX_RESTORED): the server is up and
+   * closed on purpose, so the next connection is made at once, without a backoff wait.
+   */
+  let restored = false;
+  /** Set while that one immediate reconnection is under way (another failure backs off). */
+  let resubscribing = false;
   /** The wait before the next reconnection: cleared at the end, so it holds no exit up. */
   let retryTimer: NodeJS.Timeout | undefined;
   /** A half-open connection answers no ping: closing it lets the client reconnect. */
@@ -119,6 +133,11 @@ export async function follow(
     // Never at start (a wrong URL fails at once); after that, unless the server said no.
     shouldRetry: (event) => connectedOnce && !isFatal(event),
     retryWait: async (retries) => {
+      if (restored) {
+        restored = false;
+        resubscribing = true;
+        return;
+      }
       const cap = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** retries);
       const wait = Math.round(cap / 2 + Math.random() * (cap / 2));
       out.notice(`connection to ${url} lost; reconnecting in ${(wait / 1000).toFixed(1)} s`);
@@ -129,13 +148,17 @@ export async function follow(
     on: {
       connected: (connected) => {
         socket = connected as typeof socket;
-        if (lost) out.notice(`reconnected to ${url}; events while it was down are not replayed`);
+        if (resubscribing) out.notice(`subscribed again to ${url}, on the restored sandbox`);
+        else if (lost) {
+          out.notice(`reconnected to ${url}; events while it was down are not replayed`);
+        }
         // A person sees nothing until the first event: say that it is listening.
         else if (!connectedOnce) {
           out.info(`watching ${url}: waiting for ${subscription.awaiting} (Ctrl-C to stop)`);
         }
         connectedOnce = true;
         lost = false;
+        resubscribing = false;
       },
       ping: (received) => {
         if (received) return;
@@ -148,9 +171,17 @@ export async function follow(
       pong: (received) => {
         if (received) clearTimeout(pongTimer);
       },
-      closed: () => {
+      closed: (event) => {
         clearTimeout(pongTimer);
         if (connectedOnce) lost = true;
+        if ((event as { code?: unknown } | undefined)?.code === CLOSE_SANDBOX_RESTORED) {
+          restored = true;
+          out.notice(
+            'the sandbox was restored to a snapshot: what was shown before may no longer hold; subscribing again',
+          );
+          // In the stream of events too, where a script reading stdout will see it.
+          if (out.json) out.print(JSON.stringify({ event: SANDBOX_RESTORED_EVENT }));
+        }
       },
     },
   });

@@ -52,6 +52,9 @@ export interface SandboxOptions {
   requestTimeoutMs: number;
   /** When GraphiQL is served (default: when listening on a loopback address). */
   graphiql?: GraphiqlMode;
-  /** An exported snapshot (agentctl sandbox export) the new sandbox starts as. */
+  /**
+   * An exported sandbox (`agentctl sandbox export`) to start from: in a new temporary state
+   * directory without `state`, else in `state`, which must be empty (or not exist).
+   */
   fromFile?: string;
 }

@@ -1,10 +1,14 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.ts';
+import { cannedServer } from '../helpers/run-context.ts';
 import { BIN } from '../helpers/serve.ts';
+
+const execFileAsync = promisify(execFile);
 
 const COMMITTED = {
   bash: new URL('../../completions/agentctl.bash', import.meta.url),
@@ -113,6 +117,86 @@ describe('agentctl completion', () => {
       expect(complete(['keys', 'remove', 'tr'])).toEqual(['trader']);
       expect(complete(['register', '--key', ''])).toEqual(['trader']);
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('completes snapshot names from the sandbox, and nothing, silently, when it does not answer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-complete-snapshots-'));
+    const sandbox = await cannedServer((request) =>
+      request.url.pathname === '/sandbox/snapshots' && request.headers['x-admin-token'] === 'tok'
+        ? {
+            body: {
+              snapshots: ['genesis', 'base', 'before-vote'].map((name, i) => ({
+                name,
+                block_number: i,
+                created_at: '2026-11-26T12:00:00.000Z',
+                size_bytes: 1000,
+              })),
+            },
+          }
+        : { status: 401, body: { error: 'admin token required' } },
+    );
+    try {
+      const bin = join(dir, 'bin');
+      mkdirSync(bin);
+      writeFileSync(
+        join(bin, 'agentctl'),
+        `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} "$@"\n`,
+        { mode: 0o755 },
+      );
+      const complete = async (words: string[], env: Record<string, string>) => {
+        const script = `
+          source ${JSON.stringify(COMMITTED.bash.pathname)}
+          COMP_WORDS=(agentctl ${words.map((w) => JSON.stringify(w)).join(' ')})
+          COMP_CWORD=${words.length}
+          _agentctl
+          printf '%s\\n' "\${COMPREPLY[@]}"`;
+        // Not spawnSync: the sandbox answering runs in this process.
+        const result = await execFileAsync('bash', ['-c', script], {
+          encoding: 'utf8',
+          cwd: dir,
+          env: {
+            ...process.env,
+            AGENTCTL_CONFIG_DIR: join(dir, 'config'),
+            PATH: `${bin}:${process.env.PATH}`,
+            ...env,
+          },
+        });
+        // Silent whatever happens: nothing on the terminal but the completion.
+        expect(result.stderr).toBe('');
+        return result.stdout.split('\n').filter(Boolean);
+      };
+      const env = { AGENTCTL_BASE_URL: sandbox.url, AGENTCTL_ADMIN_TOKEN: 'tok' };
+      expect(await complete(['sandbox', 'restore', ''], env)).toEqual([
+        'genesis',
+        'base',
+        'before-vote',
+      ]);
+      expect(await complete(['sandbox', 'snapshot-delete', 'b'], env)).toEqual([
+        'base',
+        'before-vote',
+      ]);
+      expect(await complete(['sandbox', '--admin-token', 'x', 'export', 'be'], env)).toEqual([
+        'before-vote',
+      ]);
+      // The export's second argument is a file; a new snapshot's name is free text.
+      writeFileSync(join(dir, 'base.sandbox'), '');
+      expect(await complete(['sandbox', 'export', 'base', 'base.'], env)).toEqual(['base.sandbox']);
+      expect(await complete(['sandbox', 'snapshot', ''], env)).toEqual([]);
+      // A wrong token, no token, nothing listening: no names, and not a word said.
+      expect(
+        await complete(['sandbox', 'restore', ''], { ...env, AGENTCTL_ADMIN_TOKEN: 'wrong' }),
+      ).toEqual([]);
+      expect(
+        await complete(['sandbox', 'restore', ''], { ...env, AGENTCTL_ADMIN_TOKEN: '' }),
+      ).toEqual([]);
+      const requests = sandbox.requests.length;
+      await sandbox.close();
+      expect(await complete(['sandbox', 'restore', ''], env)).toEqual([]);
+      expect(requests).toBe(4);
+    } finally {
+      await sandbox.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -150,7 +150,7 @@ describe('a profile key withheld from another service', () => {
   async function refusal(globals: GlobalOptions, env: NodeJS.ProcessEnv): Promise<string> {
     const home = mkdtempSync(join(tmpdir(), 'agentctl-voice-key-'));
     try {
-      openConfig({ AGENTCTL_CONFIG_DIR: home }).set('default', {
+      await openConfig({ AGENTCTL_CONFIG_DIR: home }).set('default', {
         base_url: 'http://127.0.0.1:9',
         api_key: 'agk_bound',
       });

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type WebSocket, WebSocketServer } from 'ws';
+import { CLOSE_SANDBOX_RESTORED } from '../../src/api/schemas/sandbox.ts';
 import { follow } from '../../src/cli/watch.ts';
 import { capturedContext } from '../helpers/run-context.ts';
 import { until } from '../helpers/serve.ts';
@@ -41,9 +42,11 @@ async function startServer(answersPings: (connection: number) => boolean) {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0, path: '/graphql' });
   running = server;
   await new Promise((resolve) => server.once('listening', resolve));
+  const hooks: { onConnection?: (n: number, socket: WebSocket) => void } = {};
   server.on('connection', (socket) => {
     const connection: Connection = { socket, received: [] };
     const number = connections.push(connection) - 1;
+    hooks.onConnection?.(number, socket);
     socket.on('message', (data) => {
       const message = JSON.parse(String(data)) as { type: string; id?: string };
       connection.received.push(message.type);
@@ -63,7 +66,15 @@ async function startServer(answersPings: (connection: number) => boolean) {
       JSON.stringify({ type: 'next', id: connection.subscriptionId, payload: { data } }),
     );
   };
-  return { url: `http://127.0.0.1:${port}`, connections, publish };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    connections,
+    publish,
+    /** Called with each new connection's number and socket (to drop it, say). */
+    set onConnection(hook: (n: number, socket: WebSocket) => void) {
+      hooks.onConnection = hook;
+    },
+  };
 }
 
 /** follow() for one event, with its output captured. */
@@ -127,5 +138,72 @@ describe('agentctl watch’s keep-alive', () => {
     await watch.done;
     expect(watch.events).toEqual([{ ping: 'after the drop' }]);
     expect(watch.text.stderr).toMatch(/lost; reconnecting in/);
+  });
+});
+
+describe('agentctl watch when the sandbox is restored', () => {
+  /** follow() for one event, printing it as the commands do (--json: one object a line). */
+  async function watchPrinting(dataUrl: string, json: boolean) {
+    dir = mkdtempSync(join(tmpdir(), 'agentctl-restored-'));
+    const { context, text } = capturedContext({ dataUrl, json }, { AGENTCTL_CONFIG_DIR: dir });
+    const out = await context.output();
+    const done = follow(
+      context,
+      { query: 'subscription { ping }', variables: {}, count: 1, awaiting: 'an event' },
+      (data) => out.print(JSON.stringify(data)),
+      { pingEveryMs: 60_000, pongTimeoutMs: 60_000 },
+    ).finally(() => context.close());
+    return { done, text };
+  }
+
+  it('says so, and subscribes again at once, without a backoff wait', async () => {
+    const fake = await startServer(() => true);
+    const watch = await watchPrinting(fake.url, false);
+    await until(() => fake.connections[0]?.subscriptionId !== undefined);
+    fake.connections[0]?.socket.close(CLOSE_SANDBOX_RESTORED, 'Sandbox restored');
+    await until(() => fake.connections[1]?.subscriptionId !== undefined, 10_000);
+    fake.publish(1, { ping: 'on the restored sandbox' });
+    await watch.done;
+    expect(watch.text.stdout).toBe('{"ping":"on the restored sandbox"}\n');
+    expect(watch.text.stderr).toContain(
+      'agentctl: the sandbox was restored to a snapshot: what was shown before may no longer hold; subscribing again',
+    );
+    expect(watch.text.stderr).toMatch(/subscribed again to ws:\/\/127\.0\.0\.1:\d+\/graphql/);
+    // Not the lost-connection path, with its wait.
+    expect(watch.text.stderr).not.toMatch(/lost|reconnecting in/);
+  });
+
+  it('--json: a sandbox_restored line between the events on stdout', async () => {
+    const fake = await startServer(() => true);
+    const watch = await watchPrinting(fake.url, true);
+    await until(() => fake.connections[0]?.subscriptionId !== undefined);
+    fake.connections[0]?.socket.close(CLOSE_SANDBOX_RESTORED, 'Sandbox restored');
+    await until(() => fake.connections[1]?.subscriptionId !== undefined, 10_000);
+    fake.publish(1, { ping: 'after' });
+    await watch.done;
+    expect(
+      watch.text.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line)),
+    ).toEqual([{ event: 'sandbox_restored' }, { ping: 'after' }]);
+    expect(watch.text.stderr).toContain('the sandbox was restored');
+  });
+
+  it('backs off as usual when that immediate try fails: never a tight loop', async () => {
+    const fake = await startServer(() => true);
+    // The connection right after the restore is dropped at once; the next one works.
+    fake.onConnection = (n, socket) => {
+      if (n === 1) socket.terminate();
+    };
+    const watch = await watchPrinting(fake.url, false);
+    await until(() => fake.connections[0]?.subscriptionId !== undefined);
+    fake.connections[0]?.socket.close(CLOSE_SANDBOX_RESTORED, 'Sandbox restored');
+    await until(() => fake.connections[2]?.subscriptionId !== undefined, 10_000);
+    fake.publish(2, { ping: 'at last' });
+    await watch.done;
+    expect(fake.connections).toHaveLength(3);
+    expect(watch.text.stderr).toMatch(/lost; reconnecting in \d+\.\d s/);
+    expect(watch.text.stderr).toMatch(/subscribed again to/);
   });
 });

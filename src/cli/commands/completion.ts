@@ -1,14 +1,17 @@
 import { Argument, Command, Option } from 'commander';
 import { action } from '../action.ts';
-import { completionScript, SHELLS, type Shell } from '../completion.ts';
+import { completionScript, DYNAMIC_VALUES, SHELLS, type Shell } from '../completion.ts';
 import type { Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 
-/** `agentctl completion [shell]`, or the scripts' own `--values profiles|keys`. */
+/** `agentctl completion [shell]`, or the scripts' own `--values profiles|keys|snapshots`. */
 export interface CompletionOptions {
   shell?: Shell | undefined;
-  /** For the scripts themselves: the profile or key names known right now, one per line. */
-  values?: 'profiles' | 'keys' | undefined;
+  /**
+   * For the scripts themselves: the profile, key or snapshot names known right now, one per
+   * line. Never a failure: what cannot be known is left out.
+   */
+  values?: (typeof DYNAMIC_VALUES)[number] | undefined;
   /** The tree to describe: the whole program, known once built. */
   program: () => Command;
 }
@@ -21,7 +24,7 @@ export function completionCommand(root: () => Command): Command {
       'Print a completion script generated from the command tree. The same scripts are in completions/ of the package.',
     )
     .addArgument(new Argument('[shell]', 'the shell').choices(SHELLS))
-    .addOption(new Option('--values <kind>').choices(['profiles', 'keys']).hideHelp())
+    .addOption(new Option('--values <kind>').choices(DYNAMIC_VALUES).hideHelp())
     .addHelpText(
       'after',
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell code
@@ -42,10 +45,43 @@ export async function run(options: CompletionOptions, context: Context): Promise
     const names =
       options.values === 'profiles'
         ? (await context.config()).profileNames()
-        : (await context.keystores()).list().map((entry) => entry.name);
+        : options.values === 'keys'
+          ? (await context.keystores()).list().map((entry) => entry.name)
+          : await snapshotNames(context);
     if (names.length > 0) out.print(names.join('\n'));
     return;
   }
   if (!options.shell) throw new CliError(`give a shell: ${SHELLS.join(', ')}`, EXIT.usage);
   out.print(completionScript(options.shell, options.program()));
+}
+
+/** A shell waits for its completion: the snapshot names come within this, or not at all. */
+const SNAPSHOT_NAMES_BUDGET_MS = 1000;
+
+/**
+ * The sandbox's snapshot names, asked of the service the context names (--base-url,
+ * AGENTCTL_BASE_URL, the profile) with AGENTCTL_ADMIN_TOKEN. Nothing, and nothing said, when
+ * there is no token or no answer within a second: a completion never prints errors.
+ */
+async function snapshotNames(context: Context): Promise<string[]> {
+  const token = context.env.AGENTCTL_ADMIN_TOKEN;
+  if (!token) return [];
+  try {
+    const { createApiClient } = await import('../../api/client.ts');
+    const { VERSION } = await import('../../version.ts');
+    const client = createApiClient({
+      baseUrl: await context.baseUrl(),
+      userAgent: `agentctl/${VERSION}`,
+      timeoutMs: SNAPSHOT_NAMES_BUDGET_MS,
+      retryBudgetMs: SNAPSHOT_NAMES_BUDGET_MS,
+    });
+    try {
+      const { data } = await client.snapshots.list(token);
+      return data.snapshots.map((snapshot) => snapshot.name);
+    } finally {
+      await client.close();
+    }
+  } catch {
+    return [];
+  }
 }

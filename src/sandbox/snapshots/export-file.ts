@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { GENESIS_SNAPSHOT, SANDBOX_EXPORT_FORMAT, SnapshotName } from '../../api/schemas/index.ts';
 import { mnemonicPath, readMnemonic } from '../chain/wallets.ts';
 import { HttpError, StartupError } from '../errors.ts';
+import { SERVE_LOG_FILE } from '../options.ts';
 import {
   commitSnapshot,
   markRestoring,
@@ -181,9 +182,14 @@ export async function importExport(exported: SandboxExport, stateDir: string): P
   markRestoring(stateDir, exported.name);
 }
 
-/** Refuses a --state dir for --from that holds anything: a sandbox is never overwritten. */
+/**
+ * Refuses a --state dir for --from that holds anything: a sandbox is never overwritten. The
+ * log alone is not state: `serve --from FILE --detach` opens it in the new dir before it
+ * starts this serve there.
+ */
 export function checkEmptyForImport(stateDir: string): void {
-  if (existsSync(stateDir) && readdirSync(stateDir).length > 0) {
+  const held = existsSync(stateDir) ? readdirSync(stateDir) : [];
+  if (held.some((entry) => entry !== SERVE_LOG_FILE)) {
     throw new StartupError(
       `--from: ${stateDir} is not empty; give a new or empty --state directory (a sandbox is never overwritten)`,
     );

@@ -71,10 +71,6 @@ export function serveCommand(): Command {
         .argParser(httpUrl('http://127.0.0.1:8545')),
     )
     .option(
-      '--from <file>',
-      'start as an exported snapshot (agentctl sandbox export): a new temporary sandbox, or a new --state dir',
-    )
-    .option(
       '--deployment <file>',
       'contract addresses (JSON, as in /sandbox/info "contracts") on an --rpc-url that is not a dev chain',
     )
@@ -110,12 +106,16 @@ export function serveCommand(): Command {
       ).choices(LOG_FORMATS),
     )
     .option(
+      '--from <file>',
+      'start from a file of `agentctl sandbox export`: a new temporary sandbox, or with --state a new state dir (refused when the dir is not empty)',
+    )
+    .option(
       '--detach',
       'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox); stop it with `agentctl serve stop`',
     )
     .addHelpText(
       'after',
-      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
+      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
     )
     // Not action(): serve needs no client, and runs until a signal.
     .action(async (flags: ServeFlags, command: Command) => {
