@@ -110,6 +110,10 @@ describe('snapshots', () => {
     expect(snapshot.size_bytes).toBeGreaterThan(0);
     const dir = join(sandbox.dir, 'snapshots');
     expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(statSync(join(dir, 'with-alice')).mode & 0o777).toBe(0o700);
+    for (const file of readdirSync(join(dir, 'with-alice'))) {
+      expect(statSync(join(dir, 'with-alice', file)).mode & 0o777, file).toBe(0o600);
+    }
     expect(readdirSync(join(dir, 'with-alice')).sort()).toEqual([
       'chain.json',
       'index.db',
@@ -186,6 +190,11 @@ describe('snapshots', () => {
     expect(await blockNumber()).toBe(at + 1);
     const carol = await chainAgent(sandbox);
     expect((await deposit(carol.apiKey, 1)).statusCode).toBe(200);
+    // What the restore put in the state dir is as private as the rest.
+    const chainFiles = readdirSync(join(sandbox.dir, 'chain')).map((file) => join('chain', file));
+    for (const file of ['sandbox.db', 'index.db', ...chainFiles]) {
+      expect(statSync(join(sandbox.dir, file)).mode & 0o777, file).toBe(0o600);
+    }
   });
 
   it('restores genesis: a new, empty sandbox in the same state dir', async () => {

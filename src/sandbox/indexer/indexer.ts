@@ -1,4 +1,4 @@
-import { copyFileSync } from 'node:fs';
+import { chmodSync, copyFileSync } from 'node:fs';
 import type { DatabaseSync } from 'node:sqlite';
 import {
   type Address,
@@ -973,7 +973,10 @@ export function createIndexer(options: IndexerOptions) {
           // A failed file may not close cleanly; it is replaced next.
         }
         removeIndexFiles(options.path);
-        if (from !== undefined) copyFileSync(from, options.path);
+        if (from !== undefined) {
+          copyFileSync(from, options.path);
+          chmodSync(options.path, 0o600);
+        }
         db = openIndexDatabase(options.path, identity, options.log.warn);
         projection = createProjection(db, projectionConfig);
         statements = prepare(db);

@@ -1,4 +1,12 @@
-import { copyFileSync, existsSync, linkSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import {
@@ -341,7 +349,10 @@ export async function resumeRestore(
   }
   await putInPlace(stateDir, store, name, async (from) => {
     removeIndexFiles(indexPath);
-    if (from !== undefined) copyFileSync(from, indexPath);
+    if (from !== undefined) {
+      copyFileSync(from, indexPath);
+      chmodSync(indexPath, 0o600);
+    }
   });
   clearRestoring(stateDir);
 }

@@ -1,3 +1,4 @@
+import { closeSync, openSync } from 'node:fs';
 import type { DatabaseSync } from 'node:sqlite';
 import { transaction } from './db.ts';
 
@@ -12,6 +13,9 @@ import { transaction } from './db.ts';
  * nothing committed meanwhile can be half in it, as the event loop is held.
  */
 export function copyDatabase(db: DatabaseSync, path: string): void {
+  // VACUUM INTO takes an empty file: made first, so that the copy is 0600 (SQLite would
+  // follow the umask).
+  closeSync(openSync(path, 'wx', 0o600));
   db.prepare('VACUUM INTO ?').run(path);
 }
 
