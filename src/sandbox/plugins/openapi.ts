@@ -47,7 +47,7 @@ function errorResponses(url: string): Record<number, unknown> {
       ]),
     );
   if (url.startsWith('/v1/')) return each([400, 401, 404, 429, 500], DataError);
-  if (url.startsWith('/sandbox/')) return each([400, 401, 404, 500, 503], ErrorBody);
+  if (url.startsWith('/sandbox/')) return each([400, 401, 404, 409, 500, 503], ErrorBody);
   if (url === '/health') return each([500], ErrorBody);
   return each([400, 401, 403, 404, 409, 429, 500, 503], ErrorBody);
 }
@@ -71,6 +71,9 @@ function tag(url: string): string {
  * fastify-type-provider-zod. Each route also lists its error statuses with their shape, and
  * how it is authenticated. Register before the routes: it collects them as they are added.
  */
+/** GET /sandbox/snapshots/:name/export answers a file. */
+const SNAPSHOT_EXPORT_PATH = '/sandbox/snapshots/:name/export';
+
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
     openapi: {
@@ -98,10 +101,18 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       if (!schema || url === OPENAPI_PATH) return jsonSchemaTransform(input);
       const response = { ...errorResponses(url), ...(schema.response as object) };
       const auth = security(url);
-      return jsonSchemaTransform({
+      const transformed = jsonSchemaTransform({
         ...input,
         schema: { ...schema, response, tags: [tag(url)], ...(auth && { security: auth }) },
       });
+      // A file, not JSON: no zod schema describes it.
+      if (url === SNAPSHOT_EXPORT_PATH) {
+        (transformed.schema.response as Record<string, unknown>)['200'] = {
+          description: 'The export file: gzipped JSON (docs/state-directory.md, "Export")',
+          content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+        };
+      }
+      return transformed;
     },
     transformObject: jsonSchemaTransformObject,
   });
