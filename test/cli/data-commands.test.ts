@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.ts';
-import { registerOver, requestOver, type ServeProcess, startServe } from '../helpers/serve.ts';
+import {
+  registerOver,
+  requestOver,
+  type ServeProcess,
+  startServe,
+  until,
+} from '../helpers/serve.ts';
+import { adminOverHttp, useSnapshot } from '../helpers/snapshot.ts';
 
 const ADMIN = 'data-commands-admin';
 let sandbox: ServeProcess;
@@ -63,19 +70,24 @@ beforeAll(async () => {
     seconds: 2 * 86_400,
   });
   expect(advanced.status).toBe(200);
-  // The sandbox fulfils the request, then claims it for the agent, in the background.
-  for (let i = 0; i < 100; i++) {
+  // The sandbox fulfils the request, then claims it for the agent, in the background: the
+  // setup is done once both deposits and the claim are indexed.
+  await until(async () => {
     const response = await fetch(`${sandbox.url}/v1/users/${agentAddress}/transactions`);
-    const body = (await response.json()) as { total: number };
-    if (body.total === 3) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+    return ((await response.json()) as { total: number }).total === 3;
+  }, 10_000);
 });
 afterAll(async () => {
   sandbox.child.kill('SIGTERM');
   await sandbox.exited;
   rmSync(dir, { recursive: true, force: true });
 });
+// Every test starts from the setup above, whatever the tests before it deposited, set or added
+// (the fulfilment delay, a node, pending requests).
+useSnapshot(
+  adminOverHttp(() => sandbox.url, ADMIN),
+  'data-setup',
+).restoreBeforeEach();
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   runCli(args, {
@@ -173,7 +185,10 @@ describe('agentctl data against serve', () => {
     expect(stats.code).toBe(0);
     expect(stats.stdout).toMatch(/^agents\s+1$/m);
     const nodes = await cli(['--json', 'data', 'nodes']);
-    expect(JSON.parse(nodes.stdout).nodes[0]).toMatchObject({ id: 'sandbox', status: 'online' });
+    // The sandbox's own node alone: the setup registered none.
+    expect(JSON.parse(nodes.stdout).nodes).toEqual([
+      expect.objectContaining({ id: 'sandbox', status: 'online' }),
+    ]);
     const strategies = await cli(['data', 'strategies', '--status', 'live']);
     expect(strategies.code).toBe(0);
     expect(strategies.stdout).toContain('no strategies');
