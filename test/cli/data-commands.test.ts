@@ -82,12 +82,13 @@ afterAll(async () => {
   await sandbox.exited;
   rmSync(dir, { recursive: true, force: true });
 });
-// Every test starts from the setup above, whatever the tests before it deposited, set or added
-// (the fulfilment delay, a node, pending requests).
-useSnapshot(
+// The setup above, as a snapshot. Some tests change what others read (a deposit request, the
+// fulfilment delay, a node): a test that reads any of those restores the setup first, so that
+// it reads the setup's whatever ran before it.
+const setup = useSnapshot(
   adminOverHttp(() => sandbox.url, ADMIN),
   'data-setup',
-).restoreBeforeEach();
+);
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   runCli(args, {
@@ -100,6 +101,7 @@ const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
 
 describe('agentctl data against serve', () => {
   it('vaults: a table, and --json as the service sent it', async () => {
+    await setup.restore();
     const human = await cli(['data', 'vaults', '--sort', 'tvl']);
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/│ moderate +│/);
@@ -140,6 +142,7 @@ describe('agentctl data against serve', () => {
   });
 
   it('positions and transactions default to the agent’s wallet, and follow the ERC-7540 request', async () => {
+    await setup.restore();
     const positions = await cli(['--json', 'data', 'positions']);
     expect(positions.code).toBe(0);
     const body = JSON.parse(positions.stdout);
@@ -181,6 +184,7 @@ describe('agentctl data against serve', () => {
   });
 
   it('stats, nodes and strategies', async () => {
+    await setup.restore();
     const stats = await cli(['data', 'stats']);
     expect(stats.code).toBe(0);
     expect(stats.stdout).toMatch(/^agents\s+1$/m);
@@ -315,6 +319,7 @@ describe('agentctl data in one voice (issue 22 §3)', () => {
   });
 
   it('a filtered vault list totals the vaults it shows', async () => {
+    await setup.restore();
     const filtered = await cli(['data', 'vaults', '--risk', 'moderate', '--min-tvl', '10']);
     expect(filtered.code).toBe(0);
     const shown = JSON.parse(

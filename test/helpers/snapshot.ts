@@ -1,6 +1,6 @@
 import { afterEach, beforeAll, beforeEach } from 'vitest';
-import { RestoreResult, SnapshotInfo } from '../../src/api/schemas/index.ts';
-import { ADMIN_TOKEN, type TestSandbox } from './sandbox.ts';
+import { RestoreResult, SnapshotInfo } from '../../src/api/schemas/sandbox.ts';
+import type { TestSandbox } from './sandbox.ts';
 
 /**
  * Test isolation through the sandbox's own snapshots (issue 23 §4): a file builds its shared
@@ -18,6 +18,8 @@ export type AdminRequest = (
 /** The admin API of an in-process sandbox (test/helpers/sandbox.ts), through app.inject. */
 export function adminInProcess(sandbox: () => TestSandbox): AdminRequest {
   return async (method, path, body) => {
+    // Imported when used: a file that tests a spawned serve need not load the whole sandbox.
+    const { ADMIN_TOKEN } = await import('./sandbox.ts');
     const response = await sandbox().app.inject({
       method,
       url: path,
