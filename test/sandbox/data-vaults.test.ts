@@ -270,8 +270,8 @@ describe('the ERC-7540 vault', () => {
   });
 
   it('follows a redemption requested over the RPC URL: pending, fulfilled, then claimed by its controller', async () => {
-    // No other request in flight; the delay this test sets goes with the next restore.
-    await deployed.restore();
+    // The delay this test sets stays after it: the tests that read the delay restore the
+    // deployed sandbox first.
     const account = privateKeyToAccount(generatePrivateKey());
     await admin(sandbox.app, 'POST', '/sandbox/fund', {
       address: account.address,
