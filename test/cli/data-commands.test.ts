@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.ts';
-import { registerOver, requestOver, type ServeProcess, startServe } from '../helpers/serve.ts';
+import {
+  registerOver,
+  requestOver,
+  type ServeProcess,
+  startServe,
+  until,
+} from '../helpers/serve.ts';
+import { adminOverHttp, useSnapshot } from '../helpers/snapshot.ts';
 
 const ADMIN = 'data-commands-admin';
 let sandbox: ServeProcess;
@@ -63,19 +70,25 @@ beforeAll(async () => {
     seconds: 2 * 86_400,
   });
   expect(advanced.status).toBe(200);
-  // The sandbox fulfils the request, then claims it for the agent, in the background.
-  for (let i = 0; i < 100; i++) {
+  // The sandbox fulfils the request, then claims it for the agent, in the background: the
+  // setup is done once both deposits and the claim are indexed.
+  await until(async () => {
     const response = await fetch(`${sandbox.url}/v1/users/${agentAddress}/transactions`);
-    const body = (await response.json()) as { total: number };
-    if (body.total === 3) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+    return ((await response.json()) as { total: number }).total === 3;
+  }, 10_000);
 });
 afterAll(async () => {
   sandbox.child.kill('SIGTERM');
   await sandbox.exited;
   rmSync(dir, { recursive: true, force: true });
 });
+// The setup above, as a snapshot. Some tests change what others read (a deposit request, the
+// fulfilment delay, a node): a test that reads any of those restores the setup first, so that
+// it reads the setup's whatever ran before it.
+const setup = useSnapshot(
+  adminOverHttp(() => sandbox.url, ADMIN),
+  'data-setup',
+);
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
   runCli(args, {
@@ -88,6 +101,7 @@ const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
 
 describe('agentctl data against serve', () => {
   it('vaults: a table, and --json as the service sent it', async () => {
+    await setup.restore();
     const human = await cli(['data', 'vaults', '--sort', 'tvl']);
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/│ moderate +│/);
@@ -128,6 +142,7 @@ describe('agentctl data against serve', () => {
   });
 
   it('positions and transactions default to the agent’s wallet, and follow the ERC-7540 request', async () => {
+    await setup.restore();
     const positions = await cli(['--json', 'data', 'positions']);
     expect(positions.code).toBe(0);
     const body = JSON.parse(positions.stdout);
@@ -169,11 +184,15 @@ describe('agentctl data against serve', () => {
   });
 
   it('stats, nodes and strategies', async () => {
+    await setup.restore();
     const stats = await cli(['data', 'stats']);
     expect(stats.code).toBe(0);
     expect(stats.stdout).toMatch(/^agents\s+1$/m);
     const nodes = await cli(['--json', 'data', 'nodes']);
-    expect(JSON.parse(nodes.stdout).nodes[0]).toMatchObject({ id: 'sandbox', status: 'online' });
+    // The sandbox's own node alone: the setup registered none.
+    expect(JSON.parse(nodes.stdout).nodes).toEqual([
+      expect.objectContaining({ id: 'sandbox', status: 'online' }),
+    ]);
     const strategies = await cli(['data', 'strategies', '--status', 'live']);
     expect(strategies.code).toBe(0);
     expect(strategies.stdout).toContain('no strategies');
@@ -300,6 +319,7 @@ describe('agentctl data in one voice (issue 22 §3)', () => {
   });
 
   it('a filtered vault list totals the vaults it shows', async () => {
+    await setup.restore();
     const filtered = await cli(['data', 'vaults', '--risk', 'moderate', '--min-tvl', '10']);
     expect(filtered.code).toBe(0);
     const shown = JSON.parse(

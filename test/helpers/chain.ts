@@ -32,9 +32,16 @@ export function useChainSandbox(
   });
 }
 
-/** A registered agent with its API key and its server-side wallet (`agent_address`). */
-export async function chainAgent(sandbox: TestSandbox, tier?: Tier) {
-  const agent = await registeredAgent(sandbox.app);
+/**
+ * A registered agent with its API key and its server-side wallet (`agent_address`); `fields`
+ * go into its registration (e.g. an `agent_name` to find it by on the leaderboard).
+ */
+export async function chainAgent(
+  sandbox: TestSandbox,
+  tier?: Tier,
+  fields: Record<string, unknown> = {},
+) {
+  const agent = await registeredAgent(sandbox.app, fields);
   if (tier) {
     const set = await admin(sandbox.app, 'POST', '/sandbox/agents/tier', {
       wallet_address: agent.account.address,

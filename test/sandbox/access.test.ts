@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   admin,
   createTestSandbox,
@@ -6,14 +6,21 @@ import {
   registeredAgent,
   type TestSandbox,
 } from '../helpers/sandbox.ts';
+import { adminInProcess, useSnapshot } from '../helpers/snapshot.ts';
 
+// One sandbox for the file. A test that needs it as new (no API key at all, the clock at
+// offset 0) restores it first; the others make their own agents and read nothing else.
 let sandbox: TestSandbox;
-beforeEach(async () => {
+beforeAll(async () => {
   sandbox = await createTestSandbox();
 });
-afterEach(async () => {
-  await sandbox.close();
+afterAll(async () => {
+  await sandbox?.close();
 });
+const asNew = useSnapshot(
+  adminInProcess(() => sandbox),
+  'new',
+);
 
 const vote = (apiKey?: string, payload: object = { proposal_id: 1, support: 1 }) =>
   sandbox.app.inject({
@@ -25,6 +32,7 @@ const vote = (apiKey?: string, payload: object = { proposal_id: 1, support: 1 })
 
 describe('API key authentication', () => {
   it('answers 503 on authenticated endpoints while no API key exists at all', async () => {
+    await asNew.restore();
     const response = await sandbox.app.inject({
       url: '/api/v1/agent/wallet',
       headers: { 'x-api-key': 'agk_whatever' },
@@ -139,6 +147,7 @@ describe('sandbox admin API', () => {
   });
 
   it('reports version, chain id, clock and state dir', async () => {
+    await asNew.restore();
     const response = await admin(sandbox.app, 'GET', '/sandbox/info');
     expect(response.statusCode).toBe(200);
     const info = response.json();
@@ -153,6 +162,7 @@ describe('sandbox admin API', () => {
   });
 
   it('moves the clock forward and keeps the offset', async () => {
+    await asNew.restore();
     const before = (await admin(sandbox.app, 'GET', '/sandbox/info')).json().clock.now;
     const advanced = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 3600 });
     expect(advanced.statusCode).toBe(200);
@@ -172,6 +182,7 @@ describe('sandbox admin API', () => {
   );
 
   it('keeps the clock within a century of real time', async () => {
+    await asNew.restore();
     const tenYears = 10 * 365 * 24 * 3600;
     for (let i = 0; i < 10; i++) {
       const step = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', {

@@ -4,6 +4,7 @@ import { VAULT_IDS } from '../../../src/api/schemas/index.ts';
 import { MockUSDC, SandboxVault } from '../../../src/sandbox/chain/contracts/artifacts.ts';
 import { type ChainReader, call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
 import { admin, type TestSandbox } from '../../helpers/sandbox.ts';
+import { adminInProcess, useSnapshot } from '../../helpers/snapshot.ts';
 
 let sandbox: TestSandbox;
 let reader: ChainReader;
@@ -11,6 +12,11 @@ useChainSandbox((started, chain) => {
   sandbox = started;
   reader = chain;
 });
+/** The sandbox as deployed: no agents, empty vaults (a share is worth 1 USDC), no clock moved. */
+const deployed = useSnapshot(
+  adminInProcess(() => sandbox),
+  'deployed',
+);
 
 const shareBalance = (vault: Address, owner: Address) =>
   reader.readContract({
@@ -62,6 +68,8 @@ describe('GET /api/v1/vaults', () => {
 
 describe('POST /api/v1/agent/vault/deposit', () => {
   it('approves, deposits and reports shares equal to the vault balanceOf', async () => {
+    // Shares at 1 USDC each: no other test's deposit has earned yield in this vault.
+    await deployed.restore();
     const agent = await chainAgent(sandbox);
     const vault = sandbox.chain.deployment.vaults.moderate;
     const response = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
@@ -213,17 +221,21 @@ describe('POST /api/v1/agent/vault/deposit', () => {
 });
 
 describe('yield', () => {
+  deployed.restoreBeforeEach();
+
   it('grows value_usdc and total_assets as sandbox time passes', async () => {
     const agent = await chainAgent(sandbox);
-    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+    const deposited = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
       vault_id: 'aggressive',
       amount_usdc: 1000,
     });
+    expect(deposited.statusCode).toBe(200);
     const positionValue = async () => {
       const positions = await call(sandbox, agent.apiKey, 'GET', '/api/v1/agent/vault/positions');
       return Number(positions.json().positions[0].value_usdc);
     };
     const before = await positionValue();
+    expect(before).toBe(1000);
     const asked = sandbox.clock.nowSeconds() + 365 * 24 * 3600;
     const advance = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', {
       seconds: 365 * 24 * 3600,
@@ -231,27 +243,39 @@ describe('yield', () => {
     expect(advance.statusCode).toBe(200);
     const block = await reader.getBlock();
     expect(Number(block.timestamp)).toBeGreaterThanOrEqual(asked);
-    // 15 % a year, simple interest since the last accrual (other agents' money earns too).
+    // The agent's money alone is in the vault: it earns 15 % a year, simple interest, from the
+    // deposit's block to the advance's.
+    const depositBlock = await reader.getTransactionReceipt({ hash: deposited.json().deposit_tx });
+    const depositedAt = (await reader.getBlock({ blockNumber: depositBlock.blockNumber }))
+      .timestamp;
+    const elapsed = Number(block.timestamp - depositedAt);
+    expect(elapsed).toBeGreaterThanOrEqual(365 * 24 * 3600);
     const after = await positionValue();
-    expect(after / before).toBeGreaterThan(1.14);
-    expect(after / before).toBeLessThan(1.16);
+    expect(after).toBeCloseTo(1000 * (1 + (0.15 * elapsed) / (365 * 24 * 3600)), 5);
   });
 });
 
 describe('stats and ranking', () => {
+  deployed.restoreBeforeEach();
+
   it('counts deposits onchain and ranks agents by performance score', async () => {
     const statsOf = async () => (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
-    const before = await statsOf();
-    const agent = await chainAgent(sandbox);
-    const deposited = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
-      vault_id: 'inverse',
-      amount_usdc: 5000,
-    });
-    expect(deposited.statusCode).toBe(200);
-    // The stats are this test's own deposit on top of whatever other tests left, and
-    // equal the vaults' onchain totals.
+    expect(await statsOf()).toMatchObject({ total_agents: 0, total_deposits_usdc: 0 });
+    const second = await chainAgent(sandbox, undefined, { agent_name: 'Second Agent' });
+    const agent = await chainAgent(sandbox, undefined, { agent_name: 'Top Agent' });
+    for (const [apiKey, amount_usdc] of [
+      [second.apiKey, 1000],
+      [agent.apiKey, 5000],
+    ] as const) {
+      const deposited = await call(sandbox, apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+        vault_id: 'inverse',
+        amount_usdc,
+      });
+      expect(deposited.statusCode).toBe(200);
+    }
+    // The stats are this test's deposits, and equal the vaults' onchain totals.
     const stats = await statsOf();
-    expect(stats.total_deposits_usdc).toBe(before.total_deposits_usdc + 5000);
+    expect(stats).toMatchObject({ total_agents: 2, total_deposits_usdc: 6000 });
     let onchain = 0n;
     for (const id of VAULT_IDS) {
       onchain += await reader.readContract({
@@ -268,17 +292,30 @@ describe('stats and ranking', () => {
     // 1 point per 100 USDC deposited.
     expect(lookup.json().performance_score).toBe(50);
     const top = (await sandbox.app.inject({ url: '/api/v1/agents?limit=1' })).json();
-    expect(top.agents[0]).toMatchObject({ performance_score: 50 });
+    expect(top.agents).toEqual([expect.objectContaining({ agent_name: 'Top Agent' })]);
+    const ranking = (await sandbox.app.inject({ url: '/api/v1/agents' })).json();
+    expect(
+      ranking.agents.map((entry: { agent_name: string; performance_score: number }) => [
+        entry.agent_name,
+        entry.performance_score,
+      ]),
+    ).toEqual([
+      ['Top Agent', 50],
+      ['Second Agent', 10],
+    ]);
   });
 });
 
 describe('POST /api/v1/positions', () => {
+  deployed.restoreBeforeEach();
+
   it("reads any wallet's positions onchain, and refuses a bad address", async () => {
     const agent = await chainAgent(sandbox);
-    await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+    const deposited = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
       vault_id: 'conservative',
       amount_usdc: 42,
     });
+    expect(deposited.statusCode).toBe(200);
     const response = await sandbox.app.inject({
       method: 'POST',
       url: '/api/v1/positions',
@@ -289,13 +326,15 @@ describe('POST /api/v1/positions', () => {
       wallet_address: agent.agentAddress,
       positions: [{ vault_id: 'conservative' }],
     });
-    // Other tests of this file moved the clock with deposits in this vault: the share price is
-    // above 1, so 42 USDC bought fewer shares, worth the 42 USDC (less rounding).
-    const [position] = response.json().positions;
-    expect(Number(position.shares)).toBeGreaterThan(0);
-    expect(Number(position.shares)).toBeLessThanOrEqual(42);
-    expect(Number(position.value_usdc)).toBeCloseTo(42, 4);
-    expect(response.json().total_value_usdc).toBe(position.value_usdc);
+    // The vault was empty: a share is worth 1 USDC, so 42 USDC bought 42 shares, worth 42 USDC
+    // at the deposit's block (the last one: no time has passed on the chain since).
+    expect(response.json()).toEqual({
+      wallet_address: agent.agentAddress,
+      positions: [
+        expect.objectContaining({ vault_id: 'conservative', shares: '42', value_usdc: '42' }),
+      ],
+      total_value_usdc: '42',
+    });
     for (const payload of [{}, { wallet_address: '0x1234' }, { wallet_address: 42 }]) {
       const bad = await sandbox.app.inject({ method: 'POST', url: '/api/v1/positions', payload });
       expect(bad.statusCode).toBe(400);
