@@ -10,6 +10,12 @@ const { serve, stop, request } = serves;
 
 /** The most blocks the proxy's eth_getLogs takes, as a hosted provider caps it. */
 const MAX_LOG_BLOCKS = 8;
+/**
+ * A receipt is not found the first this many times it is asked for, as a node answers before it
+ * has indexed the block it just mined: more than viem's waitForTransactionReceipt asks before it
+ * waits for a next block, which a chain that mines only on transactions never makes.
+ */
+const LATE_RECEIPTS = 3;
 /** Blocks this deep are final behind --rpc-url on a chain that is not a dev chain (docs/data-api.md). */
 const FINALITY_DEPTH = 12;
 
@@ -19,7 +25,7 @@ const getJson = async (url: string): Promise<any> => (await fetch(url)).json();
 describe('--rpc-url on a chain that is not a dev chain', () => {
   // One sandbox through the whole provider path (deploy, index across refused ranges, an
   // outage, a deep reorganisation): each part starts from the state the one before left.
-  it('indexes across ranges the provider refuses, reads at full range again after an outage, and rebuilds after a reorganisation deeper than the finality depth', async () => {
+  it('indexes across ranges the provider refuses, reads at full range again after an outage, and rebuilds after a reorganisation deeper than the finality depth; a write whose receipt the node finds late is answered', async () => {
     const node = await startAnvil({ stateDir: serves.dir() });
     let proxy: RpcProxy | undefined;
     const mine = (blocks: number) =>
@@ -33,7 +39,10 @@ describe('--rpc-url on a chain that is not a dev chain', () => {
       for (const suffix of ['', '-wal', '-shm']) {
         rmSync(join(state, `index.db${suffix}`), { force: true });
       }
-      proxy = await startRpcProxy(node.rpcUrl, { maxLogBlocks: MAX_LOG_BLOCKS });
+      proxy = await startRpcProxy(node.rpcUrl, {
+        maxLogBlocks: MAX_LOG_BLOCKS,
+        lateReceipts: LATE_RECEIPTS,
+      });
       const provider = proxy;
       const sandbox = await serve([
         '--state',

@@ -5,7 +5,9 @@ import type { AddressInfo } from 'node:net';
  * A JSON-RPC proxy in front of a real node that answers as a hosted provider would: anvil's
  * and the EVM's dev methods (`anvil_*`, `evm_*`) do not exist, and eth_getLogs over more than
  * `maxLogBlocks` blocks is refused with QuickNode's error. It can also go down for a number of
- * requests, answering 503 and closing connections in turn.
+ * requests, answering 503 and closing connections in turn. With `lateReceipts`, a
+ * transaction's receipt is not found the first that many times it is asked for, as a node
+ * answers before it has indexed the block it just mined.
  */
 
 interface JsonRpcCall {
@@ -59,9 +61,11 @@ function span(call: JsonRpcCall): { from: number; to: number } | undefined {
 
 export async function startRpcProxy(
   target: string,
-  options: { maxLogBlocks: number },
+  options: { maxLogBlocks: number; lateReceipts?: number },
 ): Promise<RpcProxy> {
   const logsCalls: LogsCall[] = [];
+  /** How many times each transaction's receipt was asked for, by hash. */
+  const receiptAsks = new Map<string, number>();
   let outage: { armed: boolean; remaining: number; failed: number; over: () => void } | undefined;
   let heldHead: number | undefined;
 
@@ -89,6 +93,13 @@ export async function startRpcProxy(
           message: `the method ${call.method} does not exist/is not available`,
         },
       };
+    }
+    if (call.method === 'eth_getTransactionReceipt' && options.lateReceipts) {
+      const hash = String(call.params?.[0]).toLowerCase();
+      const asked = (receiptAsks.get(hash) ?? 0) + 1;
+      receiptAsks.set(hash, asked);
+      if (asked <= options.lateReceipts) return { jsonrpc: '2.0', id: call.id, result: null };
+      return undefined;
     }
     if (call.method !== 'eth_getLogs') return undefined;
     const range = span(call);

@@ -1,4 +1,12 @@
-import type { Chain, PublicClient, TransactionReceipt, Transport } from 'viem';
+import {
+  type Chain,
+  type Hash,
+  type PublicClient,
+  type TransactionReceipt,
+  TransactionReceiptNotFoundError,
+  type Transport,
+  WaitForTransactionReceiptTimeoutError,
+} from 'viem';
 import { CHAIN_ID, CHAIN_NAME } from '../../api/schemas/index.ts';
 import { StartupError } from '../errors.ts';
 import type { Store } from '../store/index.ts';
@@ -23,6 +31,9 @@ import { ACCOUNT_INDEX, type createKeyring, type FeePolicy } from './wallets.ts'
 
 /** On a chain that is not a dev chain, blocks this deep are indexed as final. */
 const REMOTE_FINALITY_DEPTH = 12;
+/** How often a sent transaction's receipt is asked for, and for how long. */
+const RECEIPT_POLL_MS = 50;
+const RECEIPT_TIMEOUT_MS = 60_000;
 
 /**
  * Connects to a node the sandbox does not mine (`--rpc-url`): on a dev chain it keeps the
@@ -175,11 +186,9 @@ export function createDirectSubmitter(
       }
       const receipts: TransactionReceipt[] = [];
       for (const tx of submission.txs) {
-        const receipt = await publicClient
-          .waitForTransactionReceipt({ hash: tx.hash, timeout: 60_000 })
-          .catch((error: unknown) => {
-            throw TransactionFailedError.from(tx.label, error, tx.hash);
-          });
+        const receipt = await receiptOf(publicClient, tx.hash).catch((error: unknown) => {
+          throw TransactionFailedError.from(tx.label, error, tx.hash);
+        });
         if (receipt.status !== 'success') {
           throw new TransactionFailedError(tx.label, 'the transaction reverted', tx.hash);
         }
@@ -192,6 +201,28 @@ export function createDirectSubmitter(
       return { receipts, recorded: outcome.value as T };
     },
   };
+}
+
+/**
+ * The receipt of a sent transaction, asked for until the node has it. Not viem's
+ * waitForTransactionReceipt: once a receipt is not found there, it waits for the next block,
+ * which a node that mines a block per transaction (anvil's default) never makes while no one
+ * else writes, when it answered before indexing the block it had just mined.
+ */
+async function receiptOf(
+  publicClient: PublicClient<Transport, Chain>,
+  hash: Hash,
+): Promise<TransactionReceipt> {
+  const deadline = Date.now() + RECEIPT_TIMEOUT_MS;
+  for (;;) {
+    try {
+      return await publicClient.getTransactionReceipt({ hash });
+    } catch (error) {
+      if (!(error instanceof TransactionReceiptNotFoundError)) throw error;
+    }
+    if (Date.now() >= deadline) throw new WaitForTransactionReceiptTimeoutError({ hash });
+    await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
+  }
 }
 
 /**

@@ -1,32 +1,27 @@
-import { chmodSync, copyFileSync } from 'node:fs';
-import type { DatabaseSync } from 'node:sqlite';
-import {
-  type Address,
-  encodeFunctionData,
-  getAddress,
-  type Hash,
-  type Hex,
-  pad,
-  parseAbi,
-  toEventSelector,
-} from 'viem';
-import { VAULT_IDS } from '../../api/schemas/values.ts';
-import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
-import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
-import { copyDatabase } from '../store/copy.ts';
+import type { Hash } from 'viem';
+import type { Deployment } from '../chain/deployment.ts';
+import { VAULT_CONFIG } from '../chain/deployment.ts';
+import type { RpcClient } from '../chain/rpc.ts';
 import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
-import { createLogSource } from './log-source.ts';
+import { createFollower, DeepReorgError, poll, type StepOutcome } from './follower.ts';
 import {
   type BlockChanges,
   createProjection,
-  EVENTS_ABI,
   type FailedCall,
-  type RawLog,
   type VaultState,
 } from './projection.ts';
-import { type StateRow, toState } from './reads.ts';
-import { DERIVED_TABLES, openIndexDatabase, removeIndexFiles } from './schema.ts';
+import { openRawStore } from './raw-store.ts';
+import {
+  type ChainObservation,
+  checksummed,
+  createChainSource,
+  MAX_BLOCKS_PER_STEP,
+} from './source.ts';
 import { totalAssetsAt } from './vault-math.ts';
+import { createWriteWaits } from './write-waits.ts';
+
+export { DeepReorgError, INDEX_POLL_MS } from './follower.ts';
+export { type ChainObservation, checksummed } from './source.ts';
 
 export interface IndexerOptions {
   /** index.db in the state dir. */
@@ -57,19 +52,6 @@ export interface IndexerOptions {
   log: { warn(message: string): void; error(message: string): void };
 }
 
-/** At most this many blocks are read and committed at once. */
-const MAX_BLOCKS_PER_STEP = 500;
-/** Writes whose indexing wait is kept, for /sandbox/info and the benchmark. */
-const WAIT_SAMPLES = 1024;
-/** How often the chain's head is looked at, for activity that did not come through us. */
-export const INDEX_POLL_MS = 200;
-/** The longest pause between two tries of a poll that keeps failing. */
-const INDEX_RETRY_MAX_MS = 2000;
-/** A range that reads inconsistently (the chain moved while it was read) is read again… */
-const REREADS = 3;
-/** …after this pause, and then the sync fails and the poll tries again later. */
-const REREAD_PAUSE_MS = 50;
-
 /** What one commit changed. After a reorg every vault counts as changed. */
 export interface IndexCommit {
   vaults: Set<string>;
@@ -77,57 +59,8 @@ export interface IndexCommit {
   reorg: boolean;
 }
 
-type StepOutcome = 'done' | 'more' | 'reread';
-
-/** Each vault's state as the chain held it after one block (see observe). */
-export interface ChainObservation {
-  block: { number: number; hash: Hash };
-  states: Map<string, VaultState>;
-}
-
 /** The last indexed block: what a new block's parentHash must match, and the index's time. */
 export type Checkpoint = Readonly<{ number: number; hash: Hash; timestamp: number }>;
-
-/** topic0 of every event the derived tables are built from. */
-const TOPICS: Hex[] = [
-  ...new Set(
-    EVENTS_ABI.filter((item) => item.type === 'event').map((item) => toEventSelector(item)),
-  ),
-];
-const TRANSFER_TOPIC = toEventSelector('Transfer(address,address,uint256)');
-type VaultId = (typeof VAULT_IDS)[number];
-
-interface RpcReceipt {
-  blockHash: Hash;
-  transactionHash: Hash;
-  transactionIndex: Hex;
-  status: Hex;
-  from: Address;
-  to: Address | null;
-  logs: RpcLog[];
-}
-
-interface RpcLog {
-  address: Address;
-  topics: Hex[];
-  data: Hex;
-  blockNumber: Hex;
-  blockHash: Hash;
-  transactionHash: Hash;
-  transactionIndex: Hex;
-  logIndex: Hex;
-  removed?: boolean;
-}
-
-interface Header {
-  number: number;
-  hash: Hash;
-  parentHash: Hash;
-  timestamp: number;
-  transactionCount: number;
-  /** Each transaction's input, by index (on a dev chain, where blocks are read whole). */
-  inputs?: Hex[];
-}
 
 /**
  * Follows the chain into index.db. `syncTo(n)` indexes up to block n and resolves once it is
@@ -136,32 +69,35 @@ interface Header {
  * within INDEX_POLL_MS. Each step compares the next block's parentHash with the checkpoint;
  * on a mismatch it finds the common ancestor, cuts the raw data back to it and derives the
  * rest again.
+ *
+ * The façade over the index's parts, as Ponder separates them: the sync source (source.ts:
+ * what is read from the chain), the raw store (raw-store.ts: raw rows in index.db), the
+ * follower (follower.ts: the head, reorgs, the poll) and the projection (projection.ts: the
+ * derived tables). It holds what they share: one writer at a time, the version, the failure.
  */
 export function createIndexer(options: IndexerOptions) {
-  const { rpc, deployment } = options;
-  const vaults = new Map<string, VaultId>(
-    VAULT_IDS.map((id) => [deployment.vaults[id].toLowerCase(), id]),
-  );
-  const usdc = deployment.usdc.toLowerCase();
-  const registry = deployment.strategy_registry.toLowerCase();
-  const watched = [...vaults.keys(), usdc, registry] as Address[];
-  const vaultTopics = new Set([...vaults.keys()].map((vault) => pad(vault as Hex).toLowerCase()));
-  const identity = JSON.stringify({ chainId: options.chainId, contracts: watched });
+  const finality = options.finalityDepth ?? 0;
+  let running: Promise<void> = Promise.resolve();
+  let closed = false;
+  const source = createChainSource({
+    rpc: options.rpc,
+    deployment: options.deployment,
+    // On a dev chain, blocks are read whole and events come from receipts (see readBlocks).
+    fromReceipts: finality === 0,
+    stopped: () => closed,
+  });
+  const { vaults } = source;
+  const identity = JSON.stringify({ chainId: options.chainId, contracts: source.watched });
   const projectionConfig = {
-    usdc,
-    registry,
+    usdc: source.usdc,
+    registry: source.registry,
     vaults: new Map(
       [...vaults].map(([address, id]) => [address, { async: VAULT_CONFIG[id].async }]),
     ),
   };
-  let db: DatabaseSync = openIndexDatabase(options.path, identity, options.log.warn);
-  let projection = createProjection(db, projectionConfig);
-  const finality = options.finalityDepth ?? 0;
-  // On a dev chain, blocks are read whole and events come from receipts (see step()).
-  const fromReceipts = finality === 0;
-  let running: Promise<void> = Promise.resolve();
-  let closed = false;
-  let timer: NodeJS.Timeout | undefined;
+  const raw = openRawStore({ path: options.path, identity, warn: options.log.warn });
+  let projection = createProjection(raw.db, projectionConfig);
+  let stopPolling: (() => void) | undefined;
   /** Moves with every commit (a step, a rollback): what /v1's answer cache is keyed on. */
   let version = 0;
   /** Told of every commit, after it (graphql/live.ts publishes subscriptions from it). */
@@ -175,40 +111,7 @@ export function createIndexer(options: IndexerOptions) {
       }
     }
   }
-  /** How long the last writes waited to be indexed, in ms (a ring of WAIT_SAMPLES). */
-  const waits: number[] = [];
-  let waitCount = 0;
-
-  const prepare = (db: DatabaseSync) => ({
-    checkpoint: db.prepare(
-      'SELECT number, hash, timestamp FROM blocks ORDER BY number DESC LIMIT 1',
-    ),
-    hashAt: db.prepare('SELECT hash FROM blocks WHERE number = ?'),
-    timestampAt: db.prepare('SELECT timestamp FROM blocks WHERE number = ?'),
-    stateAtBlock: db.prepare(
-      `SELECT balance, reserved, total_supply, apy_bps, last_accrual FROM vault_states
-       WHERE vault = ? AND block_number <= ? ORDER BY block_number DESC LIMIT 1`,
-    ),
-    correction: db.prepare(
-      `INSERT INTO vault_corrections (block_number, vault, balance, reserved, total_supply, apy_bps, last_accrual)
-       VALUES (?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (block_number, vault) DO UPDATE SET balance = excluded.balance,
-         reserved = excluded.reserved, total_supply = excluded.total_supply,
-         apy_bps = excluded.apy_bps, last_accrual = excluded.last_accrual`,
-    ),
-    block: db.prepare(
-      'INSERT INTO blocks (number, hash, parent_hash, timestamp) VALUES (?, ?, ?, ?)',
-    ),
-    log: db.prepare(
-      `INSERT INTO logs (block_number, log_index, block_hash, tx_index, tx_hash, address, topic0, topic1, topic2, topic3, data)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ),
-    failed: db.prepare(
-      `INSERT INTO failed_calls (block_number, tx_index, tx_hash, from_address, to_address, input)
-       VALUES (?, ?, ?, ?, ?, ?)`,
-    ),
-  });
-  let statements = prepare(db);
+  const waits = createWriteWaits();
 
   /**
    * Set once index.db has failed (a damaged page, a disk that no longer takes it): reads then
@@ -231,15 +134,8 @@ export function createIndexer(options: IndexerOptions) {
 
   /** Deletes index.db and opens it empty: every block is indexed into it again. */
   function reopen(): void {
-    try {
-      db.close();
-    } catch {
-      // A failed file may not close cleanly; it is deleted next.
-    }
-    removeIndexFiles(options.path);
-    db = openIndexDatabase(options.path, identity, options.log.warn);
-    projection = createProjection(db, projectionConfig);
-    statements = prepare(db);
+    raw.reopen();
+    projection = createProjection(raw.db, projectionConfig);
     lastCheckpoint = undefined;
   }
 
@@ -279,9 +175,7 @@ export function createIndexer(options: IndexerOptions) {
   let lastCheckpoint: { version: number; block: Checkpoint | undefined } | undefined;
   function checkpoint(): Checkpoint | undefined {
     if (lastCheckpoint?.version === version) return lastCheckpoint.block;
-    const row = statements.checkpoint.get() as
-      | { number: number; hash: Hash; timestamp: number }
-      | undefined;
+    const row = raw.head();
     const block =
       row &&
       Object.freeze({
@@ -300,269 +194,45 @@ export function createIndexer(options: IndexerOptions) {
     return next;
   }
 
-  /** The chain's head block: its number and hash. */
-  async function latestHead(): Promise<{ number: number; hash: Hash }> {
-    const block = await rpc.call<RpcBlock>('eth_getBlockByNumber', ['latest', false]);
-    return { number: Number(block.number), hash: block.hash };
-  }
-
-  /**
-   * Goes back to the chain when it no longer holds the last indexed block: it went back
-   * below it, or holds another block at its height (a rebuilt chain, anvil_reorg). A chain
-   * that moved on is checked as it is read (step()).
-   */
-  async function followBack(head: { number: number; hash: Hash }): Promise<void> {
-    const at = checkpoint();
-    if (!at || head.number > at.number || (head.number === at.number && head.hash === at.hash)) {
-      return;
-    }
-    const ancestor = await commonAncestor(head.number);
-    options.log.warn(
-      `the chain no longer holds indexed block ${at.number}: the index goes back to block ${ancestor} and follows the chain`,
-    );
-    rollBack(ancestor);
-  }
-
-  const headerCalls = (from: number, to: number, whole = false) =>
-    range(from, to).map((n) => ({
-      method: 'eth_getBlockByNumber',
-      params: [toQuantity(n), whole],
-    }));
-
-  async function headers(from: number, to: number): Promise<Header[]> {
-    return headersFrom(from, await rpc.batch(headerCalls(from, to)));
-  }
-
-  function headersFrom(from: number, results: RpcResult[]): Header[] {
-    return results.map((result, i) => {
-      const block = (result.ok ? result.value : undefined) as RpcBlock | undefined;
-      if (!block) throw new Error(`block ${from + i} is not available`);
-      const txs = block.transactions as Array<Hash | { input: Hex }>;
-      return {
-        number: Number(block.number),
-        hash: block.hash,
-        parentHash: block.parentHash,
-        timestamp: Number(block.timestamp),
-        transactionCount: txs.length,
-        inputs: txs.map((tx) => (typeof tx === 'string' ? '0x' : tx.input)),
-      };
-    });
-  }
-
-  const receiptCalls = (from: number, to: number) =>
-    range(from, to).map((n) => ({ method: 'eth_getBlockReceipts', params: [toQuantity(n)] }));
-
-  /** Whether a log is one the derived tables are built from. */
-  function isWatched(log: RpcLog): boolean {
-    const address = log.address.toLowerCase();
-    if (address === usdc) {
-      // Only the asset's transfers into or out of a vault (not its approvals).
-      return (
-        log.topics[0] === TRANSFER_TOPIC &&
-        (vaultTopics.has(log.topics[1] ?? '') || vaultTopics.has(log.topics[2] ?? ''))
-      );
-    }
-    return (vaults.has(address) || address === registry) && TOPICS.includes(log.topics[0] as Hex);
-  }
-
-  /**
-   * The watched events and the reverted vault calls of each block, from its receipts;
-   * undefined when a block's receipts are not all there yet (anvil answers a new block's header
-   * a moment before its receipts and logs, and eth_getLogs then answers nothing for it, which
-   * could not be told from no events).
-   */
-  function eventsFrom(
-    blocks: Header[],
-    results: RpcResult[],
-  ): { logs: RpcLog[]; failed: Map<number, FailedCall[]> } | undefined {
-    const logs: RpcLog[] = [];
-    const failed = new Map<number, FailedCall[]>();
-    for (const [i, block] of blocks.entries()) {
-      const result = results[i];
-      const receipts = (result?.ok ? result.value : undefined) as RpcReceipt[] | null | undefined;
-      if (!receipts || receipts.length !== block.transactionCount) return undefined;
-      for (const receipt of receipts) {
-        if (receipt.blockHash !== block.hash) return undefined;
-        for (const log of receipt.logs) if (isWatched(log)) logs.push(log);
-        const to = receipt.to?.toLowerCase();
-        if (Number(receipt.status) === 0 && to && vaults.has(to)) {
-          const txIndex = Number(receipt.transactionIndex);
-          const calls = failed.get(block.number) ?? [];
-          calls.push({
-            txIndex,
-            txHash: receipt.transactionHash,
-            from: receipt.from,
-            to,
-            input: block.inputs?.[txIndex] ?? '0x',
-          });
-          failed.set(block.number, calls);
-        }
-      }
-    }
-    return { logs, failed };
-  }
-
-  const logsCall = (from: number, to: number) => ({
-    method: 'eth_getLogs',
-    params: [
-      {
-        fromBlock: toQuantity(from),
-        toBlock: toQuantity(to),
-        address: watched,
-        // The events the derived tables are built from; the rest stays on the chain.
-        topics: [TOPICS],
-      },
-    ],
+  const follower = createFollower({
+    source,
+    raw: () => raw,
+    checkpoint,
+    finality,
+    ...(options.ceiling && { ceiling: options.ceiling }),
+    closed: () => closed,
+    log: options.log,
+    rollBack: (ancestor) => rollBack(ancestor),
   });
-
-  /**
-   * eth_getLogs in ranges the provider takes: a refused range shrinks, a node that is down or
-   * busy is tried again at the same size, and the size grows back (see log-source.ts).
-   */
-  const logSource = createLogSource<RpcLog>({
-    fetch: (from, to) => {
-      const call = logsCall(from, to);
-      return rpc.call<RpcLog[]>(call.method, call.params);
-    },
-    maxBlocks: MAX_BLOCKS_PER_STEP,
-    stopped: () => closed,
-  });
-
-  /**
-   * The highest indexed block at or below `top` that is still on the chain (the common
-   * ancestor). With a finality depth, only the blocks above it are looked at: a chain that no
-   * longer holds the indexed block that deep (at.number − finality) reorganised deeper than
-   * the depth allows, which is reported (DeepReorgError), not walked back to wherever it
-   * meets the index. On a dev chain (finality 0) any block may be replaced (evm_revert), and the
-   * walk is bounded by the blocks the index holds.
-   */
-  async function commonAncestor(top: number): Promise<number> {
-    const at = checkpoint();
-    const floor = finality > 0 && at ? Math.max(0, at.number - finality) : 0;
-    for (let upper = top; upper >= floor; upper -= 32) {
-      const bottom = Math.max(floor, upper - 31);
-      const chain = await headers(bottom, upper);
-      for (let n = upper; n >= bottom; n--) {
-        const ours = statements.hashAt.get(n) as { hash: Hash } | undefined;
-        if (!ours) return n;
-        if (ours.hash === chain[n - bottom]?.hash) return n;
-      }
-    }
-    if (finality > 0 && at) throw new DeepReorgError(at.number, floor, finality);
-    return -1;
-  }
 
   /**
    * Cuts the raw data back to `ancestor` and derives every derived table again from the rest,
    * after `amend` (which may add raw rows, such as corrections) in the same transaction.
    */
   function rollBack(ancestor: number, amend?: () => void): void {
-    db.exec('BEGIN');
+    raw.begin();
     try {
       amend?.();
-      db.prepare('DELETE FROM blocks WHERE number > ?').run(ancestor);
-      db.prepare('DELETE FROM logs WHERE block_number > ?').run(ancestor);
-      db.prepare('DELETE FROM failed_calls WHERE block_number > ?').run(ancestor);
-      db.prepare('DELETE FROM vault_corrections WHERE block_number > ?').run(ancestor);
-      for (const table of DERIVED_TABLES) db.exec(`DELETE FROM ${table}`);
+      raw.cutBackTo(ancestor);
       projection.reset();
       rederive();
-      db.exec('COMMIT');
+      raw.commit();
       version++;
       if (!failure) committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
     } catch (error) {
-      rollBackQuietly();
+      raw.rollBackQuietly();
       projection.reset();
       lastCheckpoint = undefined;
       throw error;
     }
   }
 
-  /** Ends the open transaction; on a failed file SQLite may have ended it already. */
-  function rollBackQuietly(): void {
-    try {
-      db.exec('ROLLBACK');
-    } catch {
-      // No transaction left to roll back: the error that brought us here is what matters.
-    }
-  }
-
   /** Applies every raw row kept, block by block, as the blocks were indexed. */
   function rederive(): void {
-    const logs = db
-      .prepare(
-        'SELECT block_number, log_index, tx_hash, address, topic0, topic1, topic2, topic3, data FROM logs ORDER BY block_number, log_index',
-      )
-      .all() as Array<{
-      block_number: number;
-      log_index: number;
-      tx_hash: string;
-      address: string;
-      topic0: Hex;
-      topic1: Hex | null;
-      topic2: Hex | null;
-      topic3: Hex | null;
-      data: Hex;
-    }>;
-    const failed = db
-      .prepare(
-        'SELECT block_number, tx_index, tx_hash, from_address, to_address, input FROM failed_calls ORDER BY block_number, tx_index',
-      )
-      .all() as Array<{
-      block_number: number;
-      tx_index: number;
-      tx_hash: string;
-      from_address: string;
-      to_address: string;
-      input: Hex;
-    }>;
-    const corrections = db
-      .prepare(
-        'SELECT block_number, vault, balance, reserved, total_supply, apy_bps, last_accrual FROM vault_corrections ORDER BY block_number, vault',
-      )
-      .all() as unknown as Array<StateRow & { block_number: number; vault: string }>;
-    const byBlock = new Map<
-      number,
-      { logs: RawLog[]; failed: FailedCall[]; corrections: Array<[string, VaultState]> }
-    >();
-    const entry = (n: number) => {
-      let found = byBlock.get(n);
-      if (!found) {
-        found = { logs: [], failed: [], corrections: [] };
-        byBlock.set(n, found);
-      }
-      return found;
-    };
-    for (const row of corrections) {
-      entry(Number(row.block_number)).corrections.push([row.vault, toState(row)]);
-    }
-    for (const row of logs) {
-      entry(Number(row.block_number)).logs.push({
-        address: row.address,
-        topics: [row.topic0, row.topic1, row.topic2, row.topic3].filter(
-          (topic): topic is Hex => topic !== null,
-        ),
-        data: row.data,
-        logIndex: Number(row.log_index),
-        txHash: row.tx_hash,
-      });
-    }
-    for (const row of failed) {
-      entry(Number(row.block_number)).failed.push({
-        txIndex: Number(row.tx_index),
-        txHash: row.tx_hash,
-        from: row.from_address,
-        to: row.to_address,
-        input: row.input,
-      });
-    }
-    const timestampAt = db.prepare('SELECT timestamp FROM blocks WHERE number = ?');
-    for (const number of [...byBlock.keys()].sort((a, b) => a - b)) {
-      const raw = byBlock.get(number) as NonNullable<ReturnType<typeof byBlock.get>>;
-      const { timestamp } = timestampAt.get(number) as { timestamp: number };
-      const block = { number, timestamp: Number(timestamp) };
-      projection.applyBlock(block, raw.logs, raw.failed);
-      for (const [vault, state] of raw.corrections) projection.correct(block, vault, state);
+    for (const block of raw.rawBlocks()) {
+      const at = { number: block.number, timestamp: block.timestamp };
+      projection.applyBlock(at, block.logs, block.failed);
+      for (const [vault, state] of block.corrections) projection.correct(at, vault, state);
     }
   }
 
@@ -572,24 +242,9 @@ export function createIndexer(options: IndexerOptions) {
     const from = at ? at.number + 1 : (options.startBlock ?? 1);
     if (from > target) return 'done';
     const to = Math.min(target, from + MAX_BLOCKS_PER_STEP - 1);
-    // One round trip for the blocks and their events: writes wait for it. On a dev chain
-    // (finality 0) the events come from the blocks' receipts, which can be checked to be
-    // complete and also show reverted calls; elsewhere from eth_getLogs, over blocks past the
-    // finality depth. No state is read: the chain keeps none for old blocks (anvil prunes it,
-    // a restored chain starts at its checkpoint), so everything is derived from events.
-    const headerCount = to - from + 1;
-    // The logs ride along with the headers when the provider takes the whole range at once;
-    // otherwise they are read after, in as many calls as it needs.
-    const logsAlong = !fromReceipts && headerCount <= logSource.blocksPerCall();
-    const eventCalls = fromReceipts
-      ? receiptCalls(from, to)
-      : logsAlong
-        ? [logsCall(from, to)]
-        : [];
-    const results = await rpc.batch([...headerCalls(from, to, fromReceipts), ...eventCalls]);
-    const blocks = headersFrom(from, results.slice(0, headerCount));
+    const { blocks, events: readEvents } = await source.readBlocks(from, to);
     if (at && blocks[0]?.parentHash !== at.hash) {
-      const ancestor = await commonAncestor(at.number);
+      const ancestor = await follower.commonAncestor(at.number);
       options.log.warn(
         `the chain reorganised below block ${at.number + 1}: the index goes back to block ${ancestor} and follows the new chain`,
       );
@@ -599,91 +254,30 @@ export function createIndexer(options: IndexerOptions) {
     for (let i = 1; i < blocks.length; i++) {
       if (blocks[i]?.parentHash !== blocks[i - 1]?.hash) return 'reread';
     }
-    const eventResults = results.slice(headerCount);
-    let found: RpcLog[];
-    let failed = new Map<number, FailedCall[]>();
-    if (fromReceipts) {
-      const events = eventsFrom(blocks, eventResults);
-      if (!events) return 'reread';
-      found = events.logs;
-      failed = events.failed;
-    } else {
-      const logsResult = eventResults[0];
-      let all: RpcLog[];
-      if (logsResult?.ok) {
-        logSource.succeeded();
-        all = logsResult.value as RpcLog[];
-      } else {
-        // A refused range shrinks before the range is read again in smaller calls.
-        if (logsResult) logSource.failed(logsResult.error, headerCount);
-        all = await logSource.read(from, to);
-      }
-      found = all.filter(isWatched);
-    }
-    const logs = found.filter((log) => !log.removed);
-    const hashes = new Map(blocks.map((block) => [block.number, block.hash]));
-    if (logs.some((log) => hashes.get(Number(log.blockNumber)) !== log.blockHash)) {
-      return 'reread';
-    }
-    const logsOf = new Map<number, Array<RawLog & { txIndex: number }>>();
-    for (const log of logs) {
-      const n = Number(log.blockNumber);
-      const list = logsOf.get(n) ?? [];
-      list.push({
-        address: log.address.toLowerCase(),
-        topics: log.topics,
-        data: log.data,
-        logIndex: Number(log.logIndex),
-        txHash: log.transactionHash,
-        txIndex: Number(log.transactionIndex),
-      });
-      logsOf.set(n, list);
-    }
+    const events = await readEvents();
+    if (!events) return 'reread';
 
     const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
-    db.exec('BEGIN');
+    raw.begin();
     try {
       for (const block of blocks) {
-        statements.block.run(block.number, block.hash, block.parentHash, block.timestamp);
-        const blockLogs = (logsOf.get(block.number) ?? []).sort((a, b) => a.logIndex - b.logIndex);
-        const blockFailed = failed.get(block.number) ?? [];
-        for (const log of blockLogs) {
-          statements.log.run(
-            block.number,
-            log.logIndex,
-            block.hash,
-            log.txIndex,
-            log.txHash,
-            log.address,
-            log.topics[0] ?? null,
-            log.topics[1] ?? null,
-            log.topics[2] ?? null,
-            log.topics[3] ?? null,
-            log.data,
-          );
-        }
-        for (const call of blockFailed) {
-          statements.failed.run(
-            block.number,
-            call.txIndex,
-            call.txHash,
-            call.from,
-            call.to,
-            call.input,
-          );
-        }
+        const blockLogs = (events.logs.get(block.number) ?? []).sort(
+          (a, b) => a.logIndex - b.logIndex,
+        );
+        const blockFailed: FailedCall[] = events.failed.get(block.number) ?? [];
+        raw.addBlock(block, blockLogs, blockFailed);
         if (blockLogs.length > 0 || blockFailed.length > 0) {
           const changed: BlockChanges = projection.applyBlock(block, blockLogs, blockFailed);
           for (const vault of changed.vaults) changes.vaults.add(vault);
           changes.transactions.push(...changed.transactions);
         }
       }
-      db.exec('COMMIT');
+      raw.commit();
       version++;
       // A rebuild indexes old blocks again: nothing in them is news to a subscriber.
       if (!failure) committed(changes);
     } catch (error) {
-      rollBackQuietly();
+      raw.rollBackQuietly();
       // The cached vault states (and the last block) may hold what was rolled back.
       projection.reset();
       lastCheckpoint = undefined;
@@ -719,31 +313,17 @@ export function createIndexer(options: IndexerOptions) {
   }): Promise<{ indexedBlock: number; transactions: number } | undefined> {
     const at = checkpoint();
     if (!at) return undefined;
-    const seen = db.prepare(
-      `SELECT block_number, tx_hash FROM logs WHERE block_number > ?
-       UNION SELECT block_number, tx_hash FROM failed_calls WHERE block_number > ?`,
-    );
-    const witnessed = (above: number) =>
-      seen.all(above, above) as Array<{ block_number: number; tx_hash: Hash }>;
     if (at.number > head.number) {
-      const transactions = new Set(witnessed(head.number).map((row) => row.tx_hash)).size;
+      const transactions = new Set(raw.witnessedAfter(head.number).map((row) => row.tx_hash)).size;
       return { indexedBlock: at.number, transactions };
     }
-    const [onChain] = at.number === head.number ? [head] : await headers(at.number, at.number);
+    const [onChain] =
+      at.number === head.number ? [head] : await source.headers(at.number, at.number);
     if (onChain?.hash === at.hash) return undefined;
-    const ancestor = await commonAncestor(at.number);
-    const rows = witnessed(ancestor);
+    const ancestor = await follower.commonAncestor(at.number);
+    const rows = raw.witnessedAfter(ancestor);
     const numbers = [...new Set(rows.map((row) => Number(row.block_number)))];
-    const blocks = await rpc.batch(
-      numbers.map((n) => ({ method: 'eth_getBlockByNumber', params: [toQuantity(n), false] })),
-    );
-    const txsAt = new Map(
-      numbers.map((n, i) => {
-        const block = blocks[i];
-        if (!block?.ok) throw block?.error ?? new Error(`block ${n} is not available`);
-        return [n, new Set(((block.value as RpcBlock | null)?.transactions ?? []) as Hash[])];
-      }),
-    );
+    const txsAt = await source.transactionsOf(numbers);
     const lost = new Set(
       rows
         .filter((row) => !txsAt.get(Number(row.block_number))?.has(row.tx_hash))
@@ -757,7 +337,7 @@ export function createIndexer(options: IndexerOptions) {
     return serially(async () => {
       if (closed) return;
       try {
-        await indexUpTo(target);
+        await follower.indexUpTo(target, step);
       } catch (error) {
         // A damaged file, found by a step or by a rollback after a reorg: rebuilt.
         if (isIndexFileFailure(error)) fail(error);
@@ -767,79 +347,6 @@ export function createIndexer(options: IndexerOptions) {
         throw error;
       }
     });
-  }
-
-  /** syncTo's work: back to the chain after a reorg, then forward to `target`. */
-  async function indexUpTo(target: number | undefined): Promise<void> {
-    let goal = target;
-    if (goal === undefined) {
-      const head = await latestHead();
-      await followBack(head);
-      goal = head.number - finality;
-    }
-    if (options.ceiling) goal = Math.min(goal, options.ceiling());
-    // One committed step at a time, until the goal; never a busy loop.
-    for (let rereads = 0; !closed; ) {
-      const outcome = await step(goal);
-      if (outcome === 'done') return;
-      if (outcome === 'more') {
-        rereads = 0;
-        continue;
-      }
-      if (++rereads > REREADS) {
-        throw new Error(
-          `the chain's blocks after the index's checkpoint do not link up (read ${REREADS + 1} times)`,
-        );
-      }
-      await new Promise((resolve) => setTimeout(resolve, REREAD_PAUSE_MS));
-    }
-  }
-
-  /**
-   * Each vault's state on the chain at block `at`. Read it where no block is being made (the
-   * checkpoint's exclusive section): anvil answers a read at its head's hash from the state of
-   * the block it is mining meanwhile, not from the head's.
-   */
-  async function observe(at: { number: number; hash: Hash }): Promise<ChainObservation> {
-    const blockTag = { blockHash: at.hash };
-    // A synchronous vault holds nothing for others: it has no reservedAssets() to read.
-    const reads = [...vaults].map(([vault, id]) => ({
-      vault,
-      calls: [
-        readCall(usdc, 'balanceOf', [vault]),
-        readCall(vault, 'totalSupply'),
-        readCall(vault, 'apyBps'),
-        readCall(vault, 'lastAccrual'),
-        ...(VAULT_CONFIG[id].async ? [readCall(vault, 'reservedAssets')] : []),
-      ],
-    }));
-    const results = await rpc.batch(
-      reads.flatMap(({ calls }) =>
-        calls.map((data) => ({ method: 'eth_call', params: [data, blockTag] })),
-      ),
-    );
-    const states = new Map<string, VaultState>();
-    let next = 0;
-    for (const { vault, calls } of reads) {
-      const values = calls.map(() => {
-        const result = results[next++];
-        if (!result?.ok) {
-          throw new Error(
-            `reading vault ${checksummed(vault)} at block ${at.number} failed: ${result?.error.message}`,
-          );
-        }
-        return BigInt(result.value as Hex);
-      });
-      const [balance, totalSupply, apyBps, lastAccrual, reserved = 0n] = values as [
-        bigint,
-        bigint,
-        bigint,
-        bigint,
-        bigint?,
-      ];
-      states.set(vault, { balance, reserved, totalSupply, apyBps, lastAccrual });
-    }
-    return { block: { number: at.number, hash: at.hash }, states };
   }
 
   /**
@@ -869,15 +376,20 @@ export function createIndexer(options: IndexerOptions) {
   async function correctFrom(observed: ChainObservation, corrected: string[]): Promise<void> {
     const at = checkpoint();
     const { number } = observed.block;
-    const held = statements.hashAt.get(number) as { hash: Hash } | undefined;
-    if (!at || held?.hash !== observed.block.hash) return;
-    const timestamp = (statements.timestampAt.get(number) as { timestamp: number }).timestamp;
+    const held = raw.hashAt(number);
+    if (!at || held !== observed.block.hash) return;
+    const timestamp = raw.timestampAt(number);
     const indexedAt = (vault: string): VaultState => {
       if (at.number === number) return projection.stateOf(vault);
-      const row = statements.stateAtBlock.get(vault, number) as StateRow | undefined;
-      return row
-        ? toState(row)
-        : { balance: 0n, reserved: 0n, totalSupply: 0n, apyBps: 0n, lastAccrual: 0n };
+      return (
+        raw.stateAtBlock(vault, number) ?? {
+          balance: 0n,
+          reserved: 0n,
+          totalSupply: 0n,
+          apyBps: 0n,
+          lastAccrual: 0n,
+        }
+      );
     };
     const differing = [...observed.states].flatMap(([vault, state]) => {
       const indexed = indexedAt(vault);
@@ -888,27 +400,17 @@ export function createIndexer(options: IndexerOptions) {
     });
     if (differing.length === 0) return;
     const record = () => {
-      for (const { vault, state } of differing) {
-        statements.correction.run(
-          number,
-          vault,
-          state.balance.toString(),
-          state.reserved.toString(),
-          state.totalSupply.toString(),
-          Number(state.apyBps),
-          Number(state.lastAccrual),
-        );
-      }
+      for (const { vault, state } of differing) raw.addCorrection(number, vault, state);
     };
     if (at.number === number) {
-      db.exec('BEGIN');
+      raw.begin();
       try {
         record();
         for (const { vault, state } of differing)
           projection.correct({ number, timestamp }, vault, state);
-        db.exec('COMMIT');
+        raw.commit();
       } catch (error) {
-        rollBackQuietly();
+        raw.rollBackQuietly();
         projection.reset();
         throw error;
       }
@@ -934,16 +436,17 @@ export function createIndexer(options: IndexerOptions) {
 
   return {
     /** index.db, for reads; run them through read(). Throws IndexUnavailableError while it has failed. */
-    get db(): DatabaseSync {
+    get db() {
       if (failure) throw new IndexUnavailableError(failure.reason);
-      return db;
+      return raw.db;
     },
     read,
     /** Why the index cannot answer (it failed and is being rebuilt), or undefined when it can. */
     failure: (): string | undefined => failure?.reason,
     vaults,
     syncTo,
-    observe,
+    /** Each vault's state on the chain at block `at` (see source.ts), for reconcile(). */
+    observe: source.observe,
     reconcile,
     /** Rebuilds index.db from the chain now, if it has failed (the poll does it otherwise). */
     rebuild,
@@ -955,7 +458,7 @@ export function createIndexer(options: IndexerOptions) {
       let copied = false;
       return serially(async () => {
         if (failure) return;
-        copyDatabase(db, path);
+        raw.copyTo(path);
         copied = true;
       }).then(() => copied);
     },
@@ -967,19 +470,8 @@ export function createIndexer(options: IndexerOptions) {
      */
     replaceWith(from: string | undefined): Promise<void> {
       return serially(async () => {
-        try {
-          db.close();
-        } catch {
-          // A failed file may not close cleanly; it is replaced next.
-        }
-        removeIndexFiles(options.path);
-        if (from !== undefined) {
-          copyFileSync(from, options.path);
-          chmodSync(options.path, 0o600);
-        }
-        db = openIndexDatabase(options.path, identity, options.log.warn);
-        projection = createProjection(db, projectionConfig);
-        statements = prepare(db);
+        raw.reopen(from);
+        projection = createProjection(raw.db, projectionConfig);
         lastCheckpoint = undefined;
         failure = undefined;
         version++;
@@ -997,22 +489,11 @@ export function createIndexer(options: IndexerOptions) {
       try {
         await syncTo(block);
       } finally {
-        waits[waitCount++ % WAIT_SAMPLES] = performance.now() - started;
+        waits.add(performance.now() - started);
       }
     },
     /** The writes' indexing waits: how many so far, and the median and p99 of the last ones. */
-    waitStats(): { writes: number; p50Ms: number | null; p99Ms: number | null } {
-      const sorted = waits.slice(0, Math.min(waitCount, WAIT_SAMPLES)).sort((a, b) => a - b);
-      const at = (p: number) =>
-        sorted.length === 0
-          ? null
-          : Math.round(
-              (sorted[
-                Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))
-              ] as number) * 100,
-            ) / 100;
-      return { writes: waitCount, p50Ms: at(50), p99Ms: at(99) };
-    },
+    waitStats: waits.stats,
     /**
      * Calls `listener` after each commit with what it changed; answers the unsubscribe. A
      * listener runs synchronously inside the indexer's step: it must only schedule work.
@@ -1036,44 +517,20 @@ export function createIndexer(options: IndexerOptions) {
     },
     /** Follows the chain in the background. */
     start(): void {
-      let failures = 0;
-      const tick = () => {
-        // After failures the poll backs off, so that one that lasts is not retried (and
-        // logged) five times a second for ever.
-        const delay = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
-        timer = setTimeout(() => {
-          if (options.paused?.()) {
-            tick();
-            return;
-          }
-          // Named before the work: a sync that fails the index was indexing, not rebuilding.
-          const work = failure ? 'rebuilding index.db' : 'indexing';
-          (failure ? rebuild() : syncTo()).then(
-            () => {
-              failures = 0;
-              tick();
-            },
-            (error: unknown) => {
-              failures = Math.min(failures + 1, 16);
-              const next = Math.min(INDEX_RETRY_MAX_MS, INDEX_POLL_MS * 2 ** failures);
-              options.log.warn(
-                `${work} failed: ${(error as Error).message}; trying again in ${next / 1000} s`,
-              );
-              tick();
-            },
-          );
-        }, delay);
-        timer.unref();
-      };
-      tick();
+      stopPolling = poll({
+        describe: () => (failure ? 'rebuilding index.db' : 'indexing'),
+        work: () => (failure ? rebuild() : syncTo()),
+        ...(options.paused && { paused: options.paused }),
+        log: options.log,
+      });
     },
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      clearTimeout(timer);
+      stopPolling?.();
       await running;
       try {
-        db.close();
+        raw.close();
       } catch {
         // Closed already by a rebuild that could not finish.
       }
@@ -1081,47 +538,3 @@ export function createIndexer(options: IndexerOptions) {
   };
 }
 export type Indexer = ReturnType<typeof createIndexer>;
-
-/**
- * The chain no longer holds a block the index took as final: it reorganised deeper than the
- * finality depth (a node resynced on another fork, a testnet reset, another chain behind the
- * same URL). index.db is rebuilt from the chain rather than walked back block by block.
- */
-export class DeepReorgError extends Error {
-  constructor(indexed: number, floor: number, depth: number) {
-    super(
-      `the chain reorganised deeper than the finality depth (${depth} blocks): it no longer holds indexed block ${floor}, ${indexed - floor} below the index's block ${indexed}`,
-    );
-    this.name = 'DeepReorgError';
-  }
-}
-
-/** An eth_call's transaction object for a view of the sandbox's contracts, without arguments or with addresses. */
-function readCall(to: string, functionName: string, args: string[] = []) {
-  return {
-    to,
-    data: encodeFunctionData({
-      abi: VIEWS_ABI,
-      functionName,
-      args,
-    } as Parameters<typeof encodeFunctionData>[0]),
-  };
-}
-
-/** The views a vault's state is read back with (SandboxVault's, ConfigurableVault's, MockUSDC's). */
-const VIEWS_ABI = parseAbi([
-  'function balanceOf(address) view returns (uint256)',
-  'function reservedAssets() view returns (uint256)',
-  'function totalSupply() view returns (uint256)',
-  'function apyBps() view returns (uint256)',
-  'function lastAccrual() view returns (uint256)',
-]);
-
-function range(from: number, to: number): number[] {
-  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
-}
-
-/** A vault's address in its EIP-55 form, as the API answers it. */
-export function checksummed(address: string): Address {
-  return getAddress(address);
-}

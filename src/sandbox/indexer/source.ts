@@ -1,0 +1,389 @@
+import {
+  type Address,
+  encodeFunctionData,
+  getAddress,
+  type Hash,
+  type Hex,
+  pad,
+  parseAbi,
+  toEventSelector,
+} from 'viem';
+import { VAULT_IDS } from '../../api/schemas/values.ts';
+import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
+import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
+import { createLogSource } from './log-source.ts';
+import { EVENTS_ABI, type FailedCall, type RawLog, type VaultState } from './projection.ts';
+
+/**
+ * The index's sync source: what it reads from the chain, over RPC. Blocks' headers, and their
+ * events (from receipts on a dev chain, which also show reverted calls; from eth_getLogs in
+ * ranges the provider takes elsewhere), the head, and the vaults' state at a block. It keeps
+ * nothing: what is read goes to the raw store (raw-store.ts).
+ */
+
+/** At most this many blocks are read and committed at once. */
+export const MAX_BLOCKS_PER_STEP = 500;
+
+/** topic0 of every event the derived tables are built from. */
+const TOPICS: Hex[] = [
+  ...new Set(
+    EVENTS_ABI.filter((item) => item.type === 'event').map((item) => toEventSelector(item)),
+  ),
+];
+const TRANSFER_TOPIC = toEventSelector('Transfer(address,address,uint256)');
+export type VaultId = (typeof VAULT_IDS)[number];
+
+/** Each vault's state as the chain held it after one block (see observe). */
+export interface ChainObservation {
+  block: { number: number; hash: Hash };
+  states: Map<string, VaultState>;
+}
+
+interface RpcReceipt {
+  blockHash: Hash;
+  transactionHash: Hash;
+  transactionIndex: Hex;
+  status: Hex;
+  from: Address;
+  to: Address | null;
+  logs: RpcLog[];
+}
+
+interface RpcLog {
+  address: Address;
+  topics: Hex[];
+  data: Hex;
+  blockNumber: Hex;
+  blockHash: Hash;
+  transactionHash: Hash;
+  transactionIndex: Hex;
+  logIndex: Hex;
+  removed?: boolean;
+}
+
+export interface Header {
+  number: number;
+  hash: Hash;
+  parentHash: Hash;
+  timestamp: number;
+  transactionCount: number;
+  /** Each transaction's input, by index (on a dev chain, where blocks are read whole). */
+  inputs?: Hex[];
+}
+
+/** A log as the raw store keeps it, with its transaction's index. */
+export type SourcedLog = RawLog & { txIndex: number };
+
+/** The watched events and reverted vault calls of a range of blocks, by block number. */
+export interface BlockEvents {
+  logs: Map<number, SourcedLog[]>;
+  failed: Map<number, FailedCall[]>;
+}
+
+export function createChainSource(options: {
+  rpc: RpcClient;
+  deployment: Deployment;
+  /** On a dev chain (finality 0) blocks are read whole and events come from receipts. */
+  fromReceipts: boolean;
+  /** True once the index is closed: eth_getLogs stops trying. */
+  stopped: () => boolean;
+}) {
+  const { rpc, deployment, fromReceipts } = options;
+  const vaults = new Map<string, VaultId>(
+    VAULT_IDS.map((id) => [deployment.vaults[id].toLowerCase(), id]),
+  );
+  const usdc = deployment.usdc.toLowerCase();
+  const registry = deployment.strategy_registry.toLowerCase();
+  const watched = [...vaults.keys(), usdc, registry] as Address[];
+  const vaultTopics = new Set([...vaults.keys()].map((vault) => pad(vault as Hex).toLowerCase()));
+
+  /** The chain's head block: its number and hash. */
+  async function latestHead(): Promise<{ number: number; hash: Hash }> {
+    const block = await rpc.call<RpcBlock>('eth_getBlockByNumber', ['latest', false]);
+    return { number: Number(block.number), hash: block.hash };
+  }
+
+  const headerCalls = (from: number, to: number, whole = false) =>
+    range(from, to).map((n) => ({
+      method: 'eth_getBlockByNumber',
+      params: [toQuantity(n), whole],
+    }));
+
+  async function headers(from: number, to: number): Promise<Header[]> {
+    return headersFrom(from, await rpc.batch(headerCalls(from, to)));
+  }
+
+  function headersFrom(from: number, results: RpcResult[]): Header[] {
+    return results.map((result, i) => {
+      const block = (result.ok ? result.value : undefined) as RpcBlock | undefined;
+      if (!block) throw new Error(`block ${from + i} is not available`);
+      const txs = block.transactions as Array<Hash | { input: Hex }>;
+      return {
+        number: Number(block.number),
+        hash: block.hash,
+        parentHash: block.parentHash,
+        timestamp: Number(block.timestamp),
+        transactionCount: txs.length,
+        inputs: txs.map((tx) => (typeof tx === 'string' ? '0x' : tx.input)),
+      };
+    });
+  }
+
+  const receiptCalls = (from: number, to: number) =>
+    range(from, to).map((n) => ({ method: 'eth_getBlockReceipts', params: [toQuantity(n)] }));
+
+  /** Whether a log is one the derived tables are built from. */
+  function isWatched(log: RpcLog): boolean {
+    const address = log.address.toLowerCase();
+    if (address === usdc) {
+      // Only the asset's transfers into or out of a vault (not its approvals).
+      return (
+        log.topics[0] === TRANSFER_TOPIC &&
+        (vaultTopics.has(log.topics[1] ?? '') || vaultTopics.has(log.topics[2] ?? ''))
+      );
+    }
+    return (vaults.has(address) || address === registry) && TOPICS.includes(log.topics[0] as Hex);
+  }
+
+  /**
+   * The watched events and the reverted vault calls of each block, from its receipts;
+   * undefined when a block's receipts are not all there yet (anvil answers a new block's header
+   * a moment before its receipts and logs, and eth_getLogs then answers nothing for it, which
+   * could not be told from no events).
+   */
+  function eventsFrom(
+    blocks: Header[],
+    results: RpcResult[],
+  ): { logs: RpcLog[]; failed: Map<number, FailedCall[]> } | undefined {
+    const logs: RpcLog[] = [];
+    const failed = new Map<number, FailedCall[]>();
+    for (const [i, block] of blocks.entries()) {
+      const result = results[i];
+      const receipts = (result?.ok ? result.value : undefined) as RpcReceipt[] | null | undefined;
+      if (!receipts || receipts.length !== block.transactionCount) return undefined;
+      for (const receipt of receipts) {
+        if (receipt.blockHash !== block.hash) return undefined;
+        for (const log of receipt.logs) if (isWatched(log)) logs.push(log);
+        const to = receipt.to?.toLowerCase();
+        if (Number(receipt.status) === 0 && to && vaults.has(to)) {
+          const txIndex = Number(receipt.transactionIndex);
+          const calls = failed.get(block.number) ?? [];
+          calls.push({
+            txIndex,
+            txHash: receipt.transactionHash,
+            from: receipt.from,
+            to,
+            input: block.inputs?.[txIndex] ?? '0x',
+          });
+          failed.set(block.number, calls);
+        }
+      }
+    }
+    return { logs, failed };
+  }
+
+  const logsCall = (from: number, to: number) => ({
+    method: 'eth_getLogs',
+    params: [
+      {
+        fromBlock: toQuantity(from),
+        toBlock: toQuantity(to),
+        address: watched,
+        // The events the derived tables are built from; the rest stays on the chain.
+        topics: [TOPICS],
+      },
+    ],
+  });
+
+  /**
+   * eth_getLogs in ranges the provider takes: a refused range shrinks, a node that is down or
+   * busy is tried again at the same size, and the size grows back (see log-source.ts).
+   */
+  const logSource = createLogSource<RpcLog>({
+    fetch: (from, to) => {
+      const call = logsCall(from, to);
+      return rpc.call<RpcLog[]>(call.method, call.params);
+    },
+    maxBlocks: MAX_BLOCKS_PER_STEP,
+    stopped: options.stopped,
+  });
+
+  /**
+   * Blocks `from` to `to` and, in the same round trip where it can, their events: writes wait
+   * for it. On a dev chain the events come from the blocks' receipts, which can be checked to
+   * be complete and also show reverted calls; elsewhere from eth_getLogs, over blocks past the
+   * finality depth. No state is read: the chain keeps none for old blocks (anvil prunes it, a
+   * restored chain starts at its checkpoint), so everything is derived from events.
+   *
+   * The headers come first, for the caller to check that they follow what it holds; only then
+   * does it ask for `events()`, which reads what did not come along (logs in as many calls as
+   * the provider needs) and answers undefined when the blocks must be read again (receipts not
+   * all there yet, a log of another block than the one read).
+   */
+  async function readBlocks(
+    from: number,
+    to: number,
+  ): Promise<{ blocks: Header[]; events(): Promise<BlockEvents | undefined> }> {
+    const headerCount = to - from + 1;
+    // The logs ride along with the headers when the provider takes the whole range at once;
+    // otherwise they are read after, in as many calls as it needs.
+    const logsAlong = !fromReceipts && headerCount <= logSource.blocksPerCall();
+    const eventCalls = fromReceipts
+      ? receiptCalls(from, to)
+      : logsAlong
+        ? [logsCall(from, to)]
+        : [];
+    const results = await rpc.batch([...headerCalls(from, to, fromReceipts), ...eventCalls]);
+    const blocks = headersFrom(from, results.slice(0, headerCount));
+    const events = async (): Promise<BlockEvents | undefined> => {
+      const eventResults = results.slice(headerCount);
+      let found: RpcLog[];
+      let failed = new Map<number, FailedCall[]>();
+      if (fromReceipts) {
+        const fromBlocks = eventsFrom(blocks, eventResults);
+        if (!fromBlocks) return undefined;
+        found = fromBlocks.logs;
+        failed = fromBlocks.failed;
+      } else {
+        const logsResult = eventResults[0];
+        let all: RpcLog[];
+        if (logsResult?.ok) {
+          logSource.succeeded();
+          all = logsResult.value as RpcLog[];
+        } else {
+          // A refused range shrinks before the range is read again in smaller calls.
+          if (logsResult) logSource.failed(logsResult.error, headerCount);
+          all = await logSource.read(from, to);
+        }
+        found = all.filter(isWatched);
+      }
+      const logs = found.filter((log) => !log.removed);
+      const hashes = new Map(blocks.map((block) => [block.number, block.hash]));
+      if (logs.some((log) => hashes.get(Number(log.blockNumber)) !== log.blockHash)) {
+        return undefined;
+      }
+      const logsOf = new Map<number, SourcedLog[]>();
+      for (const log of logs) {
+        const n = Number(log.blockNumber);
+        const list = logsOf.get(n) ?? [];
+        list.push({
+          address: log.address.toLowerCase(),
+          topics: log.topics,
+          data: log.data,
+          logIndex: Number(log.logIndex),
+          txHash: log.transactionHash,
+          txIndex: Number(log.transactionIndex),
+        });
+        logsOf.set(n, list);
+      }
+      return { logs: logsOf, failed };
+    };
+    return { blocks, events };
+  }
+
+  /** The transactions' hashes of each of these blocks (by number). */
+  async function transactionsOf(numbers: number[]): Promise<Map<number, Set<Hash>>> {
+    const blocks = await rpc.batch(
+      numbers.map((n) => ({ method: 'eth_getBlockByNumber', params: [toQuantity(n), false] })),
+    );
+    return new Map(
+      numbers.map((n, i) => {
+        const block = blocks[i];
+        if (!block?.ok) throw block?.error ?? new Error(`block ${n} is not available`);
+        return [n, new Set(((block.value as RpcBlock | null)?.transactions ?? []) as Hash[])];
+      }),
+    );
+  }
+
+  /**
+   * Each vault's state on the chain at block `at`. Read it where no block is being made (the
+   * checkpoint's exclusive section): anvil answers a read at its head's hash from the state of
+   * the block it is mining meanwhile, not from the head's.
+   */
+  async function observe(at: { number: number; hash: Hash }): Promise<ChainObservation> {
+    const blockTag = { blockHash: at.hash };
+    // A synchronous vault holds nothing for others: it has no reservedAssets() to read.
+    const reads = [...vaults].map(([vault, id]) => ({
+      vault,
+      calls: [
+        readCall(usdc, 'balanceOf', [vault]),
+        readCall(vault, 'totalSupply'),
+        readCall(vault, 'apyBps'),
+        readCall(vault, 'lastAccrual'),
+        ...(VAULT_CONFIG[id].async ? [readCall(vault, 'reservedAssets')] : []),
+      ],
+    }));
+    const results = await rpc.batch(
+      reads.flatMap(({ calls }) =>
+        calls.map((data) => ({ method: 'eth_call', params: [data, blockTag] })),
+      ),
+    );
+    const states = new Map<string, VaultState>();
+    let next = 0;
+    for (const { vault, calls } of reads) {
+      const values = calls.map(() => {
+        const result = results[next++];
+        if (!result?.ok) {
+          throw new Error(
+            `reading vault ${checksummed(vault)} at block ${at.number} failed: ${result?.error.message}`,
+          );
+        }
+        return BigInt(result.value as Hex);
+      });
+      const [balance, totalSupply, apyBps, lastAccrual, reserved = 0n] = values as [
+        bigint,
+        bigint,
+        bigint,
+        bigint,
+        bigint?,
+      ];
+      states.set(vault, { balance, reserved, totalSupply, apyBps, lastAccrual });
+    }
+    return { block: { number: at.number, hash: at.hash }, states };
+  }
+
+  return {
+    /** The vaults by lower-case address. */
+    vaults,
+    usdc,
+    registry,
+    /** Every contract whose events are read. */
+    watched,
+    latestHead,
+    headers,
+    readBlocks,
+    transactionsOf,
+    observe,
+  };
+}
+export type ChainSource = ReturnType<typeof createChainSource>;
+
+/** An eth_call's transaction object for a view of the sandbox's contracts, without arguments or with addresses. */
+function readCall(to: string, functionName: string, args: string[] = []) {
+  return {
+    to,
+    data: encodeFunctionData({
+      abi: VIEWS_ABI,
+      functionName,
+      args,
+    } as Parameters<typeof encodeFunctionData>[0]),
+  };
+}
+
+/** The views a vault's state is read back with (SandboxVault's, ConfigurableVault's, MockUSDC's). */
+const VIEWS_ABI = parseAbi([
+  'function balanceOf(address) view returns (uint256)',
+  'function reservedAssets() view returns (uint256)',
+  'function totalSupply() view returns (uint256)',
+  'function apyBps() view returns (uint256)',
+  'function lastAccrual() view returns (uint256)',
+]);
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+}
+
+/** A vault's address in its EIP-55 form, as the API answers it. */
+export function checksummed(address: string): Address {
+  return getAddress(address);
+}
