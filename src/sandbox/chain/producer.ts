@@ -292,6 +292,9 @@ export function createBlockProducer(options: BlockProducerOptions) {
   async function mineIncluding(ours: Map<Hash, Hex>, advance: number, latest?: number) {
     const blocks = await readFrom(head, ours, latest);
     const waiting = new Set(ours.keys());
+    // Someone who mined over the RPC URL since the send may have taken ours in their block:
+    // they are mined, not out of order. (A block is still made: it carries the advance.)
+    for (const block of blocks) for (const hash of block.txHashes) waiting.delete(hash);
     const receipts = new Map<Hash, RpcTransactionReceipt[]>();
     for (let first = true; ; first = false) {
       const tip = blocks.at(-1) ?? head;

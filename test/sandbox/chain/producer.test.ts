@@ -172,4 +172,45 @@ describe('the block producer', () => {
     expect(theirs?.number).toBe((ours?.number as number) + 1);
     expect(events.filter((e) => e.startsWith('diverged'))).toEqual([]);
   });
+
+  it('answers a write whose transaction someone else mined before the producer could', async () => {
+    const rpc = createRpcClient(anvil.rpcUrl);
+    const account = privateKeyToAccount(generatePrivateKey());
+    await rpc.call('anvil_setBalance', [account.address, '0xde0b6b3a7640000']);
+    const raw = await account.signTransaction({
+      type: 'eip1559',
+      chainId: Number(await rpc.call<Hex>('eth_chainId')),
+      nonce: 0,
+      gas: 21_000n,
+      maxFeePerGas: 10n ** 10n,
+      maxPriorityFeePerGas: 0n,
+      to: account.address,
+      value: 1n,
+    });
+    const tx = { raw, hash: keccak256(raw), label: 'a transfer' };
+    // The fault: between the producer's send and its read of the head, someone mines over the
+    // RPC URL (anvil_mine), and that block takes the transaction.
+    const racing: RpcClient = {
+      url: rpc.url,
+      call: (method, params) => rpc.call(method, params),
+      async batch(calls) {
+        const sends = calls.filter((call) => call.method === 'eth_sendRawTransaction');
+        if (sends.length === 0) return rpc.batch(calls);
+        const sent = await rpc.batch(sends);
+        await rpc.call('anvil_mine', ['0x1']);
+        const rest = await rpc.batch(calls.slice(sends.length));
+        return [...sent, ...rest];
+      },
+    };
+    const { producer, committed, release, events } = await producerOnAnvil(racing);
+    const write = producer.submit({ txs: [tx], record: () => 'recorded' });
+    while (!events.includes('sync started')) await new Promise((r) => setTimeout(r, 5));
+    release();
+    const { receipts, recorded } = await write;
+    expect(recorded).toBe('recorded');
+    expect(receipts.map((r) => [r.transactionHash, r.status])).toEqual([[tx.hash, 'success']]);
+    // Their block, with the transaction, is logged before the producer's own (empty) one.
+    expect(committed.flatMap((block) => block.txHashes)).toContain(tx.hash);
+    expect(events.filter((e) => e.startsWith('diverged'))).toEqual([]);
+  });
 });
