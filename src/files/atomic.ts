@@ -17,10 +17,15 @@ export function writeFileAtomically(path: string, content: string): void {
     closeSync(fd);
   }
   renameSync(temp, path);
-  const dir = openSync(dirname(path), 'r');
+  fsyncPath(dirname(path));
+}
+
+/** fsync of a file or a directory (for a directory: the names in it, after a rename). */
+export function fsyncPath(path: string): void {
+  const fd = openSync(path, 'r');
   try {
-    fsyncSync(dir);
+    fsyncSync(fd);
   } finally {
-    closeSync(dir);
+    closeSync(fd);
   }
 }

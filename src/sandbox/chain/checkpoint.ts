@@ -1,18 +1,10 @@
-import {
-  closeSync,
-  existsSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Hash, Hex } from 'viem';
 import { z } from 'zod';
 import { CHAIN_ID, CHAIN_NAME, ContractAddresses } from '../../api/schemas/index.ts';
+import { fsyncPath } from '../../files/atomic.ts';
 import { fileErrorMessage, isFileError, StartupError } from '../errors.ts';
 import type { Deployment } from './deployment.ts';
 
@@ -190,7 +182,7 @@ export async function writeCheckpoint(
   }
   beforeRename();
   await rename(temp, path);
-  fsyncDir(dir);
+  fsyncPath(dir);
 }
 
 /** Removes every checkpoint but `keep`, and temp files a crash left behind. */
@@ -202,14 +194,5 @@ export function removeCheckpointsExcept(stateDir: string, keep: number | undefin
     if (name.endsWith('.tmp') || (block !== undefined && Number(block) !== keep)) {
       rmSync(join(dir, name), { force: true });
     }
-  }
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }

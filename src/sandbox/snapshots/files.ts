@@ -1,10 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import {
-  closeSync,
   existsSync,
-  fsyncSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -15,6 +12,7 @@ import {
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GENESIS_SNAPSHOT, SNAPSHOT_NAME_PATTERN } from '../../api/schemas/index.ts';
+import { fsyncPath } from '../../files/atomic.ts';
 
 /**
  * Snapshots on disk: `STATE/snapshots/NAME/` (0700), each a directory of files written once
@@ -186,14 +184,5 @@ async function syncPath(path: string): Promise<void> {
     await handle.sync();
   } finally {
     await handle.close();
-  }
-}
-
-export function fsyncPath(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }

@@ -15,6 +15,7 @@ import {
   type RestoreResult,
   type SnapshotInfo,
 } from '../../api/schemas/index.ts';
+import { fsyncPath } from '../../files/atomic.ts';
 import {
   CHECKPOINT_FORMAT,
   type Checkpoint,
@@ -33,7 +34,6 @@ import { exportSnapshot } from './export-file.ts';
 import {
   clearRestoring,
   commitSnapshot,
-  fsyncPath,
   listSnapshots,
   markRestoring,
   newSnapshotDir,
