@@ -172,16 +172,22 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
           await onboarder.pause();
         },
         async afterRestore() {
-          // What is kept in memory is read again from the restored state.
-          clock.reload();
-          chain.forgetNonces();
-          onboarder.restart();
-          fulfiller = startFulfiller();
-          await current()
-            .syncTo()
-            .catch((error: unknown) => {
-              log.warn(`indexing after the restore: ${(error as Error).message}`);
-            });
+          // What is kept in memory is read again from the restored state (or, after a failed
+          // restore, from whatever is on disk). Each step is tried whatever the others do.
+          const steps: Array<[string, () => unknown]> = [
+            ['reading the clock', () => clock.reload()],
+            ['resetting the wallets', () => chain.forgetNonces()],
+            ['restarting the onboarder', () => onboarder.restart()],
+            ['restarting the fulfiller', () => (fulfiller = startFulfiller())],
+            ['indexing', () => current().syncTo()],
+          ];
+          for (const [what, step] of steps) {
+            try {
+              await step();
+            } catch (error) {
+              log.warn(`after the restore, ${what} failed: ${(error as Error).message}`);
+            }
+          }
         },
       });
     return {

@@ -1,11 +1,13 @@
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { erc20Abi } from 'viem';
 import { beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { CLOSE_SANDBOX_RESTORED } from '../../src/api/schemas/index.ts';
 import { call, chainAgent, chainReader, useChainSandbox } from '../helpers/chain.ts';
 import { ADMIN_TOKEN, admin, type TestSandbox } from '../helpers/sandbox.ts';
+import { until } from '../helpers/serve.ts';
 
 /**
  * Snapshots and restores on a real sandbox: the chain, sandbox.db, index.db and the clock
@@ -268,6 +270,44 @@ describe('snapshots', () => {
     expect(restores[2]?.json().name).toBe('genesis');
     const stats = (await sandbox.app.inject({ url: '/api/v1/agents/stats' })).json();
     expect(stats.total_agents).toBe(0);
+  });
+
+  it('refuses, changing nothing, a snapshot whose sandbox.db is of another schema', async () => {
+    const frank = await chainAgent(sandbox);
+    expect((await snapshotAs('other-schema')).statusCode).toBe(200);
+    const copy = new DatabaseSync(join(sandbox.dir, 'snapshots', 'other-schema', 'sandbox.db'));
+    copy.exec('CREATE TABLE from_a_later_version (x INTEGER)');
+    copy.close();
+    const at = await blockNumber();
+    const refused = await restore('other-schema');
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().error).toMatch(/another agentctl version.*nothing was changed/);
+    expect(existsSync(join(sandbox.dir, 'restoring.json'))).toBe(false);
+    expect(await blockNumber()).toBe(at);
+    expect((await deposit(frank.apiKey, 1)).statusCode).toBe(200);
+  });
+
+  it('restores a snapshot whose index.db cannot be put in place, and indexes the chain again', async () => {
+    const gina = await chainAgent(sandbox);
+    expect((await deposit(gina.apiKey, 3)).statusCode).toBe(200);
+    expect((await snapshotAs('bad-index')).statusCode).toBe(200);
+    const stats = async () => sandbox.app.inject({ url: '/v1/protocol/stats' });
+    const before = (await stats()).json();
+    // The fault: a directory where the snapshot's index.db is.
+    const index = join(sandbox.dir, 'snapshots', 'bad-index', 'index.db');
+    rmSync(index);
+    mkdirSync(index);
+    expect((await deposit(gina.apiKey, 4)).statusCode).toBe(200);
+    const restored = await restore('bad-index');
+    expect(restored.statusCode, restored.body).toBe(200);
+    // Answered from the chain once indexed again (503 INDEX_UNAVAILABLE, never a 500, until then).
+    await until(async () => {
+      const answer = await stats();
+      expect([200, 503]).toContain(answer.statusCode);
+      return answer.statusCode === 200 && answer.json().transactions === before.transactions;
+    });
+    expect((await stats()).json()).toEqual(before);
+    expect((await deposit(gina.apiKey, 1)).statusCode).toBe(200);
   });
 
   it('deletes a snapshot', async () => {

@@ -470,10 +470,17 @@ export function createIndexer(options: IndexerOptions) {
      */
     replaceWith(from: string | undefined): Promise<void> {
       return serially(async () => {
-        raw.reopen(from);
+        failure = undefined;
+        try {
+          raw.reopen(from);
+        } catch (error) {
+          // Derived data: an index.db that cannot be put in place is rebuilt from the chain
+          // (the poll does it), and answers 503 INDEX_UNAVAILABLE meanwhile.
+          fail(error, `index.db could not be put in place (${(error as Error).message})`);
+          raw.reopen();
+        }
         projection = createProjection(raw.db, projectionConfig);
         lastCheckpoint = undefined;
-        failure = undefined;
         version++;
       });
     },

@@ -18,7 +18,7 @@ export interface WriteGate {
    * Refuses new writes, and resolves once those running are answered; call the release after.
    * Rejects with a 503, refusing nothing any more, when they are not all answered in time.
    */
-  hold(timeoutMs?: number): Promise<() => void>;
+  hold(timeoutMs?: number): Promise<(stillRefused?: string) => void>;
 }
 
 /** Requests that change state: any but GET, HEAD, OPTIONS, GraphQL's POST (reads only) and the snapshot routes. */
@@ -32,11 +32,16 @@ function isWrite(request: FastifyRequest): boolean {
 
 export function registerWriteGate(app: App): WriteGate {
   let held = false;
+  /** Set when writes are refused for good (a restore stopped half way), and why. */
+  let refusedFor: string | undefined;
   let running = 0;
   const counted = new WeakSet<object>();
   let drained: (() => void) | undefined;
   app.addHook('preHandler', async (request, reply) => {
     if (!isWrite(request)) return;
+    if (refusedFor !== undefined) {
+      return reply.code(503).send({ error: `nothing was written: ${refusedFor}` });
+    }
     if (held) {
       reply.header('retry-after', String(RESTORING_RETRY_AFTER_S));
       return reply.code(503).send({
@@ -72,8 +77,9 @@ export function registerWriteGate(app: App): WriteGate {
           );
         }
       }
-      return () => {
+      return (stillRefused) => {
         held = false;
+        refusedFor ??= stillRefused;
       };
     },
   };

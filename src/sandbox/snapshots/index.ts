@@ -4,6 +4,8 @@ import {
   existsSync,
   linkSync,
   mkdirSync,
+  readdirSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -81,8 +83,12 @@ export interface SnapshotDeps {
   afterRestore(): Promise<void>;
 }
 
-/** What the service adds once it is built: how it holds writes, and who hears of a restore. */
-type HoldWrites = () => Promise<() => void>;
+/**
+ * What the service adds once it is built: how it holds writes during a restore. The release
+ * takes a reason when the restore stopped half way: writes are then refused with it for good
+ * (a restart finishes the restore).
+ */
+type HoldWrites = () => Promise<(stillRefused?: string) => void>;
 
 export function createSnapshots(deps: SnapshotDeps) {
   const { stateDir, store } = deps;
@@ -180,7 +186,12 @@ export function createSnapshots(deps: SnapshotDeps) {
         throw new HttpError(404, `no snapshot is named ${name}`);
       }
       const started = performance.now();
+      // What can be refused is refused before anything changes: rows of another schema, a
+      // chain file that cannot be read or linked.
+      stageRestore(stateDir, store, name);
       const release = await holdWrites();
+      /** Set when the restore stopped half way: writes stay refused until a restart finishes it. */
+      let unfinished: string | undefined;
       try {
         await deps.pauseOperators();
         let head: BlockHead;
@@ -199,13 +210,21 @@ export function createSnapshots(deps: SnapshotDeps) {
             clearRestoring(stateDir);
           });
         } catch (error) {
-          throw new HttpError(
-            503,
-            `restoring ${name} failed: ${(error as Error).message}; the sandbox goes on from the state on disk`,
-          );
+          const why = (error as Error).message;
+          if (pendingRestore(stateDir) === undefined) {
+            throw new HttpError(503, `restoring ${name} failed: ${why}; nothing was restored`);
+          }
+          unfinished = `a restore of snapshot ${name} stopped half way (${why}); nothing is written until serve is restarted, which finishes it`;
+          throw new HttpError(503, unfinished);
         } finally {
           await deps.afterRestore();
-          for (const listener of restored) listener();
+          for (const listener of restored) {
+            try {
+              listener();
+            } catch {
+              // A listener only schedules work; one that throws does not stop the others.
+            }
+          }
         }
         return {
           name,
@@ -213,7 +232,7 @@ export function createSnapshots(deps: SnapshotDeps) {
           restored_in_ms: Math.round((performance.now() - started) * 10) / 10,
         };
       } finally {
-        release();
+        release(unfinished);
       }
     });
   }
@@ -224,6 +243,12 @@ export function createSnapshots(deps: SnapshotDeps) {
         throw new HttpError(
           409,
           'genesis is built in (a new, empty sandbox): it cannot be deleted',
+        );
+      }
+      if (pendingRestore(stateDir) === name) {
+        throw new HttpError(
+          409,
+          `a restore of ${name} is unfinished (restart serve to finish it): it cannot be deleted now`,
         );
       }
       if (!removeSnapshot(stateDir, name)) throw new HttpError(404, `no snapshot is named ${name}`);
@@ -287,6 +312,38 @@ function startsAt(path: string, pointer: { block: number; hash: string }): void 
   }
 }
 
+/** Where a restore puts the snapshot's chain beside chain/'s checkpoint before it commits to it. */
+function stagedChainPath(stateDir: string): string {
+  // Ends in .tmp: a start removes it unless a restore is to be finished (removeCheckpointsExcept).
+  return join(chainDir(stateDir), 'restoring-checkpoint.json.tmp');
+}
+
+/**
+ * Before a restore changes anything: checks that the snapshot's rows fit sandbox.db (a
+ * RowsNotReplacedError, as a 409, when they do not) and puts its chain file beside chain/'s
+ * checkpoint under a temporary name (a link: snapshot files are never changed).
+ */
+function stageRestore(stateDir: string, store: Store, name: string): void {
+  if (name === GENESIS_SNAPSHOT) return;
+  const dir = snapshotDir(stateDir, name);
+  try {
+    store.checkReplaceable(join(dir, SNAPSHOT_DB));
+  } catch (error) {
+    throw new HttpError(
+      409,
+      `snapshot ${name} cannot be restored: its sandbox.db ${(error as Error).message}; nothing was changed`,
+    );
+  }
+  mkdirSync(chainDir(stateDir), { recursive: true, mode: 0o700 });
+  const staged = stagedChainPath(stateDir);
+  rmSync(staged, { force: true });
+  try {
+    linkSync(join(dir, SNAPSHOT_CHAIN), staged);
+  } catch {
+    copyFileSync(join(dir, SNAPSHOT_CHAIN), staged);
+  }
+}
+
 /**
  * Puts snapshot `name` in place of the state: sandbox.db's rows (but its identity and admin
  * token), the chain's checkpoint (chain/ holds only the snapshot's) and index.db. Each part
@@ -309,19 +366,26 @@ async function putInPlace(
   }
   await store.sync();
   const chain = chainDir(stateDir);
-  rmSync(chain, { recursive: true, force: true });
   mkdirSync(chain, { recursive: true, mode: 0o700 });
+  const staged = stagedChainPath(stateDir);
+  for (const file of readdirSync(chain)) {
+    if (join(chain, file) !== staged) rmSync(join(chain, file), { force: true });
+  }
   if (!genesis) {
     const meta = readSnapshotMeta(stateDir, name) as SnapshotMeta;
     const target = checkpointPath(stateDir, meta.block_number);
-    // Snapshot files are never changed, and a checkpoint is replaced by renaming: a link is
-    // a copy that costs nothing.
-    try {
-      linkSync(join(dir, SNAPSHOT_CHAIN), target);
-    } catch {
-      copyFileSync(join(dir, SNAPSHOT_CHAIN), target);
+    // Staged before the restore began; a start that finishes one after it was renamed links
+    // it again. Snapshot files are never changed, and a checkpoint is replaced by renaming:
+    // a link is a copy that costs nothing.
+    if (existsSync(staged)) renameSync(staged, target);
+    else {
+      try {
+        linkSync(join(dir, SNAPSHOT_CHAIN), target);
+      } catch {
+        copyFileSync(join(dir, SNAPSHOT_CHAIN), target);
+      }
     }
-  }
+  } else rmSync(staged, { force: true });
   fsyncPath(chain);
   fsyncPath(stateDir);
   const index = join(dir, SNAPSHOT_INDEX);
@@ -342,17 +406,29 @@ export async function resumeRestore(
   const name = pendingRestore(stateDir);
   if (name === undefined) return;
   if (name !== GENESIS_SNAPSHOT && !readSnapshotMeta(stateDir, name)) {
-    // Never happens (a snapshot being restored cannot be deleted); said, not guessed around.
+    // serve --from says what it restores before it writes the snapshot: it was cut short.
     throw new StartupError(
-      `a restore of snapshot ${name} was interrupted, and the snapshot is gone`,
+      `${stateDir} was being set up from snapshot ${name} (serve --from, or a restore), which was cut short before the snapshot was written; ` +
+        'start with a new --state directory (or delete this one and run serve --from again)',
     );
   }
-  await putInPlace(stateDir, store, name, async (from) => {
-    removeIndexFiles(indexPath);
-    if (from !== undefined) {
-      copyFileSync(from, indexPath);
-      chmodSync(indexPath, 0o600);
-    }
-  });
+  try {
+    await putInPlace(stateDir, store, name, async (from) => {
+      removeIndexFiles(indexPath);
+      if (from !== undefined) {
+        // A copy that fails leaves no index.db: it is rebuilt from the chain.
+        try {
+          copyFileSync(from, indexPath);
+          chmodSync(indexPath, 0o600);
+        } catch {
+          removeIndexFiles(indexPath);
+        }
+      }
+    });
+  } catch (error) {
+    throw new StartupError(
+      `finishing the restore of snapshot ${name} (${join(stateDir, 'restoring.json')}) failed: ${(error as Error).message}`,
+    );
+  }
   clearRestoring(stateDir);
 }

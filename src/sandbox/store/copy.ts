@@ -39,17 +39,7 @@ export function replaceRows(db: DatabaseSync, from: string | undefined, kept: Ke
   const tables = tablesOf(db, 'main');
   if (from !== undefined) db.prepare("ATTACH DATABASE ? AS 'source'").run(from);
   try {
-    if (from !== undefined) {
-      const theirs = tablesOf(db, 'source');
-      const differing = [...tables].filter(([name, sql]) => theirs.get(name) !== sql);
-      const extra = [...theirs.keys()].filter((name) => !tables.has(name));
-      const first = differing[0]?.[0] ?? extra[0];
-      if (first !== undefined) {
-        throw new SchemaMismatchError(
-          `its table ${first} is not this version's (it was made by another agentctl version)`,
-        );
-      }
-    }
+    if (from !== undefined) checkTables(tables, tablesOf(db, 'source'));
     transaction(db, () => {
       // Foreign keys are checked at the commit, when every table is whole again.
       db.exec('PRAGMA defer_foreign_keys = ON');
@@ -68,6 +58,30 @@ export function replaceRows(db: DatabaseSync, from: string | undefined, kept: Ke
     });
   } finally {
     if (from !== undefined) db.exec('DETACH DATABASE source');
+  }
+}
+
+/**
+ * Throws SchemaMismatchError, saying which table, unless the database file `from` has the
+ * tables of `db`, column for column (replaceRows could then put its rows in). Reads only.
+ */
+export function checkSameTables(db: DatabaseSync, from: string): void {
+  db.prepare("ATTACH DATABASE ? AS 'source'").run(from);
+  try {
+    checkTables(tablesOf(db, 'main'), tablesOf(db, 'source'));
+  } finally {
+    db.exec('DETACH DATABASE source');
+  }
+}
+
+function checkTables(ours: Map<string, string>, theirs: Map<string, string>): void {
+  const differing = [...ours].filter(([name, sql]) => theirs.get(name) !== sql);
+  const extra = [...theirs.keys()].filter((name) => !ours.has(name));
+  const first = differing[0]?.[0] ?? extra[0];
+  if (first !== undefined) {
+    throw new SchemaMismatchError(
+      `its table ${first} is not this version's (it was made by another agentctl version)`,
+    );
   }
 }
 

@@ -1,6 +1,6 @@
 import { createAgentStore } from './agents.ts';
 import { createChainLogStore } from './chain-log.ts';
-import { copyDatabase, replaceRows } from './copy.ts';
+import { checkSameTables, copyDatabase, replaceRows } from './copy.ts';
 import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
 import { createMetaStore } from './meta.ts';
@@ -128,6 +128,8 @@ export function openStore(
       ]);
       agents.replaced();
     },
+    /** Throws SchemaMismatchError unless replaceFrom(from) could put the rows of `from` in. */
+    checkReplaceable: (from: string) => checkSameTables(db, from),
     /** Resolves once everything committed so far is fsynced. */
     sync: wal.sync,
     async close(): Promise<void> {
