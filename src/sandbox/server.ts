@@ -42,7 +42,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
   const fileLimit = openFileLimit();
   const maxConnections = fitConnectionCap(options.maxConnections, fileLimit);
   // An export is read and checked whole before anything is written.
-  const exported = options.fromFile === undefined ? undefined : readExport(options.fromFile);
+  const exported = options.fromFile === undefined ? undefined : await readExport(options.fromFile);
   if (exported && options.rpcUrl !== undefined) {
     throw new StartupError(
       '--from starts the sandbox on its own chain, as exported: it cannot be used with --rpc-url',

@@ -1,6 +1,9 @@
+import { createHash } from 'node:crypto';
 import { chmodSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { english, generateMnemonic } from 'viem/accounts';
 import { describe, expect, it } from 'vitest';
 import {
   depositOver,
@@ -149,10 +152,47 @@ describe('export and serve --from', () => {
     const other = join(dir(), 'other.sandbox');
     const body = JSON.parse(gunzipSync(bytes).toString('utf8'));
     writeFileSync(other, gzipSync(JSON.stringify({ ...body, format: 99 })));
+    // Hand-edited, checksums right: the parts no longer make one sandbox.
+    const edited = (name: string, edit: (copy: typeof body) => void) => {
+      const copy = structuredClone(body);
+      edit(copy);
+      for (const entry of Object.values(copy.files) as Array<{ sha256: string; base64: string }>) {
+        entry.sha256 = createHash('sha256')
+          .update(Buffer.from(entry.base64, 'base64'))
+          .digest('hex');
+      }
+      const path = join(dir(), `${name}.sandbox`);
+      writeFileSync(path, gzipSync(JSON.stringify(copy)));
+      return path;
+    };
+    const otherMnemonic = edited('other-mnemonic', (copy) => {
+      copy.mnemonic = generateMnemonic(english);
+    });
+    const otherBlock = edited('other-block', (copy) => {
+      copy.block_number += 1;
+    });
+    const otherSchema = edited('other-schema', (copy) => {
+      const path = join(dir(), 'schema.db');
+      writeFileSync(path, Buffer.from(copy.files['sandbox.db'].base64, 'base64'));
+      const db = new DatabaseSync(path);
+      db.exec('CREATE TABLE from_a_later_version (x INTEGER)');
+      db.close();
+      copy.files['sandbox.db'].base64 = readFileSync(path).toString('base64');
+    });
+    const named = edited('named-genesis', (copy) => {
+      copy.name = 'genesis';
+    });
+    const bomb = join(dir(), 'bomb.sandbox');
+    writeFileSync(bomb, gzipSync(Buffer.alloc(300 * 1024 * 1024)));
     for (const [path, why] of [
       [damaged, /damaged/],
       [truncated, /truncated/],
       [other, /format 99, but this agentctl reads format 1/],
+      [otherMnemonic, /do not belong together \(its mnemonic is not the one/],
+      [otherBlock, /do not belong together \(.*block/],
+      [otherSchema, /do not belong together \(its sandbox.db its table from_a_later_version/],
+      [named, /genesis/],
+      [bomb, /unpacks to more than/],
     ] as const) {
       const target = join(dir(), `from-${path.length}-${why.source.length}`);
       const refused = await serveFailure(['--from', path, '--state', target, '--port', '0']);

@@ -111,7 +111,7 @@ function unreadable(error: unknown, path: string, stateDir: string): CheckpointE
     : new CheckpointError(`the chain checkpoint ${path} is unreadable; ${RESTORE}`);
 }
 
-function parseCheckpoint(text: string, path: string, block: number): Checkpoint {
+export function parseCheckpoint(text: string, path: string, block: number): Checkpoint {
   let raw: unknown;
   try {
     raw = JSON.parse(text);

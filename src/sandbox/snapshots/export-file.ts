@@ -3,19 +3,28 @@ import {
   closeSync,
   existsSync,
   fsyncSync,
+  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
+  rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { validateMnemonic } from '@scure/bip39';
+import { wordlist } from '@scure/bip39/wordlists/english';
 import { z } from 'zod';
 import { GENESIS_SNAPSHOT, SANDBOX_EXPORT_FORMAT, SnapshotName } from '../../api/schemas/index.ts';
-import { mnemonicPath, readMnemonic } from '../chain/wallets.ts';
+import { type Checkpoint, parseCheckpoint } from '../chain/checkpoint.ts';
+import { META_CHECKPOINT } from '../chain/restore.ts';
+import { mnemonicFingerprint, mnemonicPath, readMnemonic } from '../chain/wallets.ts';
 import { HttpError, StartupError } from '../errors.ts';
 import { SERVE_LOG_FILE } from '../options.ts';
+import { openStore } from '../store/index.ts';
 import {
   commitSnapshot,
   markRestoring,
@@ -103,7 +112,7 @@ export function exportSnapshot(stateDir: string, name: string): Buffer {
  * Reads and checks an export file wholly, before anything is written: a file of another
  * format version, a damaged or a truncated one is refused, naming it.
  */
-export function readExport(file: string): SandboxExport {
+export async function readExport(file: string): Promise<SandboxExport> {
   const refuse = (why: string) => new StartupError(`--from ${file}: ${why}; nothing was written`);
   let raw: Buffer;
   try {
@@ -119,13 +128,16 @@ export function readExport(file: string): SandboxExport {
   }
   let text: string;
   try {
-    text = gunzipSync(raw).toString('utf8');
+    // Bounded: a small file that unpacks to gigabytes is refused, not unpacked.
+    text = gunzipSync(raw, { maxOutputLength: MAX_EXPORT_BYTES }).toString('utf8');
   } catch (error) {
     const why = (error as Error).message;
     throw refuse(
       /unexpected end/i.test(why)
         ? 'it is truncated (its compressed data ends early)'
-        : `it is not a sandbox export, or it is damaged (${why})`,
+        : error instanceof RangeError
+          ? `it unpacks to more than ${MAX_EXPORT_BYTES} bytes, so it is not a sandbox export`
+          : `it is not a sandbox export, or it is damaged (${why})`,
     );
   }
   let parsed: unknown;
@@ -151,7 +163,76 @@ export function readExport(file: string): SandboxExport {
     const digest = createHash('sha256').update(Buffer.from(entry.base64, 'base64')).digest('hex');
     if (digest !== entry.sha256) throw refuse(`it is damaged (${name} does not match its SHA-256)`);
   }
+  if (checked.data.name === GENESIS_SNAPSHOT) {
+    throw refuse('it names itself genesis, which is built in and never exported');
+  }
+  const inconsistent = await checkContent(checked.data);
+  if (inconsistent) throw refuse(`its parts do not belong together (${inconsistent})`);
   return checked.data;
+}
+
+/**
+ * Why the export's parts do not make one sandbox (a hand-edited or assembled file whose
+ * checksums are right), or undefined: its chain and sandbox.db are at its block, sandbox.db is
+ * of this version's schema, and all three name one sandbox and its mnemonic. Checked on copies
+ * in a temporary directory, before anything is written to the state dir.
+ */
+async function checkContent(exported: SandboxExport): Promise<string | undefined> {
+  const bytes = (entry: { base64: string }) => Buffer.from(entry.base64, 'base64');
+  let chain: Checkpoint;
+  try {
+    chain = parseCheckpoint(
+      bytes(exported.files[SNAPSHOT_CHAIN]).toString('utf8'),
+      SNAPSHOT_CHAIN,
+      exported.block_number,
+    );
+  } catch (error) {
+    return (error as Error).message.replace(/; restore the state.*$/, '');
+  }
+  if (chain.block_hash !== exported.block_hash) return `${SNAPSHOT_CHAIN} is not at its block`;
+  if (chain.sandbox_id !== exported.sandbox_id) return `${SNAPSHOT_CHAIN} is another sandbox's`;
+  if (!validateMnemonic(exported.mnemonic, wordlist)) return 'its mnemonic is not BIP-39';
+  const dir = mkdtempSync(join(tmpdir(), 'agentctl-import-'));
+  try {
+    const path = join(dir, SNAPSHOT_DB);
+    writeFileSync(path, bytes(exported.files[SNAPSHOT_DB]), { mode: 0o600 });
+    // This version's schema, in a database of its own, against the export's.
+    const fresh = openStore(join(dir, 'fresh.db'), { durable: false });
+    try {
+      fresh.checkReplaceable(path);
+    } catch (error) {
+      return `its ${SNAPSHOT_DB} ${(error as Error).message}`;
+    } finally {
+      await fresh.close();
+    }
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      const meta = (key: string) =>
+        (
+          db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as
+            | { value: string }
+            | undefined
+        )?.value;
+      if (meta('sandbox_id') !== exported.sandbox_id) return `${SNAPSHOT_DB} is another sandbox's`;
+      if (meta('mnemonic_fingerprint') !== mnemonicFingerprint(exported.mnemonic)) {
+        return `its mnemonic is not the one ${SNAPSHOT_DB}'s agents' wallets derive from`;
+      }
+      const pointer = JSON.parse(meta(META_CHECKPOINT) ?? '{}') as {
+        block?: number;
+        hash?: string;
+      };
+      if (pointer.block !== exported.block_number || pointer.hash !== exported.block_hash) {
+        return `${SNAPSHOT_DB} is not at its block`;
+      }
+    } finally {
+      db.close();
+    }
+  } catch (error) {
+    return `its ${SNAPSHOT_DB} cannot be read (${(error as Error).message})`;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return undefined;
 }
 
 /**
@@ -160,6 +241,8 @@ export function readExport(file: string): SandboxExport {
  * start then does (snapshots/index.ts resumeRestore).
  */
 export async function importExport(exported: SandboxExport, stateDir: string): Promise<void> {
+  // Said first: a start that finds it, and no snapshot, knows the import was cut short.
+  markRestoring(stateDir, exported.name);
   const fd = openSync(mnemonicPath(stateDir), 'wx', 0o600);
   try {
     writeFileSync(fd, `${exported.mnemonic}\n`);
@@ -179,7 +262,6 @@ export async function importExport(exported: SandboxExport, stateDir: string): P
     block_hash: exported.block_hash,
     created_at: exported.created_at,
   });
-  markRestoring(stateDir, exported.name);
 }
 
 /**
