@@ -123,6 +123,17 @@ export function createSnapshots(deps: SnapshotDeps) {
         );
       }
       const existing = readSnapshotMeta(stateDir, name);
+      // On a file system that does not tell case apart (macOS), Base is base's directory.
+      const sameDir = !existing && existsSync(snapshotDir(stateDir, name));
+      const other = sameDir
+        ? listSnapshots(stateDir).find((entry) => entry.name.toLowerCase() === name.toLowerCase())
+        : undefined;
+      if (other) {
+        throw new HttpError(
+          409,
+          `a snapshot named ${other.name} exists, and this file system does not tell names apart by case: choose another name`,
+        );
+      }
       if (existing && !replace) {
         throw new HttpError(
           409,
