@@ -54,13 +54,28 @@ export function describeFailure(error: unknown, quiet = false): Failure {
   // By name, so this module does not load the seed code. The step's cause decides the exit
   // code (a 403 is still 4), and the message and --json error say which step it was.
   if (error instanceof Error && error.name === 'SeedStepError') {
-    const { step, kind } = error as Error & { step: string; kind: string };
+    const { step, kind, tookEffect } = error as Error & {
+      step: string;
+      kind: string;
+      tookEffect: string | undefined;
+    };
     const cause = describeFailure(error.cause, quiet);
     const where = `step ${step} (${kind}) failed: `;
+    // Part of the step took effect (an agent registered, its tier refused): say what, and
+    // where its results are.
+    const part =
+      tookEffect === undefined
+        ? ''
+        : `; before it failed, it ${tookEffect}: in the map as ${step}, with "complete": false`;
     return {
       exitCode: cause.exitCode,
-      message: `${where}${cause.message}`,
-      json: { ...cause.json, error: `${where}${String(cause.json.error ?? '')}`, step },
+      message: `${where}${cause.message}${part}`,
+      json: {
+        ...cause.json,
+        error: `${where}${String(cause.json.error ?? '')}${part}`,
+        step,
+        ...(tookEffect !== undefined && { took_effect: tookEffect }),
+      },
     };
   }
   // --quiet: a usage error comes without its did-you-mean.

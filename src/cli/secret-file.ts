@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream, type Stats, type WriteStream } from 'node:fs';
 import { open as fsOpen, link, rename, stat, unlink } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
+import { tempPathBeside } from '../files/atomic.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 
 /**
@@ -72,7 +72,7 @@ export async function writeSecretFile(
   let opened: Promise<unknown> = Promise.resolve();
   const open = () => {
     current?.destroy();
-    const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+    const temp = tempPathBeside(path);
     temps.push(temp);
     // wx: O_EXCL, never through a link someone put there; 0600 from the first byte.
     current = createWriteStream(temp, { flags: 'wx', mode: 0o600 });

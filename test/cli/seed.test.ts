@@ -303,4 +303,73 @@ describe('sandbox seed refuses', () => {
     expect(wallet.status).toBe(200);
     expect((await admin('GET', '/sandbox/info')).body.clock.offset_seconds).toBe(before);
   });
+
+  it('to lose what a step created before it failed: the registered agent, incomplete', async () => {
+    const file = writeSeed('tier-refused.json', {
+      version: 1,
+      seed_phrase: example.seed_phrase,
+      steps: [
+        { name: 'george', agent: { agent_name: 'George', key_index: 33, tier: 'established' } },
+      ],
+    });
+    // The registration needs no admin token; the tier change after it is refused (401).
+    const run = await seed(serve.url, [file, '--json'], { AGENTCTL_ADMIN_TOKEN: 'wrong-token' });
+    expect(run.code).toBe(4);
+    const george = mnemonicToAccount(example.seed_phrase, { addressIndex: 33 });
+    const partial = JSON.parse(run.stdout) as Results;
+    expect(Object.keys(partial)).toEqual(['george']);
+    expect(partial.george).toMatchObject({ address: george.address, complete: false });
+    expect(partial.george?.tier).not.toBe('established');
+    const error = JSON.parse(run.stderr.trim().split('\n').at(-1) as string);
+    expect(error).toMatchObject({ step: 'george', status: 401 });
+    expect(error.error).toMatch(/^step george \(agent\) failed: /);
+    expect(error.error).toContain(
+      `before it failed, it registered ${george.address} (tier ${partial.george?.tier}): in the map as george, with "complete": false`,
+    );
+    // The key issued once is handed over, and works.
+    const wallet = await asAgent(partial.george?.api_key as string, 'GET', '/api/v1/agent/wallet');
+    expect(wallet.status).toBe(200);
+    expect(wallet.body.agent_address).toBe(partial.george?.agent_address);
+  });
+
+  it('to lose a submitted strategy whose status move failed: in --out, incomplete', async () => {
+    const file = writeSeed('move-refused.json', {
+      version: 1,
+      seed_phrase: example.seed_phrase,
+      steps: [
+        { name: 'henry', agent: { agent_name: 'Henry', key_index: 34 } },
+        {
+          name: 'h1',
+          strategy: {
+            api_key: ref('henry.api_key'),
+            name: 'Momentum',
+            description: 'Follows the trend.',
+            status: 'paper_trading',
+          },
+        },
+      ],
+    });
+    const out = join(dir, 'move-refused-out.json');
+    const run = await seed(serve.url, [file, '--out', out, '--json'], {
+      AGENTCTL_ADMIN_TOKEN: 'wrong-token',
+    });
+    expect(run.code).toBe(4);
+    expect(JSON.parse(run.stdout)).toEqual({ out, steps: ['henry', 'h1'], complete: false });
+    const partial = JSON.parse(readFileSync(out, 'utf8')) as Results;
+    expect(partial.henry?.complete).toBeUndefined();
+    expect(partial.h1).toMatchObject({ complete: false });
+    const list = await asAgent(
+      partial.henry?.api_key as string,
+      'GET',
+      '/api/v1/agent/strategy/list',
+    );
+    expect(list.body.strategies).toEqual([
+      expect.objectContaining({ strategy_id: partial.h1?.strategy_id, status: partial.h1?.status }),
+    ]);
+    expect(partial.h1?.status).not.toBe('paper_trading');
+    const error = JSON.parse(run.stderr.trim().split('\n').at(-1) as string);
+    expect(error.error).toContain(
+      `before it failed, it submitted ${partial.h1?.strategy_id}, now ${partial.h1?.status}: in the map as h1`,
+    );
+  });
 });

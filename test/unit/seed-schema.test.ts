@@ -150,4 +150,27 @@ describe('a failing step', () => {
       },
     });
   });
+
+  it('says what of the step took effect, and hands it over marked incomplete', () => {
+    const cause = new ApiError(401, { error: 'invalid admin token' }, true);
+    const error = new SeedStepError(
+      { name: 'alice', kind: 'agent', body: {} },
+      cause,
+      { p: { proposal_id: 1 } },
+      { address: '0xA11CE', api_key: 'key', tier: 'unverified' },
+    );
+    expect(error.results).toEqual({
+      p: { proposal_id: 1 },
+      alice: { address: '0xA11CE', api_key: 'key', tier: 'unverified', complete: false },
+    });
+    const failure = describeFailure(error);
+    const part =
+      '; before it failed, it registered 0xA11CE (tier unverified): in the map as alice, with "complete": false';
+    expect(failure.message).toBe(`step alice (agent) failed: 401: invalid admin token${part}`);
+    expect(failure.json).toMatchObject({
+      error: `step alice (agent) failed: invalid admin token${part}`,
+      step: 'alice',
+      took_effect: 'registered 0xA11CE (tier unverified)',
+    });
+  });
 });

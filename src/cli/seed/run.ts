@@ -25,6 +25,12 @@ type Schemas = typeof import('../../api/schemas/index.ts');
 export type StepResult = Record<string, string | number>;
 /** Every step's results, by step name, in the file's order. */
 export type SeedResults = Record<string, StepResult>;
+/**
+ * The map handed over: every step's results; a step that failed after part of it took effect
+ * (an agent registered, its tier change refused) is there too, with what it created so far
+ * and `"complete": false`.
+ */
+export type SeedMap = Record<string, Record<string, string | number | boolean>>;
 
 /** What a run needs: a client without a key, one per agent's key, and the admin token. */
 export interface SeedDeps {
@@ -37,19 +43,50 @@ export interface SeedDeps {
 
 /**
  * A step that failed: its name and kind, why (`cause`, which keeps its own exit code), and
- * the results of the steps before it (the API keys they issued are not shown again).
+ * the map of what ran (the API keys it holds are not shown again): the steps before it, and
+ * the failed step itself, marked `"complete": false`, when part of it took effect.
  */
 export class SeedStepError extends Error {
   readonly step: string;
   readonly kind: StepKind;
-  readonly results: SeedResults;
+  readonly results: SeedMap;
+  /** What of the failed step took effect, in words ("registered 0x… (tier unverified)"). */
+  readonly tookEffect: string | undefined;
 
-  constructor(step: SeedStep, cause: unknown, results: SeedResults) {
+  constructor(step: SeedStep, cause: unknown, results: SeedResults, partial: StepResult = {}) {
     super(`step ${step.name} (${step.kind}) failed`, { cause });
     this.name = 'SeedStepError';
     this.step = step.name;
     this.kind = step.kind;
-    this.results = results;
+    const tookPart = Object.keys(partial).length > 0;
+    this.results = tookPart
+      ? { ...results, [step.name]: { ...partial, complete: false } }
+      : results;
+    this.tookEffect = tookPart ? describeResult(step.kind, partial) : undefined;
+  }
+}
+
+/** What a step did, in words and without secrets: its progress line, and a failure's part. */
+export function describeResult(kind: StepKind, result: StepResult): string {
+  switch (kind) {
+    case 'agent':
+      return `registered ${result.address} (tier ${result.tier})`;
+    case 'fund':
+      return `funded ${result.address}`;
+    case 'deposit':
+      return `${result.status === 'pending' ? 'requested a deposit into' : 'deposited into'} ${result.vault_id}`;
+    case 'strategy':
+      return `submitted ${result.strategy_id}, now ${result.status}`;
+    case 'strategy_status':
+      return `moved ${result.strategy_id} from ${result.previous_status} to ${result.status}`;
+    case 'proposal':
+      return `opened proposal ${result.proposal_id}`;
+    case 'vote':
+      return `voted ${result.support} on proposal ${result.proposal_id}`;
+    case 'node':
+      return `registered node ${result.node_id}`;
+    case 'advance':
+      return `the clock is ${result.offset_seconds} s ahead`;
   }
 }
 
@@ -65,16 +102,19 @@ export function agentAccount(file: Pick<SeedFile, 'seed_phrase'>, body: StepBody
 
 /**
  * Runs the steps in order, each with its references resolved from the results before it.
- * The first failure stops the run: SeedStepError names the step, nothing after it is sent.
+ * The first failure stops the run: SeedStepError names the step, and what of it took effect;
+ * nothing after it is sent.
  */
 export async function runSeed(file: SeedFile, deps: SeedDeps): Promise<SeedResults> {
   const results: SeedResults = {};
   for (const step of file.steps) {
     let result: StepResult;
+    // What the step has created so far, filled in as each of its writes succeeds.
+    const partial: StepResult = {};
     try {
-      result = await runStep(file, step, resolved(step, results), deps);
+      result = await runStep(file, step, resolved(step, results), deps, partial);
     } catch (error) {
-      throw new SeedStepError(step, error, results);
+      throw new SeedStepError(step, error, results, partial);
     }
     results[step.name] = result;
     deps.done?.(step, result);
@@ -131,7 +171,10 @@ async function runStep(
   step: SeedStep,
   raw: Record<string, unknown>,
   deps: SeedDeps,
+  /** Where a step of several writes keeps what took effect, should a later write fail. */
+  partial: StepResult,
 ): Promise<StepResult> {
+  const took = (fields: StepResult) => Object.assign(partial, fields);
   const admin = <S extends z.ZodType>(
     path: string,
     body: unknown,
@@ -162,9 +205,18 @@ async function runStep(
       });
       const apiKey = apiKeyOf(response);
       if (apiKey === undefined) unexpected('registration', response.status);
+      // Registered: the key is shown this once, so it is kept should the rest fail.
+      took({
+        address: account.address,
+        agent_id: response.parsed?.agent_id ?? '',
+        agent_name: fields.agent_name,
+        api_key: apiKey,
+        tier: response.parsed?.tier ?? '',
+      });
       const agentClient = await deps.clientWithKey(apiKey);
       // The server-side wallet acts for the agent: deposits, strategies and votes come from it.
       const wallet = await agentClient.wallet();
+      took({ agent_address: wallet.data.agent_address });
       if (tier !== undefined) {
         await admin(
           '/sandbox/agents/tier',
@@ -218,6 +270,14 @@ async function runStep(
       const response = await client.submitStrategy(strategy);
       const submitted = response.parsed ?? unexpected('strategy submission', response.status);
       let txHash = submitted.tx_hash;
+      // Submitted: should a move fail, the strategy and the status it reached are kept.
+      took({
+        strategy_id: submitted.strategy_id,
+        dna_string: submitted.dna_string,
+        status: submitted.status,
+        tx_hash: txHash,
+        agent_address: submitted.agent_address,
+      });
       for (const next of status === undefined ? [] : lifecyclePath(status)) {
         const moved = await admin(
           '/sandbox/strategies/status',
@@ -225,6 +285,7 @@ async function runStep(
           (s) => s.StrategyStatusResult,
         );
         txHash = moved.tx_hash;
+        took({ status: moved.status, tx_hash: txHash });
       }
       return {
         strategy_id: submitted.strategy_id,

@@ -26,7 +26,7 @@ export function seedCommand(): Command {
     .option('--out <file>', 'write the map to FILE (mode 0600) instead of stdout')
     .addHelpText(
       'after',
-      "\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error's, and the\nsteps before it are in the map (their API keys are not shown again).\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json",
+      '\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error\'s, and the\nsteps before it are in the map (their API keys are not shown again); so is\nwhat the failed step created before it failed, marked "complete": false.\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json',
     )
     .action(
       action((context, command) =>
@@ -67,30 +67,6 @@ function readSeedFile(file: string): unknown {
   }
 }
 
-/** One line of progress on stderr, without secrets: what the step did. */
-function progressOf(kind: string, result: Record<string, string | number>): string {
-  switch (kind) {
-    case 'agent':
-      return `registered ${result.address} (tier ${result.tier})`;
-    case 'deposit':
-      return `${result.status === 'pending' ? 'requested a deposit into' : 'deposited into'} ${result.vault_id}`;
-    case 'strategy':
-      return `submitted ${result.strategy_id}, now ${result.status}`;
-    case 'strategy_status':
-      return `moved ${result.strategy_id} from ${result.previous_status} to ${result.status}`;
-    case 'proposal':
-      return `opened proposal ${result.proposal_id}`;
-    case 'vote':
-      return `voted ${result.support} on proposal ${result.proposal_id}`;
-    case 'node':
-      return `registered node ${result.node_id}`;
-    case 'advance':
-      return `the clock is ${result.offset_seconds} s ahead`;
-    default:
-      return `${kind} done`;
-  }
-}
-
 export async function run(options: SeedOptions, context: Context): Promise<void> {
   const input = readSeedFile(options.file);
   const { SeedFileSchema, describeSeedProblems, needsAdminToken } = await import(
@@ -120,7 +96,7 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
   }
 
   const output = await context.output();
-  const { runSeed, SeedStepError } = await import('../../seed/run.ts');
+  const { describeResult, runSeed, SeedStepError } = await import('../../seed/run.ts');
   /** The map: to --out (stdout then says where), else to stdout. */
   const hand = (results: Record<string, unknown>, complete: boolean) => {
     if (out === undefined) {
@@ -140,10 +116,11 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
       client: await context.client(),
       clientWithKey: (apiKey) => context.clientWithKey(apiKey),
       adminToken,
-      done: (step, result) => output.info(`${step.name}: ${progressOf(step.kind, result)}`),
+      done: (step, result) => output.info(`${step.name}: ${describeResult(step.kind, result)}`),
     });
   } catch (error) {
-    // What ran before the failure is real, and its API keys are shown only once.
+    // What ran before the failure is real, and its API keys are shown only once: the failed
+    // step too when part of it took effect (marked "complete": false).
     if (error instanceof SeedStepError && Object.keys(error.results).length > 0) {
       hand(error.results, false);
     }
