@@ -94,9 +94,11 @@ export interface StateDir {
   release(): void;
 }
 
-export interface TemporaryStateDir {
-  /** Stops the anvils a killed serve left recorded in the dir; false while that serve runs. */
-  stopAbandoned: (dir: string) => boolean;
+export interface OpenStateDirOptions {
+  /** DIR holds a temporary sandbox (SandboxOptions.temporaryState); see openStateDir. */
+  temporary?: boolean;
+  /** Stops the anvils a killed serve left in a dir (called holding its lock). */
+  stopAnvils: (dir: string) => void;
 }
 
 /**
@@ -108,23 +110,26 @@ export interface TemporaryStateDir {
  * With `temporary`, DIR holds a temporary sandbox that `serve stop` finds there (see
  * SandboxOptions.temporaryState): locked as a persistent dir is, emptied under the lock (of
  * what a killed temporary sandbox left; a dir holding anything else is refused), and emptied
- * again, its log aside, when released.
+ * again, its log aside, when released. What a killed temporary sandbox left is removed, under
+ * the lock, by a persistent start too: it was never meant to be kept.
  */
-export function openStateDir(dir: string | undefined, temporary?: TemporaryStateDir): StateDir {
-  if (dir !== undefined && temporary) return openTemporaryIn(resolve(dir), temporary);
+export function openStateDir(dir: string | undefined, options: OpenStateDirOptions): StateDir {
+  if (dir !== undefined && options.temporary) return openTemporaryIn(resolve(dir), options);
   const persistent = dir !== undefined;
   const path = persistent ? resolve(dir) : mkdtempSync(join(tmpdir(), TEMP_PREFIX));
   let unlock = () => {};
   let sandboxId: string | undefined;
   if (persistent) {
+    const leftOver = () => existsSync(join(path, TEMPORARY_MARK));
     try {
       createDirectory(path);
-      readFormat(path);
+      if (!leftOver()) readFormat(path);
       unlock = lock(path);
     } catch (error) {
       throw refusal(error, path);
     }
     try {
+      if (leftOver()) removeLeftovers(path, options);
       // Read again under the lock: another serve may have created the state meanwhile.
       sandboxId = readFormat(path);
       tightenPermissions(path);
@@ -161,7 +166,7 @@ export function openStateDir(dir: string | undefined, temporary?: TemporaryState
   };
 }
 
-function openTemporaryIn(path: string, temporary: TemporaryStateDir): StateDir {
+function openTemporaryIn(path: string, options: OpenStateDirOptions): StateDir {
   let unlock: () => void;
   try {
     createDirectory(path);
@@ -176,11 +181,8 @@ function openTemporaryIn(path: string, temporary: TemporaryStateDir): StateDir {
         `--from: ${path} holds a sandbox (of \`agentctl serve --detach\`), which is never overwritten; give --state a new or empty directory, or remove ${path}`,
       );
     }
-    if (held.length > 0 && !temporary.stopAbandoned(path)) {
-      throw new StateDirError(`the serve that used ${path} is still running; stop it first`);
-    }
+    if (held.length > 0) removeLeftovers(path, options);
     writeFileAtomically(join(path, TEMPORARY_MARK), '');
-    emptyTemporary(path);
     tightenPermissions(path);
   } catch (error) {
     unlock();
@@ -211,6 +213,13 @@ function openTemporaryIn(path: string, temporary: TemporaryStateDir): StateDir {
       unlock();
     },
   };
+}
+
+/** Under the lock: removes what a killed temporary sandbox left in `path`, its mark last. */
+function removeLeftovers(path: string, options: OpenStateDirOptions): void {
+  options.stopAnvils(path);
+  emptyTemporary(path);
+  rmSync(join(path, TEMPORARY_MARK), { force: true });
 }
 
 /** Removes all of a temporary sandbox's dir but its lock, pid file, log and mark. */

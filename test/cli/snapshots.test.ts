@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,6 +61,14 @@ const env = () => ({
 const cli = (args: string[]) => runCli(args, env());
 /** A CI runner's HOME, kept from job to job: the default state dir of `serve --detach`. */
 const ciHome = () => ({ HOME: join(dir, 'runner-home'), XDG_STATE_HOME: '' });
+/** Whether a process runs (Linux): a killed one nobody has reaped yet (a zombie) does not. */
+const alive = (pid: number) => {
+  try {
+    return !/^\d+ \(.*\) Z/s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
 const ciStateDir = () => join(dir, 'runner-home', '.local', 'state', 'agentctl', 'sandbox');
 const keyStatus = async (apiKey: string, url = sandbox.url) =>
   (await fetch(`${url}/api/v1/agent/wallet`, { headers: { 'x-api-key': apiKey } })).status;
@@ -219,6 +235,21 @@ describe('agentctl sandbox export, and serve --from the file', () => {
     expect(await keyStatus(alice.apiKey, second.url)).toBe(200);
     expect(await keyStatus(bob.apiKey, second.url)).toBe(401);
     await stop(second.pid);
+
+    // A job killed with kill -9 leaves its sandbox, and its anvil, behind: the next job's
+    // start stops that anvil and starts a new sandbox all the same.
+    const killed = await job();
+    const carol = await registerOver(killed.url, 'Carol');
+    const anvilPid = Number(readFileSync(join(ciStateDir(), 'anvil.pid'), 'utf8').split(/\s+/)[0]);
+    process.kill(Number(killed.pid), 'SIGKILL');
+    await until(() => !alive(Number(killed.pid)));
+    expect(alive(anvilPid)).toBe(true);
+    const next = await job();
+    // Killed (SIGKILL) before the new sandbox started; gone once the kernel has finished it.
+    await until(() => !alive(anvilPid));
+    expect(await keyStatus(alice.apiKey, next.url)).toBe(200);
+    expect(await keyStatus(carol.apiKey, next.url)).toBe(401);
+    await stop(next.pid);
   }, 60_000);
 
   it('serve --from FILE --detach refuses a default state dir that holds a kept sandbox, and --state naming a file', async () => {
