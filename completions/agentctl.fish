@@ -185,7 +185,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from serve' -l graphiql -r -a 'l
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l log-level -r -a 'fatal error warn info debug trace silent' -d 'level of the JSON request log on stderr'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l log-format -r -a 'human json' -d 'human: one short line per request; json: JSON lines (default: human on a terminal, json to a file or pipe)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l from -r -F -d 'start from a file of `agentctl sandbox export`: a new temporary sandbox, or with --state a new state dir (refused when the dir is not empty)'
-complete -c agentctl -n '__fish_seen_subcommand_from serve' -l detach -d 'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox); stop it with `agentctl serve stop`'
+complete -c agentctl -n '__fish_seen_subcommand_from serve' -l detach -d 'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox, where --from puts a temporary sandbox); stop it with `agentctl serve stop`'
 complete -c agentctl -n '__fish_seen_subcommand_from stop' -l state -r -F -d 'the sandbox\'s state directory (default: ~/.local/state/agentctl/sandbox)'
 complete -c agentctl -n '__fish_seen_subcommand_from status' -l state -r -F -d 'the sandbox\'s state directory (default: ~/.local/state/agentctl/sandbox)'
 complete -c agentctl -n '__fish_seen_subcommand_from logs' -l lines -r -d 'only the last N lines'

@@ -25,6 +25,11 @@ export const TOKEN_NOT_LOGGED = 'admin token: shown once at start, not logged';
  * that takes the admin token line, which must not go to the log file.
  */
 export const TOKEN_FD_ENV = 'AGENTCTL_SERVE_TOKEN_FD';
+/**
+ * Set by `serve --from FILE --detach` without --state for the serve it starts on the default
+ * state directory: the sandbox there is temporary (emptied at start and when it stops).
+ */
+export const TEMPORARY_STATE_ENV = 'AGENTCTL_SERVE_TEMPORARY_STATE';
 export const DEFAULT_REQUEST_TIMEOUT_SECONDS = 30;
 /** When GET /graphql serves GraphiQL to a browser: on a loopback address only, always, never. */
 export const GRAPHIQL_MODES = ['loopback', 'on', 'off'] as const;
@@ -57,4 +62,10 @@ export interface SandboxOptions {
    * directory without `state`, else in `state`, which must be empty (or not exist).
    */
   fromFile?: string;
+  /**
+   * `state` holds a temporary sandbox (`serve --from FILE --detach` without --state, on the
+   * default dir where `serve stop` looks). At start it may hold only what an earlier temporary
+   * sandbox left (it was killed), which is removed; when it stops, all but its log is removed.
+   */
+  temporaryState?: boolean;
 }

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { formatHostPort } from './address.ts';
-import { recordsAnvil, stopAbandonedAnvil } from './chain/anvil.ts';
+import { recordsAnvil, stopAbandonedAnvil, stopAnvilsOf } from './chain/anvil.ts';
 import type { ChainLogger } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
@@ -48,8 +48,14 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       '--from starts the sandbox on its own chain, as exported: it cannot be used with --rpc-url',
     );
   }
-  if (exported && options.state !== undefined) checkEmptyForImport(resolve(options.state));
-  const stateDir = openStateDir(options.state);
+  const temporaryState = exported !== undefined && options.temporaryState === true;
+  if (exported && options.state !== undefined && !temporaryState) {
+    checkEmptyForImport(resolve(options.state));
+  }
+  const stateDir = openStateDir(options.state, {
+    temporary: temporaryState,
+    stopAnvils: stopAnvilsOf,
+  });
   let store: ReturnType<typeof openStore> | undefined;
   let runtime: SandboxRuntime | undefined;
   // The chain logs through the app's logger once there is one (recoveries happen later).

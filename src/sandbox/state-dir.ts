@@ -31,6 +31,13 @@ const PID_FILE = 'serve.pid';
 /** Where a running serve says where it listens (for `serve status`); removed at exit. */
 const ANNOUNCE_FILE = 'serve.json';
 const TEMP_PREFIX = 'agentctl-sandbox-';
+/**
+ * Marks a state dir that holds a temporary sandbox (see SandboxOptions.temporaryState):
+ * written before anything else, removed last, so that what a killed one left is known as such.
+ */
+const TEMPORARY_MARK = 'temporary-sandbox';
+/** What emptying a temporary sandbox's dir keeps: the lock held, the serve's pid, its log. */
+const KEPT_WHEN_EMPTIED = new Set([LOCK_FILE, PID_FILE, LOG_FILE, TEMPORARY_MARK]);
 /** What a first start can leave behind before it writes the format file (a crash mid-way). */
 const FIRST_START_FILES = new Set([
   'sandbox.db',
@@ -87,26 +94,42 @@ export interface StateDir {
   release(): void;
 }
 
+export interface OpenStateDirOptions {
+  /** DIR holds a temporary sandbox (SandboxOptions.temporaryState); see openStateDir. */
+  temporary?: boolean;
+  /** Stops the anvils a killed serve left in a dir (called holding its lock). */
+  stopAnvils: (dir: string) => void;
+}
+
 /**
  * Opens `--state DIR` (creating it, or checking its format version), or makes a
  * temporary directory when no DIR is given. A persistent dir is locked for as long as this
  * process runs: an exclusive SQLite lock on serve.lock, which the kernel drops when the
  * process dies however it dies, so there is no stale lock to take over and no race doing so.
+ *
+ * With `temporary`, DIR holds a temporary sandbox that `serve stop` finds there (see
+ * SandboxOptions.temporaryState): locked as a persistent dir is, emptied under the lock (of
+ * what a killed temporary sandbox left; a dir holding anything else is refused), and emptied
+ * again, its log aside, when released. What a killed temporary sandbox left is removed, under
+ * the lock, by a persistent start too: it was never meant to be kept.
  */
-export function openStateDir(dir: string | undefined): StateDir {
+export function openStateDir(dir: string | undefined, options: OpenStateDirOptions): StateDir {
+  if (dir !== undefined && options.temporary) return openTemporaryIn(resolve(dir), options);
   const persistent = dir !== undefined;
   const path = persistent ? resolve(dir) : mkdtempSync(join(tmpdir(), TEMP_PREFIX));
   let unlock = () => {};
   let sandboxId: string | undefined;
   if (persistent) {
+    const leftOver = () => existsSync(join(path, TEMPORARY_MARK));
     try {
       createDirectory(path);
-      readFormat(path);
+      if (!leftOver()) readFormat(path);
       unlock = lock(path);
     } catch (error) {
       throw refusal(error, path);
     }
     try {
+      if (leftOver()) removeLeftovers(path, options);
       // Read again under the lock: another serve may have created the state meanwhile.
       sandboxId = readFormat(path);
       tightenPermissions(path);
@@ -141,6 +164,69 @@ export function openStateDir(dir: string | undefined): StateDir {
       } else rmSync(path, { recursive: true, force: true });
     },
   };
+}
+
+function openTemporaryIn(path: string, options: OpenStateDirOptions): StateDir {
+  let unlock: () => void;
+  try {
+    createDirectory(path);
+    unlock = lock(path);
+  } catch (error) {
+    throw refusal(error, path);
+  }
+  try {
+    const held = readdirSync(path).filter((name) => !KEPT_WHEN_EMPTIED.has(name));
+    if (held.length > 0 && !existsSync(join(path, TEMPORARY_MARK))) {
+      throw new StateDirError(
+        `--from: ${path} holds a sandbox (of \`agentctl serve --detach\`), which is never overwritten; give --state a new or empty directory, or remove ${path}`,
+      );
+    }
+    if (held.length > 0) removeLeftovers(path, options);
+    writeFileAtomically(join(path, TEMPORARY_MARK), '');
+    tightenPermissions(path);
+  } catch (error) {
+    unlock();
+    throw refusal(error, path);
+  }
+  return {
+    path,
+    persistent: false,
+    databasePath: join(path, 'sandbox.db'),
+    sandboxId: undefined,
+    markCreated(id) {
+      writeFileAtomically(
+        join(path, FORMAT_FILE),
+        `${JSON.stringify({ format: STATE_FORMAT, sandbox_id: id })}\n`,
+      );
+    },
+    announce(where) {
+      writeFileAtomically(
+        join(path, ANNOUNCE_FILE),
+        `${JSON.stringify({ pid: process.pid, ...where })}\n`,
+      );
+    },
+    release() {
+      // The announcement first: from now on `serve status` no longer sends anyone here.
+      rmSync(join(path, ANNOUNCE_FILE), { force: true });
+      emptyTemporary(path);
+      rmSync(join(path, TEMPORARY_MARK), { force: true });
+      unlock();
+    },
+  };
+}
+
+/** Under the lock: removes what a killed temporary sandbox left in `path`, its mark last. */
+function removeLeftovers(path: string, options: OpenStateDirOptions): void {
+  options.stopAnvils(path);
+  emptyTemporary(path);
+  rmSync(join(path, TEMPORARY_MARK), { force: true });
+}
+
+/** Removes all of a temporary sandbox's dir but its lock, pid file, log and mark. */
+function emptyTemporary(path: string): void {
+  for (const name of readdirSync(path)) {
+    if (!KEPT_WHEN_EMPTIED.has(name)) rmSync(join(path, name), { recursive: true, force: true });
+  }
 }
 
 /**

@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,6 +49,7 @@ afterAll(async () => {
   sandbox.child.kill('SIGTERM');
   await sandbox.exited;
   await runCli(['serve', 'stop', '--state', join(dir, 'detached')], env());
+  await runCli(['serve', 'stop'], { ...env(), ...ciHome() });
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -50,6 +59,17 @@ const env = () => ({
   AGENTCTL_ADMIN_TOKEN: ADMIN,
 });
 const cli = (args: string[]) => runCli(args, env());
+/** A CI runner's HOME, kept from job to job: the default state dir of `serve --detach`. */
+const ciHome = () => ({ HOME: join(dir, 'runner-home'), XDG_STATE_HOME: '' });
+/** Whether a process runs (Linux): a killed one nobody has reaped yet (a zombie) does not. */
+const alive = (pid: number) => {
+  try {
+    return !/^\d+ \(.*\) Z/s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
+const ciStateDir = () => join(dir, 'runner-home', '.local', 'state', 'agentctl', 'sandbox');
 const keyStatus = async (apiKey: string, url = sandbox.url) =>
   (await fetch(`${url}/api/v1/agent/wallet`, { headers: { 'x-api-key': apiKey } })).status;
 const blockNumber = async () =>
@@ -178,6 +198,89 @@ describe('agentctl sandbox export, and serve --from the file', () => {
     );
     expect((await runCli(['serve', 'stop', '--state', state], env())).code).toBe(0);
   }, 60_000);
+
+  it('serve --from FILE --detach, without --state, gives a new sandbox each time on one HOME, which serve stop finds and removes', async () => {
+    const file = join(dir, 'ci.sandbox');
+    expect((await cli(['sandbox', 'export', 'base', file])).code).toBe(0);
+    const job = async () => {
+      const started = await runCli(['serve', '--from', file, '--port', '0', '--detach'], {
+        ...env(),
+        ...ciHome(),
+      });
+      expect(started.stderr).toBe('');
+      expect(started.code).toBe(0);
+      expect(started.stdout).toContain(`state: ${ciStateDir()} (temporary, removed at exit)`);
+      expect(started.stdout).toContain('stop (and remove) it with: agentctl serve stop\n');
+      return {
+        url: /listening on (http:\/\/\S+)/.exec(started.stdout)?.[1] as string,
+        pid: /in the background as pid (\d+)/.exec(started.stdout)?.[1] as string,
+      };
+    };
+    const stop = async (pid: string) => {
+      const stopped = await runCli(['serve', 'stop'], { ...env(), ...ciHome() });
+      expect(stopped.code).toBe(0);
+      expect(stopped.stderr).toBe(`stopped the sandbox on ${ciStateDir()} (pid ${pid})\n`);
+      // Removed, but for its log (and the lock file, which is never removed under a holder).
+      expect(readdirSync(ciStateDir()).sort()).toEqual(['serve.lock', 'serve.log']);
+    };
+
+    const first = await job();
+    expect(await keyStatus(alice.apiKey, first.url)).toBe(200);
+    // The first job changes its sandbox; the second must not see it.
+    const bob = await registerOver(first.url, 'Bob');
+    expect(await keyStatus(bob.apiKey, first.url)).toBe(200);
+    await stop(first.pid);
+
+    const second = await job();
+    expect(await keyStatus(alice.apiKey, second.url)).toBe(200);
+    expect(await keyStatus(bob.apiKey, second.url)).toBe(401);
+    await stop(second.pid);
+
+    // A job killed with kill -9 leaves its sandbox, and its anvil, behind: the next job's
+    // start stops that anvil and starts a new sandbox all the same.
+    const killed = await job();
+    const carol = await registerOver(killed.url, 'Carol');
+    const anvilPid = Number(readFileSync(join(ciStateDir(), 'anvil.pid'), 'utf8').split(/\s+/)[0]);
+    process.kill(Number(killed.pid), 'SIGKILL');
+    await until(() => !alive(Number(killed.pid)));
+    expect(alive(anvilPid)).toBe(true);
+    const next = await job();
+    // Killed (SIGKILL) before the new sandbox started; gone once the kernel has finished it.
+    await until(() => !alive(anvilPid));
+    expect(await keyStatus(alice.apiKey, next.url)).toBe(200);
+    expect(await keyStatus(carol.apiKey, next.url)).toBe(401);
+    await stop(next.pid);
+  }, 60_000);
+
+  it('serve --from FILE --detach refuses a default state dir that holds a kept sandbox, and --state naming a file', async () => {
+    const file = join(dir, 'refused.sandbox');
+    expect((await cli(['sandbox', 'export', 'base', file])).code).toBe(0);
+    const home = { ...env(), ...ciHome(), HOME: join(dir, 'other-home') };
+    const kept = join(dir, 'other-home', '.local', 'state', 'agentctl', 'sandbox');
+    mkdirSync(kept, { recursive: true });
+    writeFileSync(join(kept, 'agentctl-state.json'), '{"format":4,"sandbox_id":"kept"}\n');
+    writeFileSync(join(kept, 'sandbox.db'), 'kept');
+    const refused = await runCli(['serve', '--from', file, '--port', '0', '--detach'], home);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`--from: ${kept} holds a sandbox`);
+    expect(readdirSync(kept)).toContain('sandbox.db');
+
+    const plain = join(dir, 'plain-file');
+    writeFileSync(plain, '');
+    const notDir = await runCli(['serve', '--from', file, '--port', '0', '--state', plain], home);
+    expect(notDir.code).toBe(1);
+    expect(notDir.stderr).toBe(
+      `agentctl: --from: ${plain} is not a directory; give --state a new or empty directory\n`,
+    );
+    const detached = await runCli(
+      ['serve', '--from', file, '--port', '0', '--state', plain, '--detach'],
+      home,
+    );
+    expect(detached.code).toBe(1);
+    expect(detached.stderr).toBe(
+      `agentctl: ${plain} is not a directory; give --state a directory\n`,
+    );
+  }, 30_000);
 });
 
 describe('agentctl watch while the sandbox is restored', () => {

@@ -439,6 +439,15 @@ export function stopAbandonedAnvil(dir: string): boolean {
   return true;
 }
 
+/**
+ * Stops every anvil started for `dir`: those its pid files name and any other. Call only while
+ * holding the state dir's lock, which says its serve is gone (even one not yet reaped).
+ */
+export function stopAnvilsOf(dir: string): void {
+  for (const role of ['primary', 'standby'] as const) stopRecordedAnvil(dir, role);
+  for (const pid of anvilsStartedFor(dir)) killQuietly(pid);
+}
+
 function killQuietly(pid: number, signal: NodeJS.Signals = 'SIGKILL'): void {
   try {
     process.kill(pid, signal);

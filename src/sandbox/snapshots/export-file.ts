@@ -270,7 +270,18 @@ export async function importExport(exported: SandboxExport, stateDir: string): P
  * starts this serve there.
  */
 export function checkEmptyForImport(stateDir: string): void {
-  const held = existsSync(stateDir) ? readdirSync(stateDir) : [];
+  let held: string[];
+  try {
+    held = existsSync(stateDir) ? readdirSync(stateDir) : [];
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') {
+      throw new StartupError(
+        `--from: ${stateDir} is not a directory; give --state a new or empty directory`,
+      );
+    }
+    // Not readable: opening the state dir says why, and what to do.
+    return;
+  }
   if (held.some((entry) => entry !== SERVE_LOG_FILE)) {
     throw new StartupError(
       `--from: ${stateDir} is not empty; give a new or empty --state directory (a sandbox is never overwritten)`,

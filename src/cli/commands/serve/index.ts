@@ -111,7 +111,7 @@ export function serveCommand(): Command {
     )
     .option(
       '--detach',
-      'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox); stop it with `agentctl serve stop`',
+      'run in the background, logging to STATE/serve.log (default --state: ~/.local/state/agentctl/sandbox, where --from puts a temporary sandbox); stop it with `agentctl serve stop`',
     )
     .addHelpText(
       'after',

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { SandboxOptions } from '../../../sandbox/options.ts';
 import {
   SERVE_LOG_FILE as LOG_FILE,
+  TEMPORARY_STATE_ENV,
   TOKEN_FD_ENV,
   TOKEN_NOT_LOGGED,
 } from '../../../sandbox/options.ts';
@@ -45,12 +46,18 @@ export async function run(options: ServeOptions, context: Context): Promise<void
     );
   }
   const out = await context.output();
-  if (options.detach) return detach(options.argv, options.state, out.print);
+  if (options.detach) {
+    // The issue's CI recipe: `serve --from FILE --detach` gives a new sandbox every time.
+    const temporary = options.fromFile !== undefined && options.state === undefined;
+    return detach(options.argv, options.state, temporary, out.print);
+  }
   const { serveUntilSignalled } = await import('../../../sandbox/server.ts');
   const { StartupError } = await import('../../../sandbox/errors.ts');
   const { detach: _detach, argv: _argv, ...sandboxOptions } = options;
+  const temporaryState = process.env[TEMPORARY_STATE_ENV] === '1';
+  delete process.env[TEMPORARY_STATE_ENV];
   try {
-    await serveUntilSignalled(sandboxOptions, out.print, tokenPipe());
+    await serveUntilSignalled({ ...sandboxOptions, temporaryState }, out.print, tokenPipe());
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') {
@@ -74,15 +81,28 @@ export async function run(options: ServeOptions, context: Context): Promise<void
 
 /**
  * Starts `serve` again as a detached process with its output in STATE/serve.log, waits for
- * its ready line, prints what it printed, and returns: the sandbox keeps running.
+ * its ready line, prints what it printed, and returns: the sandbox keeps running. A
+ * `temporary` one (--from without --state) runs on the default state dir, where `serve stop`
+ * finds it, and is removed from there when it stops.
  */
 async function detach(
   argv: string[],
   state: string | undefined,
+  temporary: boolean,
   print: (line: string) => void,
 ): Promise<void> {
   const dir = stateDirOf(state);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new CliError(
+      code === 'EEXIST' || code === 'ENOTDIR'
+        ? `${dir} is not a directory; give --state a directory`
+        : `cannot create the state directory ${dir} (${code ?? String(error)}); choose another --state directory`,
+      EXIT.failure,
+    );
+  }
   const logPath = join(dir, LOG_FILE);
   const { serveUsing } = await import('../../../sandbox/state-dir.ts');
   const running = serveUsing(dir);
@@ -105,7 +125,11 @@ async function detach(
   const child = spawn(process.execPath, args, {
     detached: true,
     stdio: ['ignore', log, log, 'pipe'],
-    env: { ...process.env, [TOKEN_FD_ENV]: '3' },
+    env: {
+      ...process.env,
+      [TOKEN_FD_ENV]: '3',
+      [TEMPORARY_STATE_ENV]: temporary ? '1' : undefined,
+    },
   });
   closeSync(log);
   const tokenStream = child.stdio[3] as NodeJS.ReadableStream;
@@ -141,7 +165,11 @@ async function detach(
         print(line === TOKEN_NOT_LOGGED && tokenLine ? tokenLine : line);
       }
       print(
-        `running in the background as pid ${child.pid}; logs: ${logPath}\nstop it with: agentctl serve stop --state ${dir}`,
+        `running in the background as pid ${child.pid}; logs: ${logPath}\n${
+          temporary
+            ? 'stop (and remove) it with: agentctl serve stop'
+            : `stop it with: agentctl serve stop --state ${dir}`
+        }`,
       );
       return;
     }
