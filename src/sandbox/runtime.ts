@@ -179,6 +179,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
             ['resetting the wallets', () => chain.forgetNonces()],
             ['restarting the onboarder', () => onboarder.restart()],
             ['restarting the fulfiller', () => (fulfiller = startFulfiller())],
+            ['forgetting when nodes were seen', () => reads.queries.forgetNodesSeen()],
             ['indexing', () => current().syncTo()],
           ];
           for (const [what, step] of steps) {

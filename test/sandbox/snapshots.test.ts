@@ -310,6 +310,26 @@ describe('snapshots', () => {
     expect((await deposit(gina.apiKey, 1)).statusCode).toBe(200);
   });
 
+  it('forgets when nodes were seen after the snapshot: the restored clock is earlier', async () => {
+    const made = await admin(sandbox.app, 'POST', '/sandbox/nodes', {
+      name: 'Seen later',
+      operator_address: '0x000000000000000000000000000000000000dEaD',
+    });
+    expect(made.statusCode).toBe(200);
+    const { node_id: id, node_key: key } = made.json();
+    expect((await snapshotAs('node-unseen')).statusCode).toBe(200);
+    const lastSeen = async () =>
+      (await sandbox.app.inject({ url: '/v1/nodes' }))
+        .json()
+        .nodes.find((node: { id: string }) => node.id === id)?.lastSeen;
+    expect(await lastSeen()).toBeNull();
+    const used = await sandbox.app.inject({ url: '/v1/vaults', headers: { 'x-api-key': key } });
+    expect(used.statusCode).toBe(200);
+    expect(await lastSeen()).not.toBeNull();
+    expect((await restore('node-unseen')).statusCode).toBe(200);
+    expect(await lastSeen()).toBeNull();
+  });
+
   it('deletes a snapshot', async () => {
     const deleted = await sandbox.app.inject({
       method: 'DELETE',

@@ -124,6 +124,8 @@ export function createDataQueries(deps: {
     /** A node key was used (its node is online for a while). */
     // In sandbox time, as every other time the data API answers.
     nodeSeen: (nodeId: string) => nodeSeen.set(nodeId, chain.nowSeconds() * 1000),
+    /** After a restore: what was seen since may be ahead of the restored clock. */
+    forgetNodesSeen: () => nodeSeen.clear(),
     summaries,
     strategies,
     vaultAt,
@@ -235,7 +237,7 @@ export function createDataQueries(deps: {
     },
   };
   // The node list is measured live; the rest comes from the index.
-  return readingIndex(answers, index, ['version', 'nodeSeen', 'nodes']);
+  return readingIndex(answers, index, ['version', 'nodeSeen', 'forgetNodesSeen', 'nodes']);
 }
 
 /**
