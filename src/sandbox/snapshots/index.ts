@@ -102,6 +102,16 @@ export function createSnapshots(deps: SnapshotDeps) {
     queue = next.catch(() => undefined);
     return next;
   };
+  /** Nothing is taken or restored over a restore that stopped half way: a restart finishes it. */
+  const refuseWhileUnfinished = () => {
+    const pending = pendingRestore(stateDir);
+    if (pending !== undefined) {
+      throw new HttpError(
+        503,
+        `a restore of snapshot ${pending} is unfinished: restart serve, which finishes it`,
+      );
+    }
+  };
 
   const info = (meta: SnapshotMeta, size: number): SnapshotInfo => ({
     name: meta.name,
@@ -146,6 +156,7 @@ export function createSnapshots(deps: SnapshotDeps) {
           `this sandbox keeps at most ${MAX_SNAPSHOTS} snapshots; delete one first`,
         );
       }
+      refuseWhileUnfinished();
       const dir = newSnapshotDir(stateDir, name);
       try {
         const { copy, value: indexed } = await deps.chain.copyChainWith(async (at) => {
@@ -196,6 +207,7 @@ export function createSnapshots(deps: SnapshotDeps) {
       if (name !== GENESIS_SNAPSHOT && !readSnapshotMeta(stateDir, name)) {
         throw new HttpError(404, `no snapshot is named ${name}`);
       }
+      refuseWhileUnfinished();
       const started = performance.now();
       // What can be refused is refused before anything changes: rows of another schema, a
       // chain file that cannot be read or linked.
