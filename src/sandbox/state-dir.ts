@@ -145,17 +145,10 @@ export function openStateDir(dir: string | undefined, options: OpenStateDirOptio
     sandboxId,
     markCreated(id) {
       sandboxId = id;
-      writeFileAtomically(
-        join(path, FORMAT_FILE),
-        `${JSON.stringify({ format: STATE_FORMAT, sandbox_id: id })}\n`,
-      );
+      writeFormat(path, id);
     },
     announce(where) {
-      if (!persistent) return;
-      writeFileAtomically(
-        join(path, ANNOUNCE_FILE),
-        `${JSON.stringify({ pid: process.pid, ...where })}\n`,
-      );
+      if (persistent) writeAnnouncement(path, where);
     },
     release() {
       if (persistent) {
@@ -193,18 +186,8 @@ function openTemporaryIn(path: string, options: OpenStateDirOptions): StateDir {
     persistent: false,
     databasePath: join(path, 'sandbox.db'),
     sandboxId: undefined,
-    markCreated(id) {
-      writeFileAtomically(
-        join(path, FORMAT_FILE),
-        `${JSON.stringify({ format: STATE_FORMAT, sandbox_id: id })}\n`,
-      );
-    },
-    announce(where) {
-      writeFileAtomically(
-        join(path, ANNOUNCE_FILE),
-        `${JSON.stringify({ pid: process.pid, ...where })}\n`,
-      );
-    },
+    markCreated: (id) => writeFormat(path, id),
+    announce: (where) => writeAnnouncement(path, where),
     release() {
       // The announcement first: from now on `serve status` no longer sends anyone here.
       rmSync(join(path, ANNOUNCE_FILE), { force: true });
@@ -213,6 +196,22 @@ function openTemporaryIn(path: string, options: OpenStateDirOptions): StateDir {
       unlock();
     },
   };
+}
+
+/** The format file, which names the sandbox once its first start has succeeded. */
+function writeFormat(path: string, sandboxId: string): void {
+  writeFileAtomically(
+    join(path, FORMAT_FILE),
+    `${JSON.stringify({ format: STATE_FORMAT, sandbox_id: sandboxId })}\n`,
+  );
+}
+
+/** Where the running serve listens, for `serve status`. */
+function writeAnnouncement(path: string, where: { url: string; rpc_url: string }): void {
+  writeFileAtomically(
+    join(path, ANNOUNCE_FILE),
+    `${JSON.stringify({ pid: process.pid, ...where })}\n`,
+  );
 }
 
 /** Under the lock: removes what a killed temporary sandbox left in `path`, its mark last. */

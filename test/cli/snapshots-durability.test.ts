@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { english, generateMnemonic } from 'viem/accounts';
@@ -194,7 +194,7 @@ describe('export and serve --from', () => {
       [named, /genesis/],
       [bomb, /unpacks to more than/],
     ] as const) {
-      const target = join(dir(), `from-${path.length}-${why.source.length}`);
+      const target = join(dir(), `from-${basename(path)}`);
       const refused = await serveFailure(['--from', path, '--state', target, '--port', '0']);
       expect(refused.code, path).not.toBe(0);
       expect(refused.stderr).toContain(`--from ${path}`);
@@ -202,6 +202,5 @@ describe('export and serve --from', () => {
       expect(refused.stderr).toContain('nothing was written');
       expect(() => statSync(target)).toThrow();
     }
-    chmodSync(file, 0o600);
   });
 });

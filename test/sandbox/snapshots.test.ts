@@ -1,10 +1,23 @@
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { erc20Abi } from 'viem';
 import { beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { CLOSE_SANDBOX_RESTORED } from '../../src/api/schemas/index.ts';
+import { CLOSE_SANDBOX_RESTORED, MAX_SNAPSHOTS } from '../../src/api/schemas/index.ts';
+import {
+  commitSnapshot,
+  newSnapshotDir,
+  removeSnapshot,
+} from '../../src/sandbox/snapshots/files.ts';
 import { call, chainAgent, chainReader, useChainSandbox } from '../helpers/chain.ts';
 import { ADMIN_TOKEN, admin, type TestSandbox } from '../helpers/sandbox.ts';
 import { until } from '../helpers/serve.ts';
@@ -328,6 +341,35 @@ describe('snapshots', () => {
     expect(await lastSeen()).not.toBeNull();
     expect((await restore('node-unseen')).statusCode).toBe(200);
     expect(await lastSeen()).toBeNull();
+  });
+
+  it(`keeps at most ${MAX_SNAPSHOTS} snapshots: one more is refused until one is deleted`, async () => {
+    // Filled up to the bound with snapshot directories as the sandbox writes them (copies of
+    // a real one), rather than 100 snapshots taken one by one.
+    const source = join(sandbox.dir, 'snapshots', 'first');
+    const held =
+      (await admin(sandbox.app, 'GET', '/sandbox/snapshots')).json().snapshots.length - 1;
+    for (let i = held; i < MAX_SNAPSHOTS; i++) {
+      const dir = newSnapshotDir(sandbox.dir, `filler-${i}`);
+      copyFileSync(join(source, 'chain.json'), join(dir, 'chain.json'));
+      const meta = JSON.parse(readFileSync(join(source, 'snapshot.json'), 'utf8'));
+      await commitSnapshot(sandbox.dir, dir, { ...meta, name: `filler-${i}` });
+    }
+    const listed = (await admin(sandbox.app, 'GET', '/sandbox/snapshots')).json().snapshots;
+    expect(listed).toHaveLength(MAX_SNAPSHOTS + 1);
+    const refused = await snapshotAs('one-too-many');
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().error).toMatch(/at most 100 snapshots/);
+    // Replacing one is not one more.
+    expect((await snapshotAs('first', true)).statusCode).toBe(200);
+    const deleted = await sandbox.app.inject({
+      method: 'DELETE',
+      url: `/sandbox/snapshots/filler-${MAX_SNAPSHOTS - 1}`,
+      headers: { 'x-admin-token': ADMIN_TOKEN },
+    });
+    expect(deleted.statusCode).toBe(200);
+    expect((await snapshotAs('one-too-many')).statusCode).toBe(200);
+    for (let i = held; i < MAX_SNAPSHOTS - 1; i++) removeSnapshot(sandbox.dir, `filler-${i}`);
   });
 
   it('deletes a snapshot', async () => {

@@ -21,7 +21,7 @@ const NameParams = z.object({ name: SnapshotName });
 export function registerSnapshotRoutes(
   app: App,
   snapshots: Snapshots | undefined,
-  admin: { adminTokenHash: string; stateDir: string },
+  admin: { adminTokenHash: string },
 ): void {
   const onRequest = createAdminGuard(admin.adminTokenHash);
   const available = (): Snapshots => {
