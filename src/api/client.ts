@@ -1,7 +1,21 @@
 import type { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { z } from 'zod';
-import { ApiError, NOT_JSON_ANSWER, UnexpectedResponseError, UnreachableError } from './errors.ts';
+import {
+  ApiError,
+  NOT_JSON_ANSWER,
+  OutcomeUnknownError,
+  UnexpectedResponseError,
+  UnreachableError,
+} from './errors.ts';
+import {
+  backoff,
+  decideAfterWrite,
+  newIdempotencyKey,
+  originOf,
+  WRITE_ATTEMPTS,
+  type WriteTry,
+} from './idempotency.ts';
 import type { ErrorBody, RegisterResponse, SnapshotRequest } from './schemas/index.ts';
 import {
   ANSWER_TOO_LARGE,
@@ -20,12 +34,35 @@ export interface ApiClientOptions {
   timeoutMs?: number;
   /** All attempts of one GET together, retries and waits included. */
   retryBudgetMs?: number;
-  /** One write (POST), which is never retried. */
+  /** Each try of a write (retried only against a service that honours Idempotency-Key). */
   writeTimeoutMs?: number;
+  /**
+   * The Idempotency-Key of the next write, made once before its first try and sent on every
+   * try, and the key a user would pass again to finish it (see OutcomeUnknownError). Default:
+   * a fresh UUID v4 for each write.
+   */
+  idempotencyKey?: () => { key: string; rerunKey: string };
+  /**
+   * Which services honour Idempotency-Key, by origin (scheme://host:port): `honours` is asked
+   * when a write fails, `learned` is told once an answer to a keyed write carried
+   * Idempotent-Replayed. Without it, a service is trusted only once this client has seen that.
+   */
+  keyHonouring?: {
+    honours(origin: string): Promise<boolean>;
+    learned(origin: string): Promise<void>;
+  };
   /** Called after each attempt that got an answer (for --verbose). */
   onExchange?: (method: string, url: string, status: number, ms: number) => void;
-  /** Called before each retry (the CLI says so on stderr). */
-  onRetry?: (reason: string, waitMs: number) => void;
+  /** Called before each retry (the CLI says so on stderr); `write` for a keyed write's. */
+  onRetry?: (reason: string, waitMs: number, write?: WriteRetry) => void;
+}
+
+/** Which write is tried again, and which try comes next (2 of 4, …). */
+export interface WriteRetry {
+  method: string;
+  path: string;
+  attempt: number;
+  of: number;
 }
 
 /** A write's answer: `parsed` is set when the body matches the contract. */
@@ -75,7 +112,6 @@ const CONNECT_TIMEOUT_MS = 5_000;
 const DEFAULT_RETRY_BUDGET_MS = 10_000;
 const DEFAULT_WRITE_TIMEOUT_MS = 120_000;
 const MIN_RETRY_WAIT_MS = 100;
-const MAX_BACKOFF_MS = 4_000;
 
 /**
  * The service's HTTP client: one typed method per endpoint, responses parsed with the
@@ -84,7 +120,14 @@ const MAX_BACKOFF_MS = 4_000;
  * GETs are retried with exponential backoff and full jitter on 429 (honouring Retry-After),
  * 502, 503 and 504, and on transient connection errors (reset, timed out connecting, DNS not
  * answering), within one overall budget; a refused connection or an unknown host fails at
- * once. POSTs are never retried, since a write might have happened.
+ * once.
+ *
+ * A write carries an Idempotency-Key, made before its first try. It is tried again (same key,
+ * up to WRITE_ATTEMPTS tries, see decideAfterWrite) only against a service that has shown it
+ * honours keys: an answer to a keyed write carried Idempotent-Replayed. Elsewhere it is tried
+ * once, since a service that ignores the key would carry it out twice. A write whose outcome
+ * is still unknown at the end throws OutcomeUnknownError with its key. Other POSTs (reads such
+ * as /api/v1/positions, GraphQL, `agentctl api`) are never retried.
  */
 export function createApiClient(options: ApiClientOptions) {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -99,6 +142,20 @@ export function createApiClient(options: ApiClientOptions) {
    * connections it loses, and is not tried again.
    */
   let closed = false;
+  const origin = originOf(base);
+  /** Set once an answer to a keyed write here carried Idempotent-Replayed. */
+  let honouringSeen = false;
+  const honoursKeys = async () =>
+    honouringSeen || ((await options.keyHonouring?.honours(origin).catch(() => false)) ?? false);
+  async function sawHonouring(): Promise<void> {
+    if (honouringSeen) return;
+    honouringSeen = true;
+    const hooks = options.keyHonouring;
+    // Remembered for later commands; a configuration that cannot be written only costs retries.
+    if (hooks && !(await hooks.honours(origin).catch(() => true))) {
+      await hooks.learned(origin).catch(() => undefined);
+    }
+  }
 
   async function send(
     method: string,
@@ -112,6 +169,8 @@ export function createApiClient(options: ApiClientOptions) {
       graphql?: boolean;
       /** A 2xx body goes there, not to `text` (see ExchangeOptions.download). */
       download?: () => Writable;
+      /** A write that changes something: it carries an Idempotency-Key (see above). */
+      keyed?: boolean;
     },
   ): Promise<ApiResponse> {
     const url = `${base}${path}`;
@@ -124,9 +183,46 @@ export function createApiClient(options: ApiClientOptions) {
     if (init.body !== undefined) headers['content-type'] = 'application/json';
     Object.assign(headers, init.headers);
     const retries = method === 'GET';
-    // A GET's attempts, waits included, share the budget; a write gets one long attempt,
-    // since confirming transactions on a public chain takes a while.
-    const deadline = Date.now() + (retries ? budgetMs : writeTimeoutMs);
+    const key = init.keyed ? (options.idempotencyKey ?? freshKey)() : undefined;
+    if (key) headers['idempotency-key'] = key.key;
+    const write = `${method} ${path.split('?')[0]}`;
+    /** A keyed write's try that did not succeed: tried again, or the error it ends with. */
+    const afterWrite = async (
+      attempt: number,
+      tried: WriteTry,
+      reason: string,
+      error: Error,
+      answer?: { status: number; body: ErrorBody },
+    ): Promise<void> => {
+      const honoured = await honoursKeys();
+      const decision = decideAfterWrite(tried, attempt, honoured);
+      if (decision.retry && !closed) {
+        options.onRetry?.(reason, decision.waitMs, {
+          method,
+          path: path.split('?')[0] as string,
+          attempt: attempt + 2,
+          of: WRITE_ATTEMPTS,
+        });
+        await sleep(decision.waitMs);
+        deadline = Date.now() + writeTimeoutMs;
+        return;
+      }
+      if (!decision.retry && decision.unknown && key) {
+        throw new OutcomeUnknownError({
+          write,
+          idempotencyKey: key.key,
+          rerunKey: key.rerunKey,
+          reason,
+          tries: attempt + 1,
+          honoured,
+          ...answer,
+        });
+      }
+      throw error;
+    };
+    // A GET's attempts, waits included, share the budget; each try of a write gets the whole
+    // write timeout, since confirming transactions on a public chain takes a while.
+    let deadline = Date.now() + (retries ? budgetMs : writeTimeoutMs);
     for (let attempt = 0; ; attempt++) {
       if (closed) throw new UnreachableError(base, 'the client was closed');
       let status: number;
@@ -149,6 +245,7 @@ export function createApiClient(options: ApiClientOptions) {
         });
         status = answer.status;
         text = answer.text;
+        if (key && answer.headers['idempotent-replayed'] !== undefined) await sawHonouring();
         options.onExchange?.(method, url, status, Math.round(performance.now() - started));
         retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
         const stamped = Number(answer.headers['x-sandbox-time']);
@@ -159,6 +256,17 @@ export function createApiClient(options: ApiClientOptions) {
           throw (error as Error).cause;
         }
         const reason = networkReason(error);
+        if (key) {
+          const tried = writeTry(error);
+          if (!tried) throw new UnreachableError(base, reason.text);
+          await afterWrite(
+            attempt,
+            tried,
+            tried.kind === 'lost' ? `${reason.text} after it was sent` : reason.text,
+            new UnreachableError(base, reason.text),
+          );
+          continue;
+        }
         if (!retries && reason.timedOut) {
           throw new UnreachableError(
             base,
@@ -180,6 +288,17 @@ export function createApiClient(options: ApiClientOptions) {
       }
       const body = errorBody(status, text);
       const error = new ApiError(status, body, Boolean(apiKey));
+      if (key) {
+        const final = error.isCooldown || (status === 503 && /api key/i.test(error.message));
+        await afterWrite(
+          attempt,
+          { kind: 'status', status, retryAfterMs, final },
+          `HTTP ${status}`,
+          error,
+          { status, body },
+        );
+        continue;
+      }
       // Never sooner than the backoff (a Retry-After of 0 is not an invitation to spin);
       // a Retry-After beyond the budget is not waited out: the caller hears 429 at once.
       const wait = Math.max(retryAfterMs ?? 0, backoff(attempt), MIN_RETRY_WAIT_MS);
@@ -204,7 +323,7 @@ export function createApiClient(options: ApiClientOptions) {
     path: string,
     body: unknown,
   ): Promise<WriteResponse<z.output<S>>> {
-    const response = await send('POST', path, { body, auth: true });
+    const response = await send('POST', path, { body, auth: true, keyed: true });
     if (shape === null) return { ...response, parsed: response.data as z.output<S> };
     const parsed = shape(await schemas()).safeParse(response.data);
     return { ...response, parsed: parsed.success ? parsed.data : undefined };
@@ -221,7 +340,11 @@ export function createApiClient(options: ApiClientOptions) {
     path: string,
     body?: unknown,
   ): Promise<WriteResponse<z.output<S>>> {
-    const response = await send(method, path, { body, headers: { 'x-admin-token': adminToken } });
+    const response = await send(method, path, {
+      body,
+      headers: { 'x-admin-token': adminToken },
+      keyed: true,
+    });
     const parsed = shape(await schemas()).safeParse(response.data);
     return { ...response, parsed: parsed.success ? parsed.data : undefined };
   }
@@ -322,7 +445,7 @@ export function createApiClient(options: ApiClientOptions) {
       ),
     /** Lenient: the one-time API key must never be lost to a shape check. */
     async register(body: Record<string, unknown>): Promise<WriteResponse<RegisterResponse>> {
-      const response = await send('POST', '/api/v1/agent/auth/register', { body });
+      const response = await send('POST', '/api/v1/agent/auth/register', { body, keyed: true });
       const parsed = (await schemas()).RegisterResponse.safeParse(response.data);
       return { ...response, parsed: parsed.success ? parsed.data : undefined };
     },
@@ -437,7 +560,8 @@ export function createApiClient(options: ApiClientOptions) {
         () => ({ method: 'GET', path: '/v1/nodes', auth: true }),
       ),
     },
-    // Writes: never retried, and never rejected for their shape once they have happened.
+    // Writes: keyed (retried only where keys are honoured), and never rejected for their shape
+    // once they have happened.
     deposit: (body: { vault_id: string; amount_usdc: number }) =>
       write((s) => s.DepositResult, '/api/v1/agent/vault/deposit', body),
     submitStrategy: (body: Record<string, unknown>) =>
@@ -445,7 +569,7 @@ export function createApiClient(options: ApiClientOptions) {
     vote: (body: { proposal_id: number; support: number; reason?: string }) =>
       write(null, '/api/v1/agent/governance/vote', body),
     async faucet() {
-      const response = await send('POST', '/api/v1/agent/faucet', { auth: true });
+      const response = await send('POST', '/api/v1/agent/faucet', { auth: true, keyed: true });
       const { ErrorBody, FaucetSuccess, describeZodError } = await schemas();
       // A service may answer the cooldown with 200 and success: false; it is a failure either way.
       const cooldown = ErrorBody.safeParse(response.data);
@@ -463,10 +587,14 @@ export function createApiClient(options: ApiClientOptions) {
     },
     /** The sandbox admin API (`agentctl serve` only), with its X-Admin-Token. */
     sandbox: (adminToken: string, method: 'GET' | 'POST', path: string, body?: unknown) =>
-      send(method, path, { body, headers: { 'x-admin-token': adminToken } }),
+      send(method, path, {
+        body,
+        headers: { 'x-admin-token': adminToken },
+        keyed: method !== 'GET',
+      }),
     /**
      * The sandbox's snapshots (admin API, X-Admin-Token): take, list, restore, delete and
-     * export. Writes are never retried; a restore answers once every part is back.
+     * export. Writes are keyed; a restore answers once every part is back.
      */
     snapshots: {
       take: (adminToken: string, body: SnapshotRequest) =>
@@ -516,9 +644,33 @@ export function createApiClient(options: ApiClientOptions) {
 }
 export type ApiClient = ReturnType<typeof createApiClient>;
 
-/** Exponential backoff with full jitter: a random wait up to 250 ms × 2^attempt, capped. */
-function backoff(attempt: number): number {
-  return Math.round(Math.random() * Math.min(MAX_BACKOFF_MS, 250 * 2 ** attempt));
+/** A key for one write, to be given again as it is. */
+function freshKey(): { key: string; rerunKey: string } {
+  const key = newIdempotencyKey();
+  return { key, rerunKey: key };
+}
+
+/**
+ * How a keyed write's try failed without an answer: lost once it may have reached the service
+ * (reset, no answer in time), not sent when it cannot have; undefined for other failures
+ * (an answer too large, a local error), which end the write as they are.
+ */
+function writeTry(error: unknown): WriteTry | undefined {
+  switch ((error as { code?: unknown }).code) {
+    case 'ECONNRESET':
+    case 'EPIPE':
+    case TIMED_OUT_ANSWERING:
+      return { kind: 'lost' };
+    case 'ECONNREFUSED':
+    case 'ENOTFOUND':
+      return { kind: 'not-sent', transient: false };
+    case 'EAI_AGAIN':
+    case 'ETIMEDOUT':
+    case TIMED_OUT_CONNECTING:
+      return { kind: 'not-sent', transient: true };
+    default:
+      return undefined;
+  }
 }
 
 function parseRetryAfter(value: string | string[] | undefined): number | undefined {

@@ -44,3 +44,48 @@ export class UnexpectedResponseError extends Error {
     this.status = status;
   }
 }
+
+/**
+ * A write whose outcome is still unknown after its last try: the answer was lost, the service
+ * failed (5xx), or the same key was still running. It may or may not have taken effect; sent
+ * again with `rerunKey` (the same Idempotency-Key) to a service that honours keys, it is
+ * answered with what it did, or carried out once.
+ */
+export class OutcomeUnknownError extends Error {
+  /** "POST /api/v1/agent/vault/deposit". */
+  readonly write: string;
+  /** The key the last try carried. */
+  readonly idempotencyKey: string;
+  /** The key to give `--idempotency-key` to finish it (a seed run's own, say). */
+  readonly rerunKey: string;
+  /** Why it is unknown: "the connection was closed", "HTTP 502", … */
+  readonly reason: string;
+  readonly tries: number;
+  /** Whether the service has shown it honours keys (else it was tried once). */
+  readonly honoured: boolean;
+  /** The last answer's status and body, when there was one. */
+  readonly status: number | null;
+  readonly body: ErrorBody | undefined;
+
+  constructor(fields: {
+    write: string;
+    idempotencyKey: string;
+    rerunKey: string;
+    reason: string;
+    tries: number;
+    honoured: boolean;
+    status?: number;
+    body?: ErrorBody;
+  }) {
+    super(`${fields.write}: the outcome is unknown (${fields.reason})`);
+    this.name = 'OutcomeUnknownError';
+    this.write = fields.write;
+    this.idempotencyKey = fields.idempotencyKey;
+    this.rerunKey = fields.rerunKey;
+    this.reason = fields.reason;
+    this.tries = fields.tries;
+    this.honoured = fields.honoured;
+    this.status = fields.status ?? null;
+    this.body = fields.body;
+  }
+}

@@ -17,6 +17,8 @@ export interface GlobalOptions {
   verbose?: boolean;
   /** `agentctl data --data-url`. */
   dataUrl?: string;
+  /** --idempotency-key: the key of the command's write (checked by the parser). */
+  idempotencyKey?: string;
 }
 
 /** Where a command writes: the process's streams, or a test's. */
@@ -56,11 +58,39 @@ export function contextFrom(
   /** The URLs a profile's key was withheld from (each is said once). */
   const withheldFrom = new Set<string>();
   const explicitApiKey = () => globals.apiKey ?? fromEnv('AGENTCTL_API_KEY');
+  /**
+   * A command of several writes (seed) numbers them: the n-th is keyed `${base}:${n}`, with
+   * --idempotency-key as the base (else a fresh UUID), so the same run made again sends the
+   * same keys. Otherwise the write's key is --idempotency-key as given, else a fresh UUID.
+   */
+  let numberedKeys: { base: string; count: number } | undefined;
+  const nextIdempotencyKey = (): { key: string; rerunKey: string } => {
+    if (numberedKeys) {
+      numberedKeys.count += 1;
+      return {
+        key: `${numberedKeys.base}:${numberedKeys.count}`,
+        rerunKey: numberedKeys.base,
+      };
+    }
+    const key = globals.idempotencyKey ?? globalThis.crypto.randomUUID();
+    return { key, rerunKey: key };
+  };
 
   const context = {
     globals,
     env,
     profileName: namedProfile ?? 'default',
+    /**
+     * This command makes several writes, keyed `${base}:1`, `${base}:2`, … in the order they
+     * are sent (see numberedKeys); the base: --idempotency-key, else a fresh UUID.
+     */
+    numberWriteKeys(): string {
+      numberedKeys ??= {
+        base: globals.idempotencyKey ?? globalThis.crypto.randomUUID(),
+        count: 0,
+      };
+      return numberedKeys.base;
+    },
     /** This command creates the named profile when it does not exist yet. */
     createsProfile(): void {
       createsProfile = true;
@@ -203,10 +233,22 @@ export function contextFrom(
         baseUrl: url,
         apiKey,
         userAgent: `agentctl/${VERSION}`,
+        idempotencyKey: nextIdempotencyKey,
+        // Remembered in the configuration file: read only when a write failed, written once
+        // per service.
+        keyHonouring: {
+          honours: async (origin) => (await context.config()).honoursIdempotencyKeys(origin),
+          learned: async (origin) => (await context.config()).rememberIdempotencyKeys(origin),
+        },
         onExchange: (method, requestUrl, status, ms) =>
           out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),
         // Said even without --verbose: a silent wait looks like a hang (see Output.retry).
-        onRetry: (reason, wait) => out.retry(`retrying in ${wait} ms (${reason})`),
+        onRetry: (reason, wait, write) =>
+          out.retry(
+            write
+              ? `retrying ${write.method} ${write.path} with the same Idempotency-Key in ${wait} ms (${reason}): try ${write.attempt} of ${write.of}`
+              : `retrying in ${wait} ms (${reason})`,
+          ),
       });
     },
     /**

@@ -1,6 +1,7 @@
 import {
   ApiError,
   NOT_JSON_ANSWER,
+  OutcomeUnknownError,
   UnexpectedResponseError,
   UnreachableError,
 } from '../api/errors.ts';
@@ -17,7 +18,8 @@ export interface Failure {
 /**
  * Every error to an exit code, in one place:
  * 400/404/409 (and other 4xx) → 2; 401, 403 and 503 "no API keys" → 4; 429 and the faucet's
- * cooldown → 5; unreachable or timed out → 6; other 5xx and unexpected answers → 1. With
+ * cooldown → 5; unreachable or timed out → 6; a write whose outcome is unknown → 7; other
+ * 5xx and unexpected answers → 1. With
  * `quiet` (--quiet), a local error's message leaves out its did-you-means.
  */
 export function describeFailure(error: unknown, quiet = false): Failure {
@@ -32,6 +34,7 @@ export function describeFailure(error: unknown, quiet = false): Failure {
   if (error instanceof UnreachableError) {
     return local(error.message, EXIT.unreachable);
   }
+  if (error instanceof OutcomeUnknownError) return outcomeUnknown(error);
   if (error instanceof UnexpectedResponseError) {
     return {
       exitCode: EXIT.failure,
@@ -94,6 +97,36 @@ export function describeFailure(error: unknown, quiet = false): Failure {
     `unexpected error: ${error instanceof Error ? error.message : String(error)}`,
     EXIT.failure,
   );
+}
+
+/**
+ * A write that may or may not have taken effect: its key, and the two ways to finish it. The
+ * --json error carries the key as `idempotency_key`, with the last answer's body and status.
+ */
+function outcomeUnknown(error: OutcomeUnknownError): Failure {
+  const tries = `${error.tries} ${error.tries === 1 ? 'try' : 'tries'}`;
+  const why = error.honoured
+    ? tries
+    : `${tries}: this service has not shown that it honours Idempotency-Key, so it was not sent again`;
+  const serviceSaid = error.body ? `; the service said: ${error.body.error}` : '';
+  const first = `${error.write}: the outcome is unknown (${error.reason}${serviceSaid}; ${why}); it may or may not have taken effect`;
+  const key = error.rerunKey;
+  const finish = error.honoured
+    ? `finish it: run the same command again with --idempotency-key ${key} (the service answers what it did, or does it once), or look it up with \`agentctl data transactions\``
+    : `finish it: look it up with \`agentctl data transactions\`; or run the same command again with --idempotency-key ${key}, which a service that honours the key answers with what it did`;
+  return {
+    exitCode: EXIT.outcomeUnknown,
+    message: `${first}
+idempotency key: ${key}
+${finish}`,
+    json: {
+      ...error.body,
+      error: `${first}; ${finish}`,
+      status: error.status,
+      code: EXIT_CODE_NAMES[EXIT.outcomeUnknown],
+      idempotency_key: key,
+    },
+  };
 }
 
 function local(message: string, exitCode: ExitCode, code = EXIT_CODE_NAMES[exitCode]): Failure {

@@ -6,6 +6,7 @@ export const EXIT = {
   auth: 4,
   rateLimited: 5,
   unreachable: 6,
+  outcomeUnknown: 7,
   cancelled: 130,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -19,7 +20,10 @@ Exit codes:
   2    usage or invalid input, including HTTP 400/404/409
   4    authentication or permission: 401, 403, 503 with no keys, or no key
   5    rate limited or cooling down: 429 or faucet cooldown
-  6    service unreachable or timed out
+  6    service unreachable or timed out (for a write: before it was sent)
+  7    a write's outcome is unknown (its answer was lost, or the service
+       failed): finish it by running the same command again with the
+       --idempotency-key it printed
   130  cancelled`;
 
 /** The `code` of a local failure in the --json error object, by exit code. */
@@ -30,6 +34,7 @@ export const EXIT_CODE_NAMES: Record<ExitCode, string> = {
   4: 'auth',
   5: 'rate_limited',
   6: 'unreachable',
+  7: 'outcome_unknown',
   130: 'cancelled',
 };
 

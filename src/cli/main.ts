@@ -1,4 +1,5 @@
-import { Command, CommanderError, type Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, type Option } from 'commander';
+import { idempotencyKeyProblem } from '../api/idempotency.ts';
 import { VERSION } from '../version.ts';
 import { apiCommand } from './commands/api/index.ts';
 import { completionCommand } from './commands/completion.ts';
@@ -72,8 +73,15 @@ const COMMANDS: ReadonlyArray<readonly [string, () => Command]> = [
 ];
 
 /** The global options, as they may appear before a command's name. */
-const GLOBAL_VALUE_OPTIONS = new Set(['--profile', '--base-url', '--api-key']);
+const GLOBAL_VALUE_OPTIONS = new Set(['--profile', '--base-url', '--api-key', '--idempotency-key']);
 const GLOBAL_FLAGS = new Set(['--json', '--no-color', '--quiet', '--verbose']);
+
+/** --idempotency-key, checked as the service checks it: 1 to 255 printable ASCII characters. */
+function idempotencyKeyArgument(key: string): string {
+  const problem = idempotencyKeyProblem(key);
+  if (problem) throw new InvalidArgumentError(problem);
+  return key;
+}
 
 /**
  * The command an argument list names (`agentctl --json vaults` names vaults), when it is one
@@ -109,6 +117,11 @@ export function buildProgram(only?: string, args: readonly string[] = []): Comma
       "service base URL (env AGENTCTL_BASE_URL; default: the profile's, else http://127.0.0.1:8787)",
     )
     .option('--api-key <key>', "API key (env AGENTCTL_API_KEY; default: the profile's)")
+    .option(
+      '--idempotency-key <key>',
+      'the Idempotency-Key of the write (default: a new UUID); a write whose outcome was unknown is finished by running it again with its key',
+      idempotencyKeyArgument,
+    )
     .option('--json', "print the service's JSON as received; errors as one JSON object on stderr")
     .option('--no-color', 'no colour (also NO_COLOR)')
     .option('-q, --quiet', 'no progress or hints on stderr')

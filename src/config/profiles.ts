@@ -19,7 +19,15 @@ import { PROFILE_KEYS, type ProfileKey } from './keys.ts';
 interface Stored {
   [key: string]: unknown;
   profiles: Record<string, Profile>;
+  /**
+   * The services (scheme://host:port) seen honouring Idempotency-Key, oldest first, at most
+   * MAX_KEY_HONOURING_SERVICES: a failed write is retried only there (src/api/idempotency.ts).
+   */
+  idempotency_key_services?: unknown;
 }
+
+/** How many services honouring Idempotency-Key are remembered; the oldest are dropped. */
+export const MAX_KEY_HONOURING_SERVICES = 64;
 
 /** The file holds API keys: its owner alone may read it. */
 const FILE_MODE = 0o600;
@@ -41,12 +49,13 @@ export function openConfig(env: NodeJS.ProcessEnv = process.env) {
   let stored = readStored(path);
   const profiles = () => stored.profiles;
   /** Re-reads the file before changing it, so a change another process made since is kept. */
-  const update = async (change: (all: Record<string, Profile>) => Record<string, Profile>) => {
-    const current = readStored(path);
-    const next = { ...current, profiles: change(current.profiles) };
+  const updateStored = async (change: (current: Stored) => Stored) => {
+    const next = change(readStored(path));
     await writeStored(path, next);
     stored = next;
   };
+  const update = (change: (all: Record<string, Profile>) => Record<string, Profile>) =>
+    updateStored((current) => ({ ...current, profiles: change(current.profiles) }));
   return {
     path,
     dir: dirname(path),
@@ -64,9 +73,29 @@ export function openConfig(env: NodeJS.ProcessEnv = process.env) {
         return { ...all, [profile]: rest };
       });
     },
+    /** Whether the service at `origin` (scheme://host:port) was seen honouring keys. */
+    honoursIdempotencyKeys(origin: string): boolean {
+      return keyHonouringServices(stored).includes(origin);
+    },
+    /** Remembers that the service at `origin` honours keys (the oldest beyond the bound go). */
+    rememberIdempotencyKeys(origin: string): Promise<void> {
+      return updateStored((current) => {
+        const known = keyHonouringServices(current).filter((known) => known !== origin);
+        return {
+          ...current,
+          idempotency_key_services: [...known, origin].slice(-MAX_KEY_HONOURING_SERVICES),
+        };
+      });
+    },
   };
 }
 export type Config = ReturnType<typeof openConfig>;
+
+/** The remembered services honouring keys; a damaged list counts as empty (it is only a cache). */
+function keyHonouringServices(stored: Stored): string[] {
+  const list = stored.idempotency_key_services;
+  return Array.isArray(list) ? list.filter((item): item is string => typeof item === 'string') : [];
+}
 
 /** The platform's config dir for agentctl, as env-paths (and so conf) chose it. */
 function defaultConfigDir(env: NodeJS.ProcessEnv): string {

@@ -26,7 +26,7 @@ export function seedCommand(): Command {
     .option('--out <file>', 'write the map to FILE (mode 0600) instead of stdout')
     .addHelpText(
       'after',
-      '\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error\'s, and the\nsteps before it are in the map (their API keys are not shown again); so is\nwhat the failed step created before it failed, marked "complete": false.\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json',
+      '\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error\'s, and the\nsteps before it are in the map (their API keys are not shown again); so is\nwhat the failed step created before it failed, marked "complete": false.\n\nIts writes are keyed KEY:1, KEY:2, … in the order they are sent, KEY being\n--idempotency-key (else a new UUID): run again with the same key, the writes\nthat ran are answered as they were (a registration is not: its nonce is new).\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json',
     )
     .action(
       action((context, command) =>
@@ -41,6 +41,9 @@ export function seedCommand(): Command {
       ),
     );
 }
+
+/** 255 (the most a key may have) less ":N" for up to 99,999 writes. */
+const MAX_SEED_KEY_LENGTH = 249;
 
 /** The file as JSON, refused with a usage error that names it. */
 function readSeedFile(file: string): unknown {
@@ -95,6 +98,15 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
     if (!isDir) throw new CliError(`--out ${options.out}: no directory ${dir}`, EXIT.usage);
   }
 
+  // Its writes are keyed `${base}:1`, `${base}:2`, … in order: the same run made again with
+  // --idempotency-key base sends the same keys, and the service answers those that ran.
+  const base = context.numberWriteKeys();
+  if (base.length > MAX_SEED_KEY_LENGTH) {
+    throw new CliError(
+      `--idempotency-key: a seed run's key is at most ${MAX_SEED_KEY_LENGTH} characters (it has ${base.length}): each write's key adds ":N" to it`,
+      EXIT.usage,
+    );
+  }
   const output = await context.output();
   const { describeResult, runSeed, SeedStepError } = await import('../../seed/run.ts');
   /** The map: to --out (stdout then says where), else to stdout. */
