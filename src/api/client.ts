@@ -659,13 +659,14 @@ function writeTry(error: unknown): WriteTry | undefined {
   switch ((error as { code?: unknown }).code) {
     case 'ECONNRESET':
     case 'EPIPE':
+    // The system's own timeout may come on a connection that carried the request already.
+    case 'ETIMEDOUT':
     case TIMED_OUT_ANSWERING:
       return { kind: 'lost' };
     case 'ECONNREFUSED':
     case 'ENOTFOUND':
       return { kind: 'not-sent', transient: false };
     case 'EAI_AGAIN':
-    case 'ETIMEDOUT':
     case TIMED_OUT_CONNECTING:
       return { kind: 'not-sent', transient: true };
     default:

@@ -430,7 +430,7 @@ describe('the HTTP client against misbehaving services', () => {
     }
   }, 20_000);
 
-  it('never retries a POST', async () => {
+  it('never retries a write against a service not known to honour keys: its outcome is unknown (7)', async () => {
     const service = await fakeService((response) => {
       response.writeHead(503, { 'content-type': 'application/json' });
       response.end('{"error":"busy"}');
@@ -443,9 +443,10 @@ describe('the HTTP client against misbehaving services', () => {
           AGENTCTL_API_KEY: `agk_${'c'.repeat(64)}`,
         },
       );
-      expect(result.code).toBe(1);
+      expect(result.code).toBe(7);
       expect(service.count()).toBe(1);
       expect(result.stderr).not.toContain('retrying');
+      expect(result.stderr).toMatch(/^idempotency key: [0-9a-f-]{36}$/m);
     } finally {
       service.close();
     }
