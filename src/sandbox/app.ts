@@ -14,9 +14,11 @@ import {
 } from './plugins/connections.ts';
 import {
   answerFrameworkError,
+  clientErrorOf,
   handleClientError,
   registerErrorHandling,
 } from './plugins/errors.ts';
+import { createIdempotency } from './plugins/idempotency.ts';
 import { registerJsonBody } from './plugins/json-body.ts';
 import { registerRequestSummaries } from './plugins/logging.ts';
 import { registerOpenApi } from './plugins/openapi.ts';
@@ -104,6 +106,12 @@ export async function buildApp(options: AppOptions): Promise<App> {
   registerConnectionHandling(app, options.connections);
   const writes = registerWriteGate(app);
   await registerOpenApi(app);
+  const keys = createIdempotency({
+    store: options.store,
+    errorAnswer: (error) => clientErrorOf(error, options.stateDir),
+    log: app.log,
+  });
+  app.addHook('onClose', async () => keys.close());
 
   const deps = {
     serviceDomain: () => listeningDomain(app),
@@ -114,6 +122,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     chain: options.chain,
     index: options.index,
     onboarder: options.onboarder,
+    keys,
   };
   registerHealthRoutes(app, deps);
   registerAuthRoutes(app, deps);
@@ -141,13 +150,15 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const { snapshots } = options;
   if (snapshots) {
     snapshots.holdWritesWith(() => writes.hold());
-    const unsubscribe = snapshots.onRestored(() =>
-      live?.closeAll(CLOSE_SANDBOX_RESTORED, 'Sandbox restored'),
-    );
+    const unsubscribe = snapshots.onRestored(() => {
+      // The restored state's keys are back, and those made since are gone.
+      keys.recount();
+      live?.closeAll(CLOSE_SANDBOX_RESTORED, 'Sandbox restored');
+    });
     app.addHook('onClose', async () => {
       unsubscribe();
     });
   }
-  registerSnapshotRoutes(app, snapshots, options);
+  registerSnapshotRoutes(app, snapshots, { ...options, keys });
   return app;
 }

@@ -1,13 +1,21 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { z } from 'zod';
-import { CHAIN_ID, NONCE_TTL_SECONDS, type RegisterRequest } from '../api/schemas/index.ts';
+import {
+  CHAIN_ID,
+  NONCE_TTL_SECONDS,
+  type RegisterRequest,
+  type RegisterResponse,
+} from '../api/schemas/index.ts';
 import type { SandboxClock } from './clock.ts';
 import { HttpError } from './errors.ts';
 import type { Onboarder } from './operator/onboarding.ts';
 import type { SignerPool } from './signatures/pool.ts';
 import type { Store } from './store/index.ts';
 import type { NonceRow } from './store/nonces.ts';
+
+/** A registration's answer: it holds the new API key, shown this once. */
+export type Registered = z.input<typeof RegisterResponse>;
 
 const API_KEY_PREFIX = 'agk_';
 const SHOWN_PREFIX_LENGTH = API_KEY_PREFIX.length + 8;
@@ -97,7 +105,9 @@ export async function registerAgent(
   wallets: { reserve(): Promise<number>; addressAt(index: number): Address },
   onboarder: Pick<Onboarder, 'add'>,
   signerOf: SignerPool['signerOf'],
-) {
+  /** Runs in the commit that registers the agent, with the answer (Idempotency-Key). */
+  commitAnswer: (answer: Registered) => void = () => {},
+): Promise<Registered> {
   const wallet = request.wallet_address.toLowerCase();
   if (store.agents.findByWallet(wallet)) {
     throw alreadyRegistered(wallet);
@@ -119,6 +129,15 @@ export async function registerAgent(
   const apiKey = newApiKey();
   const agentId = randomUUID();
   const reserved = await wallets.reserve();
+  const answer: Registered = {
+    success: true,
+    agent_id: agentId,
+    agent_name: request.agent_name,
+    api_key: apiKey.key,
+    api_key_prefix: apiKey.prefix,
+    tier: 'unverified' as const,
+    message: 'Agent registered. Store the API key now: it is shown only once.',
+  };
   const queued = await store.commitSoon(() => {
     const now = clock.nowMs();
     // Checked again inside the commit: another request may have won the race since the reads above.
@@ -158,17 +177,9 @@ export async function registerAgent(
       queued_at: now,
     };
     store.onboarding.enqueue(outbox);
+    commitAnswer(answer);
     return outbox;
   });
   onboarder.add(queued);
-
-  return {
-    success: true,
-    agent_id: agentId,
-    agent_name: request.agent_name,
-    api_key: apiKey.key,
-    api_key_prefix: apiKey.prefix,
-    tier: 'unverified' as const,
-    message: 'Agent registered. Store the API key now: it is shown only once.',
-  };
+  return answer;
 }

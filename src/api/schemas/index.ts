@@ -9,6 +9,7 @@ export * from './data.ts';
 export * from './governance.ts';
 export * from './graphql.ts';
 export * from './health.ts';
+export * from './idempotency.ts';
 export * from './numbers.ts';
 export * from './sandbox.ts';
 export * from './strategies.ts';

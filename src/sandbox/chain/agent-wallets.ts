@@ -48,7 +48,8 @@ export async function fundAddress(
   chain: SandboxChain,
   address: Address,
   amounts: { usdcRaw?: bigint; ethWei?: bigint },
-) {
+  record: (funded: Funded) => void = () => {},
+): Promise<Funded> {
   const requests = [
     ...(amounts.usdcRaw === undefined
       ? []
@@ -65,12 +66,30 @@ export async function fundAddress(
       ? []
       : [{ label: 'sending ETH', to: address, value: amounts.ethWei }]),
   ];
-  const { receipts } = await chain.treasury.exclusive((session) => session.send(requests));
-  const hashes = receipts.map((receipt) => receipt.transactionHash);
-  return {
-    usdc: amounts.usdcRaw === undefined ? null : (hashes.shift() ?? null),
-    eth: amounts.ethWei === undefined ? null : (hashes.shift() ?? null),
-  };
+  const { recorded } = await chain.treasury.exclusive((session) =>
+    session.send<Funded, Funded['balances']>(
+      requests,
+      (receipts, balances) => {
+        const hashes = receipts.map((receipt) => receipt.transactionHash);
+        const funded: Funded = {
+          usdc: amounts.usdcRaw === undefined ? null : (hashes.shift() ?? null),
+          eth: amounts.ethWei === undefined ? null : (hashes.shift() ?? null),
+          balances,
+        };
+        record(funded);
+        return funded;
+      },
+      // The balances the answer reports, on the block that funded them.
+      { settle: () => balancesOf(chain, address) },
+    ),
+  );
+  return recorded;
+}
+
+export interface Funded {
+  usdc: Hash | null;
+  eth: Hash | null;
+  balances: Awaited<ReturnType<typeof balancesOf>>;
 }
 
 /** Agent passes held by a wallet, enumerated onchain. */

@@ -1,4 +1,4 @@
-import { type Address, parseEventLogs, type TransactionReceipt } from 'viem';
+import { type Address, type Hash, parseEventLogs, type TransactionReceipt } from 'viem';
 import { HttpError } from '../errors.ts';
 import { AgentGovernor } from './contracts/artifacts.ts';
 import { revertReason } from './errors.ts';
@@ -16,20 +16,41 @@ function chainNow(chain: SandboxChain, latestBlockTimestamp: bigint): bigint {
 }
 
 /** Opens a proposal for voting at once (sandbox admin). Ids count up from 1. */
-export async function createProposal(chain: SandboxChain, title: string, description: string) {
+export async function createProposal(
+  chain: SandboxChain,
+  title: string,
+  description: string,
+  record: (proposal: CreatedProposal) => void = () => {},
+): Promise<CreatedProposal> {
   const governor = chain.deployment.governor;
-  const { receipts } = await chain.treasury.exclusive((session) =>
-    session.send([
-      {
-        label: 'proposal',
-        address: governor,
-        abi: AgentGovernor.abi,
-        functionName: 'propose',
-        args: [title, description],
+  const { recorded } = await chain.treasury.exclusive((session) =>
+    session.send(
+      [
+        {
+          label: 'proposal',
+          address: governor,
+          abi: AgentGovernor.abi,
+          functionName: 'propose',
+          args: [title, description],
+        },
+      ],
+      ([receipt]) => {
+        const created = createdFrom(receipt as TransactionReceipt);
+        record(created);
+        return created;
       },
-    ]),
+    ),
   );
-  const receipt = receipts[0] as TransactionReceipt;
+  return recorded;
+}
+
+export interface CreatedProposal {
+  proposal_id: number;
+  tx_hash: Hash;
+  vote_end: number;
+}
+
+function createdFrom(receipt: TransactionReceipt): CreatedProposal {
   const created = parseEventLogs({
     abi: AgentGovernor.abi,
     logs: receipt.logs,
@@ -94,11 +115,11 @@ export async function castVote(
   chain: SandboxChain,
   walletIndex: number,
   vote: { proposalId: number; support: 0 | 1 | 2; reason: string },
-  record: () => void,
-) {
+  record: (cast: CastVote) => void,
+): Promise<CastVote> {
   const governor = chain.deployment.governor;
   const id = BigInt(vote.proposalId);
-  const receipt = await chain.wallet(walletIndex).exclusive(async (session) => {
+  return chain.wallet(walletIndex).exclusive(async (session) => {
     let proposal: Awaited<ReturnType<typeof readProposal>>;
     try {
       proposal = await readProposal(chain, id);
@@ -121,7 +142,7 @@ export async function castVote(
     if (voted) {
       throw new HttpError(409, `this agent has already voted on proposal ${vote.proposalId}`);
     }
-    const { receipts } = await session.send(
+    const { recorded } = await session.send(
       [
         {
           label: 'vote',
@@ -131,15 +152,24 @@ export async function castVote(
           args: [id, vote.support, vote.reason],
         },
       ],
-      record,
+      ([receipt]) => {
+        const cast: CastVote = {
+          supportLabel: SUPPORT_LABELS[vote.support],
+          txHash: (receipt as TransactionReceipt).transactionHash,
+          blockNumber: Number((receipt as TransactionReceipt).blockNumber),
+        };
+        record(cast);
+        return cast;
+      },
     );
-    return receipts[0] as TransactionReceipt;
+    return recorded;
   });
-  return {
-    supportLabel: SUPPORT_LABELS[vote.support],
-    txHash: receipt.transactionHash,
-    blockNumber: Number(receipt.blockNumber),
-  };
+}
+
+export interface CastVote {
+  supportLabel: (typeof SUPPORT_LABELS)[number];
+  txHash: Hash;
+  blockNumber: number;
 }
 
 export function votesCastBy(chain: SandboxChain, voter: Address): Promise<bigint> {

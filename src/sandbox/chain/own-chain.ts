@@ -96,7 +96,7 @@ export async function startOwnChain<Observed>(
               gas: ACCRUE_GAS,
             })),
             record,
-            seconds,
+            { advance: seconds },
           ),
         );
         return recorded;

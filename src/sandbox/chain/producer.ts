@@ -30,13 +30,20 @@ export interface BlockHead {
   timestamp: number;
 }
 
-export interface Submission<T> {
+export interface Submission<T, S = unknown> {
   txs: SignedTx[];
+  /**
+   * Reads what the write's answer needs from the chain as the block left it (a balance, say),
+   * once every transaction has succeeded and before the block is committed, so that `record`
+   * can commit the answer with the write (Idempotency-Key). If it fails, nothing of the block
+   * is committed and the chain is rebuilt from the log: no effect outlives its answer.
+   */
+  settle?: (receipts: TransactionReceipt[]) => Promise<S>;
   /**
    * Runs inside the SQLite transaction that makes the block durable, once every transaction
    * has succeeded: the write's off-chain rows and the chain log then commit together.
    */
-  record?: (receipts: TransactionReceipt[]) => T;
+  record?: (receipts: TransactionReceipt[], settled: S) => T;
   /**
    * Seconds the block moves chain time on by, past the later of sandbox time and its parent's
    * time (a clock advance): the chain moves by that much even when it ran ahead of the clock.
@@ -50,7 +57,7 @@ export interface Submitted<T> {
 }
 
 export interface TxSubmitter {
-  submit<T = undefined>(submission: Submission<T>): Promise<Submitted<T>>;
+  submit<T = undefined, S = unknown>(submission: Submission<T, S>): Promise<Submitted<T>>;
 }
 
 /** The chain is no longer the one the log describes (reset, reverted, or replaced). */
@@ -79,7 +86,7 @@ export interface BlockProducerOptions {
 }
 
 interface Pending {
-  submission: Submission<unknown>;
+  submission: Submission<unknown, unknown>;
   resolve(value: Submitted<unknown>): void;
   reject(error: unknown): void;
 }
@@ -113,7 +120,7 @@ export function createBlockProducer(options: BlockProducerOptions) {
   const gate = createKeyedLock();
   let stopped: Error | undefined;
 
-  function submit<T>(submission: Submission<T>): Promise<Submitted<T>> {
+  function submit<T, S>(submission: Submission<T, S>): Promise<Submitted<T>> {
     if (stopped) return Promise.reject(stopped);
     return new Promise((resolve, reject) => {
       queue.push({ submission, resolve, reject } as Pending);
@@ -176,14 +183,25 @@ export function createBlockProducer(options: BlockProducerOptions) {
       if (bad) reverted.push({ pending, tx: bad });
       else succeeded.push({ pending, receipts: own as TransactionReceipt[] });
     }
+    let settled: unknown[];
+    try {
+      settled = await Promise.all(
+        succeeded.map(({ pending, receipts: own }) => pending.submission.settle?.(own)),
+      );
+    } catch (error) {
+      // Nothing of this block is logged, so no write's effect outlives its answer.
+      for (const pending of batch) pending.reject(new ChainUnavailableError());
+      options.onDiverged(error as Error);
+      return;
+    }
     let outcomes: RecordOutcome[];
     try {
       outcomes = options.commit(
         blocks,
         succeeded.map(
-          ({ pending, receipts: own }) =>
+          ({ pending, receipts: own }, i) =>
             () =>
-              pending.submission.record?.(own),
+              pending.submission.record?.(own, settled[i]),
         ),
       );
     } catch (error) {

@@ -19,7 +19,7 @@ import {
 } from './deployment.ts';
 import { readDeployment, writeDeployment } from './deployment-file.ts';
 import { isUnreachable, TransactionFailedError } from './errors.ts';
-import type { Submitted, TxSubmitter } from './producer.ts';
+import type { Submission, Submitted, TxSubmitter } from './producer.ts';
 import { createRpcClient, type RpcClient, toQuantity } from './rpc.ts';
 import {
   type ChainOptions,
@@ -176,7 +176,7 @@ export function createDirectSubmitter(
   afterWrite: (block: number) => Promise<void>,
 ): TxSubmitter {
   return {
-    async submit<T>(submission: Parameters<TxSubmitter['submit']>[0]): Promise<Submitted<T>> {
+    async submit<T, S>(submission: Submission<T, S>): Promise<Submitted<T>> {
       for (const tx of submission.txs) {
         try {
           await rpc.call('eth_sendRawTransaction', [tx.raw]);
@@ -194,7 +194,8 @@ export function createDirectSubmitter(
         }
         receipts.push(receipt);
       }
-      const [outcome] = store.commitBlocks([], [() => submission.record?.(receipts)]);
+      const settled = (await submission.settle?.(receipts)) as S;
+      const [outcome] = store.commitBlocks([], [() => submission.record?.(receipts, settled)]);
       if (!outcome?.ok) throw outcome?.error;
       await store.sync();
       await afterWrite(Math.max(0, ...receipts.map((receipt) => Number(receipt.blockNumber))));

@@ -1,6 +1,7 @@
 import {
   type Address,
   decodeEventLog,
+  type Hash,
   type Hex,
   keccak256,
   type TransactionReceipt,
@@ -60,11 +61,11 @@ export async function submitStrategy(
     dna: Hex | ((sequence: bigint) => Hex);
     risk: RiskParams;
   },
-  record: () => void,
-) {
+  record: (submitted: SubmittedStrategy) => void,
+): Promise<SubmittedStrategy> {
   const registry = chain.deployment.strategy_registry;
   const { risk } = strategy;
-  const { dna, receipts } = await chain.wallet(walletIndex).exclusive(async (session) => {
+  return chain.wallet(walletIndex).exclusive(async (session) => {
     const dna =
       typeof strategy.dna === 'string'
         ? strategy.dna
@@ -92,11 +93,30 @@ export async function submitStrategy(
           ],
         },
       ],
-      record,
+      ([receipt]) => {
+        const submitted = submittedFrom(registry, dna, receipt as TransactionReceipt);
+        record(submitted);
+        return submitted;
+      },
     );
-    return { dna, receipts: sent.receipts };
+    return sent.recorded;
   });
-  const receipt = receipts[0] as TransactionReceipt;
+}
+
+/** A strategy submitted, as its answer tells it. */
+export interface SubmittedStrategy {
+  dna: Hex;
+  strategyId: Hex;
+  txHash: Hash;
+  blockNumber: number;
+  gasUsed: number;
+}
+
+function submittedFrom(
+  registry: Address,
+  dna: Hex,
+  receipt: TransactionReceipt,
+): SubmittedStrategy {
   const submitted = receipt.logs
     .filter((log) => log.address.toLowerCase() === registry.toLowerCase())
     .map((log) => decodeEventLog({ abi: StrategyRegistryV3.abi, ...log, strict: false }))
@@ -168,7 +188,12 @@ export function totalStrategies(chain: SandboxChain): Promise<bigint> {
  * Moves a strategy along its lifecycle (sandbox admin). The registry enforces the rules;
  * they are checked first so an illegal move is a 400 and sends nothing.
  */
-export async function setStrategyStatus(chain: SandboxChain, strategyId: Hex, to: StrategyStatus) {
+export async function setStrategyStatus(
+  chain: SandboxChain,
+  strategyId: Hex,
+  to: StrategyStatus,
+  record: (moved: { from: StrategyStatus; txHash: Hash }) => void = () => {},
+) {
   const registry = chain.deployment.strategy_registry;
   // The check and the send share the treasury's lock, so two concurrent moves of one
   // strategy cannot both pass the check.
@@ -201,16 +226,23 @@ export async function setStrategyStatus(chain: SandboxChain, strategyId: Hex, to
         `a strategy cannot move from ${from} to ${to}${legalMovesHint(from)}`,
       );
     }
-    const { receipts } = await session.send([
-      {
-        label: 'status change',
-        address: registry,
-        abi: StrategyRegistryV3.abi,
-        functionName: 'setStatus',
-        args: [strategyId, target],
+    const { recorded } = await session.send(
+      [
+        {
+          label: 'status change',
+          address: registry,
+          abi: StrategyRegistryV3.abi,
+          functionName: 'setStatus',
+          args: [strategyId, target],
+        },
+      ],
+      ([receipt]) => {
+        const moved = { from, txHash: (receipt as TransactionReceipt).transactionHash };
+        record(moved);
+        return moved;
       },
-    ]);
-    return { from, txHash: (receipts[0] as TransactionReceipt).transactionHash };
+    );
+    return recorded;
   });
   return moved;
 }

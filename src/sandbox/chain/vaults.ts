@@ -116,11 +116,11 @@ export async function depositToVault(
   walletIndex: number,
   vaultId: VaultId,
   amountRaw: bigint,
-  record: () => void,
-) {
+  record: (deposit: Deposit) => void,
+): Promise<Deposit> {
   const vault = chain.deployment.vaults[vaultId];
   const async = VAULT_CONFIG[vaultId].async;
-  const result = await chain.wallet(walletIndex).exclusive(async (session) => {
+  return chain.wallet(walletIndex).exclusive(async (session) => {
     const balance = await usdcBalanceOf(chain, session.address);
     if (balance < amountRaw) {
       throw new HttpError(
@@ -145,7 +145,7 @@ export async function depositToVault(
           args: [amountRaw, session.address],
           gas: DEPOSIT_GAS,
         };
-    const { receipts } = await session.send(
+    const { recorded } = await session.send<Deposit, Pick<Deposit, 'shares' | 'request'>>(
       [
         {
           label: 'approve',
@@ -158,24 +158,50 @@ export async function depositToVault(
         },
         deposit,
       ],
-      record,
+      (receipts, settled) => {
+        const outcome: Deposit = {
+          agentAddress: session.address,
+          approveTx: receipts[0]?.transactionHash as Hash,
+          depositTx: receipts[1]?.transactionHash as Hash,
+          ...settled,
+          vault,
+          vaultName: VAULT_CONFIG[vaultId].name,
+        };
+        record(outcome);
+        return outcome;
+      },
+      {
+        // Read on the block the deposit is in, before it is committed: the answer commits
+        // with the deposit (Idempotency-Key).
+        settle: async (receipts) => {
+          const [shares, request] = await Promise.all([
+            chain.publicClient.readContract({
+              address: vault,
+              abi: SandboxVault.abi,
+              functionName: 'balanceOf',
+              args: [session.address],
+            }),
+            async ? requestOf(chain, vault, receipts[1]?.logs ?? []) : undefined,
+          ]);
+          return { shares, request };
+        },
+      },
     );
-    const shares = await chain.publicClient.readContract({
-      address: vault,
-      abi: SandboxVault.abi,
-      functionName: 'balanceOf',
-      args: [session.address],
-    });
-    const request = async ? await requestOf(chain, vault, receipts[1]?.logs ?? []) : undefined;
-    return {
-      agentAddress: session.address,
-      approveTx: receipts[0]?.transactionHash as Hash,
-      depositTx: receipts[1]?.transactionHash as Hash,
-      shares,
-      request,
-    };
+    return recorded;
   });
-  return { ...result, vault, vaultName: VAULT_CONFIG[vaultId].name };
+}
+
+/** A deposit made, as its answer tells it. */
+export interface Deposit {
+  agentAddress: Address;
+  approveTx: Hash;
+  depositTx: Hash;
+  /** The wallet's shares in the vault once the deposit is mined. */
+  shares: bigint;
+  /** An ERC-7540 deposit request waiting for its fulfilment. */
+  request: { id: bigint; fulfillableAt: number } | undefined;
+  vault: Address;
+  vaultName: string;
 }
 
 /** The deposit request a receipt's logs hold, and when the operator may fulfil it. */
@@ -200,7 +226,12 @@ async function requestOf(
 }
 
 /** Sets the ERC-7540 vault's fulfilment delay (the treasury is its admin); a synchronous vault has none. */
-export async function setFulfillmentDelay(chain: SandboxChain, vaultId: VaultId, seconds: number) {
+export async function setFulfillmentDelay(
+  chain: SandboxChain,
+  vaultId: VaultId,
+  seconds: number,
+  record: (set: { vault: Address; txHash: Hash }) => void = () => {},
+) {
   if (!VAULT_CONFIG[vaultId].async) {
     throw new HttpError(
       400,
@@ -208,16 +239,23 @@ export async function setFulfillmentDelay(chain: SandboxChain, vaultId: VaultId,
     );
   }
   const vault = chain.deployment.vaults[vaultId];
-  const { receipts } = await chain.treasury.exclusive((session) =>
-    session.send([
-      {
-        label: 'setting the fulfilment delay',
-        address: vault,
-        abi: ConfigurableVault.abi,
-        functionName: 'setFulfillmentDelay',
-        args: [BigInt(seconds)],
+  const { recorded } = await chain.treasury.exclusive((session) =>
+    session.send(
+      [
+        {
+          label: 'setting the fulfilment delay',
+          address: vault,
+          abi: ConfigurableVault.abi,
+          functionName: 'setFulfillmentDelay',
+          args: [BigInt(seconds)],
+        },
+      ],
+      ([receipt]) => {
+        const set = { vault, txHash: receipt?.transactionHash as Hash };
+        record(set);
+        return set;
       },
-    ]),
+    ),
   );
-  return { vault, txHash: receipts[0]?.transactionHash as Hash };
+  return recorded;
 }

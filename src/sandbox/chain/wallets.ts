@@ -127,6 +127,14 @@ export type TxRequest = (
 /** Fees for every transaction: fixed on the sandbox's own chain, estimated elsewhere. */
 export type FeePolicy = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | 'estimate';
 
+/** How a send's block is made and answered; see WalletSession.send. */
+export interface SendOptions<S> {
+  /** Seconds the block moves chain time on by (a clock advance). */
+  advance?: number;
+  /** Reads `record` needs, made on the block before it is committed (Submission.settle). */
+  settle?: (receipts: TransactionReceipt[]) => Promise<S>;
+}
+
 /** Sends inside `exclusive`. */
 export interface WalletSession {
   address: Address;
@@ -135,11 +143,10 @@ export interface WalletSession {
    * awaited before the next is sent). `record` runs in the same transaction that makes their
    * block durable, and only if every one succeeded; resolves after that commit.
    */
-  send<T = undefined>(
+  send<T = undefined, S = undefined>(
     requests: TxRequest[],
-    record?: (receipts: TransactionReceipt[]) => T,
-    /** Seconds the block moves chain time on by (a clock advance). */
-    advance?: number,
+    record?: (receipts: TransactionReceipt[], settled: S) => T,
+    options?: SendOptions<S>,
   ): Promise<Submitted<T>>;
 }
 
@@ -194,16 +201,16 @@ export function createServerWallet(
     return { raw, hash: keccak256(raw), label: request.label };
   }
 
-  async function send<T>(
+  async function send<T, S>(
     requests: TxRequest[],
-    record?: (receipts: TransactionReceipt[]) => T,
-    advance?: number,
+    record?: (receipts: TransactionReceipt[], settled: S) => T,
+    options: SendOptions<S> = {},
   ): Promise<Submitted<T>> {
     // Someone else may have sent from this key (the sandbox's own keys are public): the
     // nonce is read from the chain again, and the requests are sent once more.
     for (let attempt = 1; ; attempt++) {
       try {
-        return await sendOnce(requests, record, advance);
+        return await sendOnce(requests, record, options);
       } catch (error) {
         nextNonce = undefined;
         if (error instanceof StaleNonceError && attempt === 1) continue;
@@ -213,10 +220,10 @@ export function createServerWallet(
     }
   }
 
-  async function sendOnce<T>(
+  async function sendOnce<T, S>(
     requests: TxRequest[],
-    record?: (receipts: TransactionReceipt[]) => T,
-    advance?: number,
+    record: ((receipts: TransactionReceipt[], settled: S) => T) | undefined,
+    { advance, settle }: SendOptions<S>,
   ): Promise<Submitted<T>> {
     let nonce =
       nextNonce ??
@@ -233,9 +240,10 @@ export function createServerWallet(
         : fees;
     const txs: SignedTx[] = [];
     for (const request of requests) txs.push(await sign(request, nonce++, feesPerGas));
-    const submitted = await submitter.submit({
+    const submitted = await submitter.submit<T, S>({
       txs,
-      record,
+      ...(record && { record }),
+      ...(settle && { settle }),
       ...(advance !== undefined && { advance }),
     });
     nextNonce = nonce;

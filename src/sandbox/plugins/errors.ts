@@ -23,8 +23,6 @@ const FRIENDLIER: Record<string, string> = {
  * internals never leak.
  */
 export function registerErrorHandling(app: FastifyInstance, stateDir: string): void {
-  // No answer names a file on the server's disk, whatever a system error's text says.
-  const withoutPaths = (message: string) => message.replaceAll(stateDir, 'the state directory');
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // A chain read that fails because the node is down is the chain's unavailability,
     // not a bug: say so with 503.
@@ -36,15 +34,12 @@ export function registerErrorHandling(app: FastifyInstance, stateDir: string): v
       request.log.error({ err: error }, 'a contract is missing from the chain');
       return reply.code(503).send({ error: new ContractsMissingError().message });
     }
-    const status =
-      error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
-    if (status >= 500 && !(error instanceof HttpError)) {
+    const told = clientErrorOf(error, stateDir);
+    if (!told) {
       request.log.error({ err: error }, 'request failed');
       return reply.code(500).send({ error: 'internal server error' });
     }
-    return reply
-      .code(status)
-      .send({ error: withoutPaths(FRIENDLIER[error.code] ?? error.message) });
+    return reply.code(told.status).send({ error: told.message });
   });
 
   // Only JSON bodies are part of the contract: anything else is 415, not parsed as a string.
@@ -54,6 +49,24 @@ export function registerErrorHandling(app: FastifyInstance, stateDir: string): v
     const path = (request.url.split('?')[0] ?? '').slice(0, 200);
     return reply.code(404).send({ error: `no such endpoint: ${request.method} ${path}` });
   });
+}
+
+/**
+ * What the client is told of an error that is its to read: one below 500, or a deliberate
+ * HttpError. Undefined for the rest (the error handler logs them and says 500, or 503 for
+ * the chain). No text names a file on the server's disk, whatever a system error's says.
+ */
+export function clientErrorOf(
+  error: unknown,
+  stateDir: string,
+): { status: number; message: string } | undefined {
+  const failure = error as FastifyError;
+  if (isUnreachable(failure) || isMissingContract(failure)) return undefined;
+  const status =
+    failure.statusCode !== undefined && failure.statusCode >= 400 ? failure.statusCode : 500;
+  if (status >= 500 && !(error instanceof HttpError)) return undefined;
+  const message = FRIENDLIER[failure.code] ?? failure.message;
+  return { status, message: message.replaceAll(stateDir, 'the state directory') };
 }
 
 /** Errors Fastify raises before routing (a URL that does not decode, say), in the same shape. */

@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { DataError, ErrorBody } from '../../api/schemas/index.ts';
+import { DataError, ErrorBody, IdempotentWriteHeaders } from '../../api/schemas/index.ts';
 import { VERSION } from '../../version.ts';
 
 /** Where the document is served; it is also committed as openapi.json (npm run build:openapi). */
@@ -52,6 +52,28 @@ function errorResponses(url: string): Record<number, unknown> {
   return each([400, 401, 403, 404, 409, 429, 500, 503], ErrorBody);
 }
 
+/** Answered to a write sent with Idempotency-Key (docs/idempotency.md). */
+const REPLAYED_HEADER = {
+  description:
+    'Sent with the answer of a write that carried Idempotency-Key and ran: true when this is the stored answer of an earlier request with the same key (nothing ran again), false when the write ran now. Not sent when the request was refused before running (a bad field, 401, a rate limit).',
+  schema: { type: 'string', enum: ['true', 'false'] },
+};
+
+function idempotencyResponses(): Record<number, unknown> {
+  const error = (description: string, headers?: object) => ({
+    description,
+    ...(headers && { headers }),
+    content: { 'application/json': { schema: ErrorBody } },
+  });
+  return {
+    409: error(
+      'Conflict: already registered, already voted; or a request with the same Idempotency-Key is still running (Retry-After: 1)',
+      { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'string' } } },
+    ),
+    422: error('This Idempotency-Key was used for another request (another body or route)'),
+  };
+}
+
 function security(url: string): Array<Record<string, string[]>> | undefined {
   if (url.startsWith('/sandbox/')) return [{ adminToken: [] }];
   if (url.startsWith('/v1/')) return [{}, { apiKey: [] }];
@@ -99,12 +121,26 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: (input) => {
       const { schema, url } = input;
       if (!schema || url === OPENAPI_PATH) return jsonSchemaTransform(input);
-      const response = { ...errorResponses(url), ...(schema.response as object) };
+      const keyed = schema.headers === IdempotentWriteHeaders;
+      const response = {
+        ...errorResponses(url),
+        ...(keyed && idempotencyResponses()),
+        ...(schema.response as object),
+      };
       const auth = security(url);
       const transformed = jsonSchemaTransform({
         ...input,
         schema: { ...schema, response, tags: [tag(url)], ...(auth && { security: auth }) },
       });
+      if (keyed) {
+        const responses = transformed.schema.response as Record<string, { headers?: object }>;
+        for (const [status, answer] of Object.entries(responses)) {
+          // Not on the answers of a keyed request that did not run (in flight, or mismatched).
+          if (!['409', '422', '500'].includes(status)) {
+            answer.headers = { ...answer.headers, 'Idempotent-Replayed': REPLAYED_HEADER };
+          }
+        }
+      }
       // A file, not JSON: no zod schema describes it.
       if (url === SNAPSHOT_EXPORT_PATH) {
         (transformed.schema.response as Record<string, unknown>)['200'] = {

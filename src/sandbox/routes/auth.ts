@@ -1,5 +1,6 @@
 import type { Address } from 'viem';
 import {
+  IdempotentWriteHeaders,
   LookupQuery,
   LookupResponse,
   NonceQuery,
@@ -16,7 +17,7 @@ import type { App, RouteDeps } from './types.ts';
 
 export function registerAuthRoutes(
   app: App,
-  { store, clock, limits, serviceDomain, chain, index, onboarder }: RouteDeps,
+  { store, clock, limits, serviceDomain, chain, index, onboarder, keys }: RouteDeps,
 ): void {
   const perWallet = createKeyedLock();
   const signers = createSignerPool();
@@ -38,15 +39,33 @@ export function registerAuthRoutes(
   app.post(
     '/api/v1/agent/auth/register',
     {
-      schema: { body: RegisterRequest, response: { 200: RegisterResponse } },
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: RegisterRequest,
+        response: { 200: RegisterResponse },
+      },
       onRequest: limits.public,
     },
-    async (request) =>
-      // One registration per wallet at a time, so a duplicated request does not verify
-      // its signature twice; the commit itself refuses a used nonce or a registered wallet.
-      perWallet(request.body.wallet_address.toLowerCase(), () =>
-        registerAgent(store, clock, request.body, wallets, onboarder, signers.signerOf),
-      ),
+    // Nobody has an API key yet: a key is the wallet's (the same string from another wallet
+    // does not collide), and only a request with the very same signed body replays it.
+    keys.keyed(
+      (request) =>
+        `wallet:${(request.body as { wallet_address: string }).wallet_address.toLowerCase()}`,
+      async (request) =>
+        // One registration per wallet at a time, so a duplicated request does not verify
+        // its signature twice; the commit itself refuses a used nonce or a registered wallet.
+        perWallet(request.body.wallet_address.toLowerCase(), () =>
+          registerAgent(
+            store,
+            clock,
+            request.body,
+            wallets,
+            onboarder,
+            signers.signerOf,
+            (answer) => keys.answerOf(request).commit(answer),
+          ),
+        ),
+    ),
   );
 
   app.get(

@@ -1,11 +1,17 @@
-import { ProposalList, VoteRequest, VoteResult } from '../../api/schemas/index.ts';
-import { activeProposals, castVote } from '../chain/governance.ts';
+import {
+  IdempotentWriteHeaders,
+  ProposalList,
+  VoteRequest,
+  VoteResult,
+} from '../../api/schemas/index.ts';
+import { activeProposals, type CastVote, castVote } from '../chain/governance.ts';
 import { callerOf } from '../plugins/auth.ts';
+import { byAgent } from '../plugins/idempotency.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerGovernanceRoutes(
   app: App,
-  { store, limits, auth, chain }: RouteDeps,
+  { store, limits, auth, chain, keys }: RouteDeps,
 ): void {
   app.get(
     '/api/v1/proposals',
@@ -19,19 +25,13 @@ export function registerGovernanceRoutes(
   app.post(
     '/api/v1/agent/governance/vote',
     {
-      schema: { body: VoteRequest, response: { 200: VoteResult } },
+      schema: { headers: IdempotentWriteHeaders, body: VoteRequest, response: { 200: VoteResult } },
       onRequest: [auth.authenticate, limits.writes, auth.requireTier('established')],
     },
-    async (request) => {
+    keys.keyed(byAgent, async (request) => {
       const agent = callerOf(request);
       const { proposal_id, support, reason } = request.body;
-      const vote = await castVote(
-        chain,
-        agent.wallet_index,
-        { proposalId: proposal_id, support, reason },
-        () => store.agents.recordActivity(agent.agent_id, { votes: 1 }),
-      );
-      return {
+      const answer = (vote: CastVote) => ({
         success: true,
         agent_address: agent.agent_address,
         proposal_id,
@@ -41,7 +41,17 @@ export function registerGovernanceRoutes(
         tx_hash: vote.txHash,
         status: 'confirmed',
         block_number: vote.blockNumber,
-      };
-    },
+      });
+      const vote = await castVote(
+        chain,
+        agent.wallet_index,
+        { proposalId: proposal_id, support, reason },
+        (cast) => {
+          store.agents.recordActivity(agent.agent_id, { votes: 1 });
+          keys.answerOf(request).commit(answer(cast));
+        },
+      );
+      return answer(vote);
+    }),
   );
 }

@@ -10,6 +10,7 @@ import {
   FulfillmentDelayResult,
   FundRequest,
   FundResult,
+  IdempotentWriteHeaders,
   MAX_CLOCK_OFFSET_SECONDS,
   NodeRequest,
   NodeResult,
@@ -20,12 +21,13 @@ import {
   StrategyStatusResult,
 } from '../../api/schemas/index.ts';
 import { VERSION } from '../../version.ts';
-import { balancesOf, fundAddress } from '../chain/agent-wallets.ts';
+import { type Funded, fundAddress } from '../chain/agent-wallets.ts';
 import { createProposal } from '../chain/governance.ts';
-import { setStrategyStatus } from '../chain/strategies.ts';
+import { type StrategyStatus, setStrategyStatus } from '../chain/strategies.ts';
 import { setFulfillmentDelay, toUsdcRaw } from '../chain/vaults.ts';
 import { HttpError } from '../errors.ts';
 import { createAdminGuard } from '../plugins/auth.ts';
+import { byAdmin } from '../plugins/idempotency.ts';
 import { newNodeKey } from '../registration.ts';
 import type { App, RouteDeps } from './types.ts';
 
@@ -45,7 +47,7 @@ export interface AdminReports {
 /** The sandbox admin API under /sandbox: not part of the live service. */
 export function registerSandboxAdminRoutes(
   app: App,
-  { store, clock, chain, index }: RouteDeps,
+  { store, clock, chain, index, keys }: RouteDeps,
   admin: AdminDeps,
   reports: AdminReports,
 ): void {
@@ -76,8 +78,15 @@ export function registerSandboxAdminRoutes(
 
   app.post(
     '/sandbox/clock/advance',
-    { onRequest, schema: { body: AdvanceClockRequest, response: { 200: ClockState } } },
-    async (request) => {
+    {
+      onRequest,
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: AdvanceClockRequest,
+        response: { 200: ClockState },
+      },
+    },
+    keys.keyed(byAdmin, async (request) => {
       const tooFar = () =>
         new HttpError(
           400,
@@ -88,18 +97,21 @@ export function registerSandboxAdminRoutes(
       // (a block, so that views such as yield see it). It is computed in that commit, so
       // concurrent advances add up.
       const { seconds } = request.body;
-      await chain.advanceTime(seconds, () => {
+      return chain.advanceTime(seconds, () => {
         if (clock.offsetSeconds() + seconds > MAX_CLOCK_OFFSET_SECONDS) throw tooFar();
         clock.setOffset(clock.offsetSeconds() + seconds);
+        const state = clockState();
+        keys.answerOf(request).commit(state);
+        return state;
       });
-      return clockState();
-    },
+    }),
   );
 
   app.post(
     '/sandbox/checkpoint',
-    { onRequest, schema: { response: { 200: CheckpointResult } } },
-    async () => {
+    { onRequest, schema: { headers: IdempotentWriteHeaders, response: { 200: CheckpointResult } } },
+    // A checkpoint changes nothing a client sees: its key's answer commits after it.
+    keys.keyed(byAdmin, async () => {
       const block = await chain.checkpoint().catch((error: Error) => {
         throw new HttpError(503, `no checkpoint was taken: ${error.message}`);
       });
@@ -110,106 +122,154 @@ export function registerSandboxAdminRoutes(
         );
       }
       return { block_number: block };
-    },
+    }),
   );
 
   app.post(
     '/sandbox/agents/tier',
-    { onRequest, schema: { body: SetTierRequest, response: { 200: SetTierResponse } } },
-    async (request) => {
-      const { wallet_address, tier } = request.body;
-      if (!store.agents.setTier(wallet_address, tier)) {
-        throw new HttpError(
-          404,
-          `no agent has ${wallet_address} as its registered wallet or its server-side wallet`,
-        );
-      }
-      await store.sync();
-      return { wallet_address, tier };
+    {
+      onRequest,
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: SetTierRequest,
+        response: { 200: SetTierResponse },
+      },
     },
+    keys.keyed(byAdmin, async (request) => {
+      const { wallet_address, tier } = request.body;
+      await store.commitSoon(() => {
+        if (!store.agents.setTier(wallet_address, tier)) {
+          throw new HttpError(
+            404,
+            `no agent has ${wallet_address} as its registered wallet or its server-side wallet`,
+          );
+        }
+        keys.answerOf(request).commit({ wallet_address, tier });
+      });
+      return { wallet_address, tier };
+    }),
   );
 
   app.post(
     '/sandbox/fund',
-    { onRequest, schema: { body: FundRequest, response: { 200: FundResult } } },
-    async (request) => {
+    {
+      onRequest,
+      schema: { headers: IdempotentWriteHeaders, body: FundRequest, response: { 200: FundResult } },
+    },
+    keys.keyed(byAdmin, async (request) => {
       const { usdc, eth } = request.body;
       const address = request.body.address as Address;
-      const txs = await fundAddress(chain, address, {
-        usdcRaw: usdc === undefined ? undefined : toUsdcRaw(usdc),
-        ethWei: eth === undefined ? undefined : parseEther(eth),
-      });
-      const balances = await balancesOf(chain, address);
-      return {
+      const answer = ({ usdc, eth, balances }: Funded) => ({
         address,
-        usdc_tx: txs.usdc,
-        eth_tx: txs.eth,
+        usdc_tx: usdc,
+        eth_tx: eth,
         usdc_balance_raw: balances.usdc.toString(),
         eth_balance_wei: balances.eth.toString(),
-      };
-    },
+      });
+      const funded = await fundAddress(
+        chain,
+        address,
+        {
+          usdcRaw: usdc === undefined ? undefined : toUsdcRaw(usdc),
+          ethWei: eth === undefined ? undefined : parseEther(eth),
+        },
+        (made) => keys.answerOf(request).commit(answer(made)),
+      );
+      return answer(funded);
+    }),
   );
 
   app.post(
     '/sandbox/proposals',
-    { onRequest, schema: { body: CreateProposalRequest, response: { 200: CreateProposalResult } } },
-    async (request) => createProposal(chain, request.body.title, request.body.description),
+    {
+      onRequest,
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: CreateProposalRequest,
+        response: { 200: CreateProposalResult },
+      },
+    },
+    keys.keyed(byAdmin, async (request) =>
+      createProposal(chain, request.body.title, request.body.description, (created) =>
+        keys.answerOf(request).commit(created),
+      ),
+    ),
   );
 
   app.post(
     '/sandbox/strategies/status',
     {
       onRequest,
-      schema: { body: StrategyStatusRequest, response: { 200: StrategyStatusResult } },
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: StrategyStatusRequest,
+        response: { 200: StrategyStatusResult },
+      },
     },
-    async (request) => {
+    keys.keyed(byAdmin, async (request) => {
       const strategyId = request.body.strategy_id.toLowerCase() as Hex;
       const { status } = request.body;
-      const moved = await setStrategyStatus(chain, strategyId, status);
-      return {
+      const answer = (moved: { from: StrategyStatus; txHash: Hex }) => ({
         strategy_id: strategyId,
         previous_status: moved.from,
         status,
         tx_hash: moved.txHash,
-      };
-    },
+      });
+      const moved = await setStrategyStatus(chain, strategyId, status, (made) =>
+        keys.answerOf(request).commit(answer(made)),
+      );
+      return answer(moved);
+    }),
   );
 
   app.post(
     '/sandbox/vaults/fulfillment-delay',
     {
       onRequest,
-      schema: { body: FulfillmentDelayRequest, response: { 200: FulfillmentDelayResult } },
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: FulfillmentDelayRequest,
+        response: { 200: FulfillmentDelayResult },
+      },
     },
-    async (request) => {
+    keys.keyed(byAdmin, async (request) => {
       const { vault_id, seconds } = request.body;
-      const set = await setFulfillmentDelay(chain, vault_id, seconds);
-      return {
+      const answer = (set: { vault: Address; txHash: Hex }) => ({
         vault_id,
         vault_address: set.vault,
         fulfillment_delay: seconds,
         tx_hash: set.txHash,
-      };
-    },
+      });
+      const set = await setFulfillmentDelay(chain, vault_id, seconds, (made) =>
+        keys.answerOf(request).commit(answer(made)),
+      );
+      return answer(set);
+    }),
   );
 
   app.post(
     '/sandbox/nodes',
-    { onRequest, schema: { body: NodeRequest, response: { 200: NodeResult } } },
-    async (request) => {
+    {
+      onRequest,
+      schema: { headers: IdempotentWriteHeaders, body: NodeRequest, response: { 200: NodeResult } },
+    },
+    keys.keyed(byAdmin, async (request) => {
       const key = newNodeKey();
       const nodeId = randomUUID();
-      store.nodes.insert(
-        {
-          node_id: nodeId,
-          name: request.body.name,
-          operator_address: getAddress(request.body.operator_address),
-          created_at: clock.nowSeconds(),
-        },
-        key.hash,
-      );
-      await store.sync();
-      return { node_id: nodeId, node_key: key.key };
-    },
+      const answer = { node_id: nodeId, node_key: key.key };
+      await store.commitSoon(() => {
+        store.nodes.insert(
+          {
+            node_id: nodeId,
+            name: request.body.name,
+            operator_address: getAddress(request.body.operator_address),
+            created_at: clock.nowSeconds(),
+          },
+          key.hash,
+        );
+        keys.answerOf(request).commit(answer);
+      });
+      return answer;
+    }),
   );
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  IdempotentWriteHeaders,
   RestoreResult,
   SnapshotDeleted,
   SnapshotInfo,
@@ -9,6 +10,7 @@ import {
 } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
 import { createAdminGuard } from '../plugins/auth.ts';
+import { byAdmin, type Idempotency } from '../plugins/idempotency.ts';
 import type { Snapshots } from '../snapshots/index.ts';
 import type { App } from './types.ts';
 
@@ -21,9 +23,9 @@ const NameParams = z.object({ name: SnapshotName });
 export function registerSnapshotRoutes(
   app: App,
   snapshots: Snapshots | undefined,
-  admin: { adminTokenHash: string },
+  { adminTokenHash, keys }: { adminTokenHash: string; keys: Idempotency },
 ): void {
-  const onRequest = createAdminGuard(admin.adminTokenHash);
+  const onRequest = createAdminGuard(adminTokenHash);
   const available = (): Snapshots => {
     if (snapshots) return snapshots;
     throw new HttpError(
@@ -34,8 +36,18 @@ export function registerSnapshotRoutes(
 
   app.post(
     '/sandbox/snapshots',
-    { onRequest, schema: { body: SnapshotRequest, response: { 200: SnapshotInfo } } },
-    async (request) => available().take(request.body.name, request.body.replace ?? false),
+    {
+      onRequest,
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: SnapshotRequest,
+        response: { 200: SnapshotInfo },
+      },
+    },
+    // Snapshots are files, not rows: a key's answer commits just after them (see docs).
+    keys.keyed(byAdmin, async (request) =>
+      available().take(request.body.name, request.body.replace ?? false),
+    ),
   );
 
   app.get(
@@ -46,17 +58,32 @@ export function registerSnapshotRoutes(
 
   app.post(
     '/sandbox/snapshots/:name/restore',
-    { onRequest, schema: { params: NameParams, response: { 200: RestoreResult } } },
-    async (request) => available().restore(request.params.name),
+    {
+      onRequest,
+      schema: {
+        headers: IdempotentWriteHeaders,
+        params: NameParams,
+        response: { 200: RestoreResult },
+      },
+    },
+    // The answer commits into the restored state, whose own keys are those of the snapshot.
+    keys.keyed(byAdmin, async (request) => available().restore(request.params.name)),
   );
 
   app.delete(
     '/sandbox/snapshots/:name',
-    { onRequest, schema: { params: NameParams, response: { 200: SnapshotDeleted } } },
-    async (request) => {
+    {
+      onRequest,
+      schema: {
+        headers: IdempotentWriteHeaders,
+        params: NameParams,
+        response: { 200: SnapshotDeleted },
+      },
+    },
+    keys.keyed(byAdmin, async (request) => {
       await available().remove(request.params.name);
       return { name: request.params.name, deleted: true as const };
-    },
+    }),
   );
 
   app.get(

@@ -1,24 +1,35 @@
 import type { Address, Hex } from 'viem';
 import {
+  IdempotentWriteHeaders,
   StrategyList,
   StrategySubmitRequest,
   StrategySubmitResult,
 } from '../../api/schemas/index.ts';
-import { deriveDna, strategiesOf, submitStrategy } from '../chain/strategies.ts';
+import {
+  deriveDna,
+  type SubmittedStrategy,
+  strategiesOf,
+  submitStrategy,
+} from '../chain/strategies.ts';
 import { callerOf } from '../plugins/auth.ts';
+import { byAgent } from '../plugins/idempotency.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerStrategyRoutes(
   app: App,
-  { store, clock, limits, auth, chain }: RouteDeps,
+  { store, clock, limits, auth, chain, keys }: RouteDeps,
 ): void {
   app.post(
     '/api/v1/agent/strategy/submit',
     {
-      schema: { body: StrategySubmitRequest, response: { 200: StrategySubmitResult } },
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: StrategySubmitRequest,
+        response: { 200: StrategySubmitResult },
+      },
       onRequest: [auth.authenticate, limits.writes],
     },
-    async (request) => {
+    keys.keyed(byAgent, async (request) => {
       const agent = callerOf(request);
       const { name, description, dna_string, ...risk } = request.body;
       const agentAddress = agent.agent_address as Address;
@@ -27,13 +38,7 @@ export function registerStrategyRoutes(
         (dna_string as Hex | undefined) ??
         ((sequence: bigint) =>
           deriveDna({ name, agentId: agent.agent_id, wallet: agentAddress, timestamp, sequence }));
-      const submitted = await submitStrategy(
-        chain,
-        agent.wallet_index,
-        { name, description, dna, risk },
-        () => store.agents.recordActivity(agent.agent_id, { strategies: 1 }),
-      );
-      return {
+      const answer = (submitted: SubmittedStrategy) => ({
         success: true,
         agent_address: agentAddress,
         strategy_name: name,
@@ -44,8 +49,18 @@ export function registerStrategyRoutes(
         status: 'shadow',
         block_number: submitted.blockNumber,
         gas_used: submitted.gasUsed,
-      };
-    },
+      });
+      const submitted = await submitStrategy(
+        chain,
+        agent.wallet_index,
+        { name, description, dna, risk },
+        (made) => {
+          store.agents.recordActivity(agent.agent_id, { strategies: 1 });
+          keys.answerOf(request).commit(answer(made));
+        },
+      );
+      return answer(submitted);
+    }),
   );
 
   app.get(

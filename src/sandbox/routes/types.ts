@@ -10,6 +10,7 @@ import type { SandboxClock } from '../clock.ts';
 import type { IndexReads } from '../indexer/index-reads.ts';
 import type { Onboarder } from '../operator/onboarding.ts';
 import type { AuthGuards } from '../plugins/auth.ts';
+import type { Idempotency } from '../plugins/idempotency.ts';
 import type { RateLimitHooks } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
 import type { Store } from '../store/index.ts';
@@ -36,4 +37,6 @@ export interface RouteDeps {
   index: IndexReads;
   /** Funds new agents' wallets; requests about an agent wait for it. */
   onboarder: Onboarder;
+  /** Idempotency-Key: every write's handler is wrapped in `keys.keyed`. */
+  keys: Idempotency;
 }

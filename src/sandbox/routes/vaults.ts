@@ -2,18 +2,27 @@ import type { Address } from 'viem';
 import {
   DepositRequest,
   DepositResult,
+  IdempotentWriteHeaders,
   Positions,
   VaultList,
   WalletAddressBody,
   WalletPositions,
 } from '../../api/schemas/index.ts';
-import { depositToVault, formatUsdc, listVaults, positionsOf, toUsdcRaw } from '../chain/vaults.ts';
+import {
+  type Deposit,
+  depositToVault,
+  formatUsdc,
+  listVaults,
+  positionsOf,
+  toUsdcRaw,
+} from '../chain/vaults.ts';
 import { callerOf } from '../plugins/auth.ts';
+import { byAgent } from '../plugins/idempotency.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerVaultRoutes(
   app: App,
-  { store, limits, auth, chain, onboarder }: RouteDeps,
+  { store, limits, auth, chain, onboarder, keys }: RouteDeps,
 ): void {
   app.get(
     '/api/v1/vaults',
@@ -50,17 +59,18 @@ export function registerVaultRoutes(
   app.post(
     '/api/v1/agent/vault/deposit',
     {
-      schema: { body: DepositRequest, response: { 200: DepositResult } },
+      schema: {
+        headers: IdempotentWriteHeaders,
+        body: DepositRequest,
+        response: { 200: DepositResult },
+      },
       onRequest: [auth.authenticate, limits.writes],
     },
-    async (request) => {
+    keys.keyed(byAgent, async (request) => {
       const agent = callerOf(request);
       const { vault_id, amount_usdc } = request.body;
       const amountRaw = toUsdcRaw(amount_usdc);
-      const deposit = await depositToVault(chain, agent.wallet_index, vault_id, amountRaw, () =>
-        store.agents.recordActivity(agent.agent_id, { depositedUsdcRaw: amountRaw }),
-      );
-      return {
+      const answer = (deposit: Deposit) => ({
         success: true,
         agent_address: deposit.agentAddress,
         vault: deposit.vaultName,
@@ -76,7 +86,18 @@ export function registerVaultRoutes(
           request_id: deposit.request.id.toString(),
           fulfillable_at: deposit.request.fulfillableAt,
         }),
-      };
-    },
+      });
+      const deposit = await depositToVault(
+        chain,
+        agent.wallet_index,
+        vault_id,
+        amountRaw,
+        (made) => {
+          store.agents.recordActivity(agent.agent_id, { depositedUsdcRaw: amountRaw });
+          keys.answerOf(request).commit(answer(made));
+        },
+      );
+      return answer(deposit);
+    }),
   );
 }

@@ -5,6 +5,7 @@ import {
   ErrorBody,
   FaucetCooldown,
   FaucetSuccess,
+  IdempotentWriteHeaders,
   NftHoldings,
   WalletAddressBody,
   WalletStatus,
@@ -20,6 +21,7 @@ import { strategyCountOf } from '../chain/strategies.ts';
 import { formatUsdc, positionsOf } from '../chain/vaults.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { callerOf } from '../plugins/auth.ts';
+import { byAgent } from '../plugins/idempotency.ts';
 import type { App, RouteDeps } from './types.ts';
 
 /** The faucet's cooldown after a confirmed drip. */
@@ -27,7 +29,7 @@ export const FAUCET_COOLDOWN_SECONDS = 24 * 3600;
 
 export function registerWalletRoutes(
   app: App,
-  { store, clock, limits, auth, chain, onboarder }: RouteDeps,
+  { store, clock, limits, auth, chain, onboarder, keys }: RouteDeps,
 ): void {
   const authenticatedRead = [limits.public, auth.authenticate];
 
@@ -62,10 +64,13 @@ export function registerWalletRoutes(
     '/api/v1/agent/faucet',
     {
       // 429 is the cooldown, or the rate limiter's own error body.
-      schema: { response: { 200: FaucetSuccess, 429: z.union([FaucetCooldown, ErrorBody]) } },
+      schema: {
+        headers: IdempotentWriteHeaders,
+        response: { 200: FaucetSuccess, 429: z.union([FaucetCooldown, ErrorBody]) },
+      },
       onRequest: [auth.authenticate, limits.faucet],
     },
-    async (request, reply) => {
+    keys.keyed(byAgent, async (request, reply) => {
       const agent = callerOf(request);
       const address = agent.agent_address as Address;
       return perAgent(agent.agent_id, async () => {
@@ -82,19 +87,21 @@ export function registerWalletRoutes(
             seconds_remaining: next - now,
           };
         }
-        const txHash = await dripFromFaucet(chain, address, (hash) =>
-          store.faucet.recordDrip(agent.agent_id, clock.nowSeconds(), hash),
-        );
-        return {
+        const answer = (txHash: string) => ({
           success: true as const,
           agent_address: address,
           tx_hash: txHash,
           status: 'confirmed',
           drip_amount_wei: FAUCET_DRIP_WEI.toString(),
           drip_amount_eth: formatEther(FAUCET_DRIP_WEI),
-        };
+        });
+        const txHash = await dripFromFaucet(chain, address, (hash) => {
+          store.faucet.recordDrip(agent.agent_id, clock.nowSeconds(), hash);
+          keys.answerOf(request).commit(answer(hash));
+        });
+        return answer(txHash);
       });
-    },
+    }),
   );
 
   app.get(

@@ -3,6 +3,7 @@ import { createChainLogStore } from './chain-log.ts';
 import { checkSameTables, copyDatabase, replaceRows } from './copy.ts';
 import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
+import { createIdempotencyStore } from './idempotency.ts';
 import { createMetaStore } from './meta.ts';
 import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
@@ -90,6 +91,7 @@ export function openStore(
     agents,
     onboarding: createOnboardingStore(db),
     nodes: createNodeStore(db),
+    idempotency: createIdempotencyStore(db),
     transaction: <T>(work: () => T): T => transaction(db, work),
     /**
      * Runs `work` in one transaction with every other `commitSoon` of this turn of the event

@@ -105,4 +105,19 @@ export const MIGRATIONS: readonly string[] = [
     created_at       INTEGER NOT NULL   -- sandbox Unix seconds
   ) STRICT;
   `,
+  // 6: idempotency keys (Idempotency-Key on writes). A keyed write's row commits in the same
+  // transaction as the write's own rows and block, so after a crash both are there or neither.
+  // Neither the key nor the answer is kept as sent: the id is a hash of the caller's scope and
+  // the key, and the answer (which may hold a new API key) is encrypted under a key derived
+  // from the idempotency key, which only the caller has.
+  `
+  CREATE TABLE idempotency_keys (
+    id          TEXT PRIMARY KEY,   -- SHA-256 of scope and key, hex
+    fingerprint TEXT NOT NULL,      -- SHA-256 of the method, the route and the canonical body, hex
+    status      INTEGER NOT NULL,   -- the answer's HTTP status
+    answer      BLOB NOT NULL,      -- the answer's body: AES-256-GCM, IV and tag included
+    created_ms  INTEGER NOT NULL    -- wall-clock Unix milliseconds (never sandbox time)
+  ) STRICT;
+  CREATE INDEX idempotency_keys_created ON idempotency_keys (created_ms);
+  `,
 ];

@@ -1,0 +1,286 @@
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import {
+  IDEMPOTENCY_KEY_HEADER,
+  IDEMPOTENCY_RETENTION_SECONDS,
+  IDEMPOTENT_REPLAYED_HEADER,
+  MAX_IDEMPOTENCY_KEYS,
+} from '../../api/schemas/index.ts';
+import { HttpError } from '../errors.ts';
+import type { Store } from '../store/index.ts';
+import { callerOf } from './auth.ts';
+
+/**
+ * `Idempotency-Key` on writes, as Stripe and the IETF draft have it. A route handler wrapped in
+ * `keyed` runs once per key of its caller's scope; a repeat with the same method, route and
+ * body is answered the stored status and body byte for byte, with `Idempotent-Replayed: true`.
+ *
+ * Exactly once through a crash: a write that changes the chain or sandbox.db stores its answer
+ * in the very commit that makes its effects durable (`answerOf(request).commit` in its record
+ * callback), so after kill -9 the key and the effect are both on disk or neither is. A write
+ * with nothing to commit (refused by the chain, say) stores its answer in a commit of its own.
+ * Nothing is stored for a request refused before it ran (validation, 401, rate limits), nor for
+ * an answer that says to try later (409, 429, 5xx but a transaction mined and reverted).
+ */
+
+/** Requests running with a key at once, at most: a bound on `running` (they are few). */
+const MAX_RUNNING = 10_000;
+/** How often expired keys are deleted. */
+const PURGE_EVERY_MS = 60_000;
+/** Keys are stored as a hash; answers under a key derived from the idempotency key. */
+const ANSWER_KEY_INFO = 'agentctl idempotency answer v1';
+
+/** Statuses a write that ran may answer that are not stored: they say to try again. */
+const UNSTORED = new Set([401, 403, 408, 409, 425, 429]);
+
+export interface IdempotencyDeps {
+  store: Store;
+  /** The state directory, kept out of stored error texts as the error handler does. */
+  errorAnswer: (error: unknown) => { status: number; message: string } | undefined;
+  log: FastifyBaseLogger;
+  /** Wall-clock milliseconds (never sandbox time: a clock advance expires no key). */
+  nowMs?: () => number;
+}
+
+/** What a handler calls inside the commit of its effects; does nothing for an unkeyed request. */
+export interface KeyedAnswer {
+  commit(body: unknown, status?: number): void;
+}
+
+interface Running {
+  id: string;
+  scope: string;
+  key: string;
+  fingerprint: string;
+  /** Set once the answer is in a commit (not yet fsynced, maybe). */
+  stored: { status: number; text: string } | undefined;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: any route's handler, typed by its route.
+type Handler = (request: any, reply: any) => Promise<any>;
+
+export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }: IdempotencyDeps) {
+  const running = new Map<string, Running>();
+  const byRequest = new WeakMap<FastifyRequest, Running>();
+  const retentionMs = IDEMPOTENCY_RETENTION_SECONDS * 1000;
+  let held = store.idempotency.count();
+
+  function purge(): void {
+    try {
+      store.idempotency.purge(nowMs() - retentionMs);
+      held = store.idempotency.count();
+    } catch (error) {
+      log.warn({ err: error }, 'expired idempotency keys were not purged');
+    }
+  }
+  purge();
+  const purger = setInterval(purge, PURGE_EVERY_MS);
+  purger.unref();
+
+  function storeRow(entry: Running, status: number, text: string): void {
+    store.idempotency.insert({
+      id: entry.id,
+      fingerprint: entry.fingerprint,
+      status,
+      answer: seal(entry, text),
+      created_ms: nowMs(),
+    });
+    entry.stored = { status, text };
+    held++;
+  }
+
+  function send(reply: FastifyReply, status: number, text: string, replayed: boolean) {
+    return reply
+      .code(status)
+      .header(IDEMPOTENT_REPLAYED_HEADER, String(replayed))
+      .type('application/json; charset=utf-8')
+      .send(text);
+  }
+
+  return {
+    /**
+     * Wraps a write's handler: `scopeOf` names the caller (an agent, the admin token, a wallet).
+     * Unkeyed requests run as before, with no Idempotent-Replayed header.
+     */
+    keyed<H extends Handler>(scopeOf: (request: FastifyRequest) => string, handler: H): H {
+      const wrapped = async (request: FastifyRequest, reply: FastifyReply) => {
+        const key = request.headers[IDEMPOTENCY_KEY_HEADER];
+        // The route's header schema has checked it: a string of 1 to 255 printable characters.
+        if (typeof key !== 'string') return handler(request, reply);
+        const scope = scopeOf(request);
+        const id = sha256(`${scope}\n${key}`);
+        const fingerprint = fingerprintOf(request);
+
+        const stored = store.idempotency.find(id);
+        if (stored) {
+          if (stored.fingerprint !== fingerprint) throw mismatch();
+          const entry = { id, scope, key, fingerprint, stored: undefined };
+          return send(reply, stored.status, open(entry, stored.answer), true);
+        }
+        const other = running.get(id);
+        if (other) {
+          if (other.fingerprint !== fingerprint) throw mismatch();
+          reply.header('retry-after', '1');
+          throw new HttpError(
+            409,
+            'a request with this Idempotency-Key is still running; retry in a second for its answer',
+          );
+        }
+        if (running.size >= MAX_RUNNING) {
+          reply.header('retry-after', '1');
+          throw new HttpError(503, 'too many keyed writes are running; retry in a second');
+        }
+        if (held >= MAX_IDEMPOTENCY_KEYS) {
+          purge();
+          if (held >= MAX_IDEMPOTENCY_KEYS) {
+            reply.header('retry-after', '60');
+            throw new HttpError(
+              503,
+              `the sandbox holds ${MAX_IDEMPOTENCY_KEYS} idempotency keys of the last 24 hours, its most; retry later, or send this write without a key`,
+            );
+          }
+        }
+
+        const entry: Running = { id, scope, key, fingerprint, stored: undefined };
+        running.set(id, entry);
+        byRequest.set(request, entry);
+        try {
+          let result: unknown;
+          try {
+            result = await handler(request, reply);
+          } catch (error) {
+            // An answer put in a commit that then failed (rolled back, or durable and followed
+            // by a failure) is not sent: a retry finds it stored, or runs the write again.
+            const told = entry.stored ? undefined : errorAnswer(error);
+            if (!told || !storable(told.status, error)) throw error;
+            const text = JSON.stringify({ error: told.message });
+            await store.commitSoon(() => storeRow(entry, told.status, text));
+            return send(reply, told.status, text, false);
+          }
+          if (entry.stored) return send(reply, entry.stored.status, entry.stored.text, false);
+          const status = reply.statusCode;
+          const text = serialize(request, status, result);
+          if (storable(status, undefined)) {
+            await store.commitSoon(() => storeRow(entry, status, text));
+          }
+          return send(reply, status, text, false);
+        } finally {
+          running.delete(id);
+        }
+      };
+      return wrapped as H;
+    },
+
+    /** The answer of `request`'s write, to commit with its effects. */
+    answerOf(request: FastifyRequest): KeyedAnswer {
+      return {
+        commit(body: unknown, status = 200): void {
+          const entry = byRequest.get(request);
+          if (entry && !entry.stored) storeRow(entry, status, serialize(request, status, body));
+        },
+      };
+    },
+
+    /** Counts the keys again, expired ones purged: the table was replaced (a restore). */
+    recount: purge,
+
+    close(): void {
+      clearInterval(purger);
+    },
+  };
+}
+export type Idempotency = ReturnType<typeof createIdempotency>;
+
+/** Keys are the caller's own: an agent's (its API key) ... */
+export const byAgent = (request: FastifyRequest): string => `agent:${callerOf(request).agent_id}`;
+/** ... or the admin token's. */
+export const byAdmin = (): string => 'admin';
+
+/**
+ * 2xx, and the 4xx of a write that ran but those that say to try again; of the 5xx, only a
+ * transaction that was mined and reverted (its outcome is known and final).
+ */
+function storable(status: number, error: unknown): boolean {
+  if (status >= 200 && status < 300) return true;
+  if (status >= 400 && status < 500) return !UNSTORED.has(status);
+  return status === 502 && hasMinedTx(error);
+}
+
+function hasMinedTx(error: unknown): boolean {
+  return typeof (error as { txHash?: unknown } | undefined)?.txHash === 'string';
+}
+
+function mismatch(): HttpError {
+  return new HttpError(
+    422,
+    'this Idempotency-Key was used for another request (another body or route); use a new key for a new request',
+  );
+}
+
+/** The body as the route's response schema sends it (what the zod serializer does). */
+function serialize(request: FastifyRequest, status: number, body: unknown): string {
+  const schemas = request.routeOptions.schema?.response as Record<string, z.ZodType> | undefined;
+  const schema = schemas?.[String(status)];
+  return JSON.stringify(schema ? schema.parse(body) : body);
+}
+
+/** SHA-256 of the method, the route (its pattern and parameters) and the body, keys sorted. */
+function fingerprintOf(request: FastifyRequest): string {
+  return sha256(
+    canonicalJson([
+      request.method,
+      request.routeOptions.url ?? '',
+      request.params ?? null,
+      request.body ?? null,
+    ]),
+  );
+}
+
+/** JSON with every object's keys sorted, so that the same body always hashes the same. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, item]) => item !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([name, item]) => `${JSON.stringify(name)}:${canonicalJson(item)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * AES-256-GCM under a key derived (HKDF-SHA-256) from the idempotency key and its scope, bound
+ * to the row's id: what is on disk reveals no answer (a new API key, say) to whoever lacks the
+ * idempotency key. Stored as IV (12 bytes), tag (16 bytes), ciphertext.
+ */
+function answerKey(entry: Pick<Running, 'scope' | 'key'>): Buffer {
+  return Buffer.from(hkdfSync('sha256', entry.key, entry.scope, ANSWER_KEY_INFO, 32));
+}
+
+function seal(entry: Pick<Running, 'id' | 'scope' | 'key'>, text: string): Uint8Array {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', answerKey(entry), iv);
+  cipher.setAAD(Buffer.from(entry.id));
+  const sealed = Buffer.concat([cipher.update(text, 'utf8'), cipher.final()]);
+  return Buffer.concat([iv, cipher.getAuthTag(), sealed]);
+}
+
+function open(entry: Pick<Running, 'id' | 'scope' | 'key'>, blob: Uint8Array): string {
+  const bytes = Buffer.from(blob);
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', answerKey(entry), bytes.subarray(0, 12));
+    decipher.setAAD(Buffer.from(entry.id));
+    decipher.setAuthTag(bytes.subarray(12, 28));
+    return Buffer.concat([decipher.update(bytes.subarray(28)), decipher.final()]).toString('utf8');
+  } catch {
+    throw new HttpError(
+      422,
+      "this Idempotency-Key's stored answer cannot be read (the database was changed by hand?); use a new key",
+    );
+  }
+}
