@@ -206,10 +206,10 @@ describe('sandbox restore', () => {
     expect(refused).toMatchObject({ exitCode: EXIT.usage, code: 'not_found' });
   });
 
-  it('a 503 (a restore running) is unavailable (exit 1), and the write is not retried', async () => {
+  it('a 503 (a restore running) from a service not known to honour keys: tried once, its outcome unknown (exit 7)', async () => {
     const before = requests.length;
     const refused = await failure(restore({ adminToken: 'tok', name: 'busy' }, context().context));
-    expect(refused).toMatchObject({ exitCode: EXIT.failure, code: 'unavailable' });
+    expect(refused).toMatchObject({ exitCode: EXIT.outcomeUnknown, code: 'outcome_unknown' });
     expect(refused.message).toContain('a restore is running');
     expect(requests.length).toBe(before + 1);
   });

@@ -1,0 +1,194 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.ts';
+import { type CutProxy, cutProxy } from '../helpers/cut-proxy.ts';
+import { registerOver, type ServeProcess, startServe } from '../helpers/serve.ts';
+
+/**
+ * The command line's keyed writes against a real serve, through a TCP proxy that loses an
+ * answer once the deposit was done: retried with the same key where the service has shown it
+ * honours keys, never where it has not (exit 7 with the key, finished by running it again).
+ */
+
+const UUID_V4 = /[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/;
+let sandbox: ServeProcess;
+let apiKey: string;
+const dirs: string[] = [];
+const proxies: CutProxy[] = [];
+
+beforeAll(async () => {
+  sandbox = await startServe(['--admin-token', 'write-retries', '--log-level', 'warn']);
+  apiKey = (await registerOver(sandbox.url, 'Retrying Agent')).apiKey;
+});
+afterAll(async () => {
+  for (const proxy of proxies) await proxy.close();
+  sandbox.child.kill('SIGTERM');
+  await sandbox.exited;
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A command line with a configuration of its own (what it has learned of services). */
+function commandLine() {
+  const dir = mkdtempSync(join(tmpdir(), 'agentctl-retries-'));
+  dirs.push(dir);
+  return {
+    dir,
+    run: (baseUrl: string, args: string[]) =>
+      runCli(args, {
+        AGENTCTL_CONFIG_DIR: dir,
+        AGENTCTL_BASE_URL: baseUrl,
+        AGENTCTL_API_KEY: apiKey,
+      }),
+  };
+}
+
+async function proxy(options: { stripReplayed?: boolean } = {}) {
+  const started = await cutProxy(sandbox.url, options);
+  proxies.push(started);
+  return started;
+}
+
+/** The agent wallet's USDC, read straight from serve: what the deposits really took. */
+async function usdcBalance(): Promise<number> {
+  const answer = await fetch(`${sandbox.url}/api/v1/agent/wallet`, {
+    headers: { 'x-api-key': apiKey },
+  });
+  return ((await answer.json()) as { usdc_balance: number }).usdc_balance;
+}
+
+const deposits = (seen: CutProxy) =>
+  seen.requests.filter(({ line }) => line.startsWith('POST /api/v1/agent/vault/deposit '));
+
+describe('a deposit whose answer is lost', () => {
+  it('is sent again with the same key where the service honours keys, and done once', async () => {
+    const through = await proxy();
+    const cli = commandLine();
+    // The first keyed answer shows the service honours keys: remembered by origin.
+    expect((await cli.run(through.url, ['deposit', 'moderate', '1', '--yes'])).code).toBe(0);
+    const config = JSON.parse(readFileSync(join(cli.dir, 'config.json'), 'utf8'));
+    expect(config.idempotency_key_services).toEqual([through.url]);
+
+    const before = await usdcBalance();
+    through.cut(1);
+    const retried = await cli.run(through.url, ['deposit', 'moderate', '7', '--yes']);
+    expect(retried.stderr).toMatch(
+      /^agentctl: retrying POST \/api\/v1\/agent\/vault\/deposit with the same Idempotency-Key in \d+ ms \(the connection was closed after it was sent\): try 2 of 4$/m,
+    );
+    expect(retried.code).toBe(0);
+    expect(retried.stdout).toMatch(/^deposited 7 USDC \(7000000 raw\) into moderate$/m);
+    // Two tries with one key: the first was done and its answer lost, the second replayed.
+    const [, first, second] = deposits(through);
+    expect(first?.key).toMatch(UUID_V4);
+    expect(second?.key).toBe(first?.key);
+    expect(through.answers.slice(1)).toEqual([
+      { status: 200, replayed: 'false', cut: true },
+      { status: 200, replayed: 'true', cut: false },
+    ]);
+    expect(await usdcBalance()).toBe(before - 7);
+  });
+
+  it('is tried once where the service has not shown it honours keys: exit 7, the key, and how to finish', async () => {
+    // The service's answers without Idempotent-Replayed: as one that ignores the key.
+    const through = await proxy({ stripReplayed: true });
+    const cli = commandLine();
+    expect((await cli.run(through.url, ['deposit', 'moderate', '1', '--yes'])).code).toBe(0);
+    const before = await usdcBalance();
+    through.cut(1);
+    const key = 'ci-run-81/step deposit:1';
+    const lost = await cli.run(through.url, [
+      '--idempotency-key',
+      key,
+      'deposit',
+      'moderate',
+      '3',
+      '--yes',
+    ]);
+    expect(lost.code).toBe(7);
+    // Exactly one try reached the service, carrying the key as given.
+    expect(deposits(through).slice(1)).toEqual([
+      { line: 'POST /api/v1/agent/vault/deposit HTTP/1.1', key },
+    ]);
+    expect(lost.stderr).not.toMatch(/retrying/);
+    expect(lost.stderr).toContain(
+      'agentctl: POST /api/v1/agent/vault/deposit: the outcome is unknown (the connection was closed after it was sent; 1 try: this service has not shown that it honours Idempotency-Key, so it was not sent again); it may or may not have taken effect\n' +
+        `idempotency key: ${key}\n` +
+        `finish it: look it up with \`agentctl data transactions\`; or run the same command again with --idempotency-key ${key}`,
+    );
+    expect(lost.stderr).not.toContain(apiKey);
+    expect(await usdcBalance()).toBe(before - 3);
+
+    // Finished as it says, straight to serve: the stored answer, nothing done again.
+    const finished = await cli.run(sandbox.url, [
+      'deposit',
+      'moderate',
+      '3',
+      '--yes',
+      '--idempotency-key',
+      key,
+    ]);
+    expect(finished.code).toBe(0);
+    expect(finished.stdout).toMatch(/^deposited 3 USDC \(3000000 raw\) into moderate$/m);
+    expect(await usdcBalance()).toBe(before - 3);
+  });
+});
+
+describe('a service that ignores the key', () => {
+  it('gets one try of a write it fails (5xx): exit 7, and --json carries the key', async () => {
+    let received = 0;
+    const keys: unknown[] = [];
+    const server = createServer((request, response) => {
+      received += 1;
+      keys.push(request.headers['idempotency-key']);
+      request.resume();
+      response.writeHead(502, { 'content-type': 'application/json' });
+      response.end('{"error":"upstream failed"}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const failed = await commandLine().run(url, ['--json', 'faucet']);
+      expect(failed.code).toBe(7);
+      expect(received).toBe(1);
+      expect(keys[0]).toMatch(UUID_V4);
+      expect(failed.stdout).toBe('');
+      expect(JSON.parse(failed.stderr)).toEqual({
+        error: expect.stringMatching(
+          /^POST \/api\/v1\/agent\/faucet: the outcome is unknown \(HTTP 502; the service said: upstream failed; 1 try: .*; finish it: /,
+        ),
+        status: 502,
+        code: 'outcome_unknown',
+        idempotency_key: keys[0],
+      });
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('--idempotency-key', () => {
+  it('is refused before anything is sent unless 1 to 255 printable ASCII characters (exit 2)', async () => {
+    const through = await proxy();
+    const cli = commandLine();
+    for (const [key, why] of [
+      ['', 'must not be empty'],
+      ['k'.repeat(256), 'must be at most 255 characters (it has 256)'],
+      ['café', 'must be printable ASCII characters only'],
+    ] as const) {
+      const refused = await cli.run(through.url, [
+        'deposit',
+        'moderate',
+        '1',
+        '--yes',
+        '--idempotency-key',
+        key,
+      ]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(`agentctl: --idempotency-key ${key}: ${why}`);
+    }
+    expect(through.requests).toEqual([]);
+  });
+});
