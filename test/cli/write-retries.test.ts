@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,13 +15,14 @@ import { registerOver, type ServeProcess, startServe } from '../helpers/serve.ts
  */
 
 const UUID_V4 = /[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/;
+const ADMIN_TOKEN = 'write-retries';
 let sandbox: ServeProcess;
 let apiKey: string;
 const dirs: string[] = [];
 const proxies: CutProxy[] = [];
 
 beforeAll(async () => {
-  sandbox = await startServe(['--admin-token', 'write-retries', '--log-level', 'warn']);
+  sandbox = await startServe(['--admin-token', ADMIN_TOKEN, '--log-level', 'warn']);
   apiKey = (await registerOver(sandbox.url, 'Retrying Agent')).apiKey;
 });
 afterAll(async () => {
@@ -42,6 +43,7 @@ function commandLine() {
         AGENTCTL_CONFIG_DIR: dir,
         AGENTCTL_BASE_URL: baseUrl,
         AGENTCTL_API_KEY: apiKey,
+        AGENTCTL_ADMIN_TOKEN: ADMIN_TOKEN,
       }),
   };
 }
@@ -133,6 +135,55 @@ describe('a deposit whose answer is lost', () => {
     expect(finished.code).toBe(0);
     expect(finished.stdout).toMatch(/^deposited 3 USDC \(3000000 raw\) into moderate$/m);
     expect(await usdcBalance()).toBe(before - 3);
+  });
+});
+
+describe('sandbox seed', () => {
+  it('keys its writes KEY:1, KEY:2, … in order: run again with the key, each is answered as it was', async () => {
+    const through = await proxy();
+    const cli = commandLine();
+    const file = join(cli.dir, 'seed.json');
+    const wallet = '0x00000000000000000000000000000000000000a1';
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        steps: [
+          { name: 'funds', fund: { address: wallet, usdc: 5 } },
+          { name: 'later', advance: { seconds: 60 } },
+        ],
+      }),
+    );
+    const first = await cli.run(through.url, [
+      'sandbox',
+      'seed',
+      file,
+      '--idempotency-key',
+      'seed-7',
+    ]);
+    expect(first.code).toBe(0);
+    const again = await cli.run(through.url, [
+      'sandbox',
+      'seed',
+      file,
+      '--idempotency-key',
+      'seed-7',
+    ]);
+    expect(again.code).toBe(0);
+    expect(through.requests.map(({ line, key }) => `${line.split(' ')[1]} ${key}`)).toEqual([
+      '/sandbox/fund seed-7:1',
+      '/sandbox/clock/advance seed-7:2',
+      '/sandbox/fund seed-7:1',
+      '/sandbox/clock/advance seed-7:2',
+    ]);
+    expect(through.answers.map(({ replayed }) => replayed)).toEqual([
+      'false',
+      'false',
+      'true',
+      'true',
+    ]);
+    // The same map: the same balance and the same clock, nothing done twice.
+    expect(again.stdout).toBe(first.stdout);
   });
 });
 
