@@ -27,6 +27,9 @@ describe('a sandbox in the background', () => {
     expect(started.stdout).toContain(`agentctl serve stop --state ${state}`);
     // The command returned, and the sandbox still answers.
     expect((await fetch(`${url}/health`)).status).toBe(200);
+    // Started by the command line, it is known to honour Idempotency-Key from its first write.
+    const config = JSON.parse(readFileSync(join(dir, 'config', 'config.json'), 'utf8'));
+    expect(config.idempotency_key_services).toEqual([url]);
 
     const status = await runCli(['--json', 'serve', 'status', '--state', state], env);
     expect(status.code).toBe(0);

@@ -49,7 +49,16 @@ export async function run(options: ServeOptions, context: Context): Promise<void
   if (options.detach) {
     // The issue's CI recipe: `serve --from FILE --detach` gives a new sandbox every time.
     const temporary = options.fromFile !== undefined && options.state === undefined;
-    return detach(options.argv, options.state, temporary, out.print);
+    const url = await detach(options.argv, options.state, temporary, out.print);
+    // A sandbox honours Idempotency-Key: its first write may be retried too (see
+    // docs/command-line-writes.md). Only a cache: a configuration that cannot be written is
+    // no reason to fail a start that worked.
+    const { originOf } = await import('../../../api/idempotency.ts');
+    await context
+      .config()
+      .then((config) => config.rememberIdempotencyKeys(originOf(url)))
+      .catch(() => undefined);
+    return;
   }
   const { serveUntilSignalled } = await import('../../../sandbox/server.ts');
   const { StartupError } = await import('../../../sandbox/errors.ts');
@@ -81,7 +90,7 @@ export async function run(options: ServeOptions, context: Context): Promise<void
 
 /**
  * Starts `serve` again as a detached process with its output in STATE/serve.log, waits for
- * its ready line, prints what it printed, and returns: the sandbox keeps running. A
+ * its ready line, prints what it printed, and returns its URL: the sandbox keeps running. A
  * `temporary` one (--from without --state) runs on the default state dir, where `serve stop`
  * finds it, and is removed from there when it stops.
  */
@@ -90,7 +99,7 @@ async function detach(
   state: string | undefined,
   temporary: boolean,
   print: (line: string) => void,
-): Promise<void> {
+): Promise<string> {
   const dir = stateDirOf(state);
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -171,7 +180,7 @@ async function detach(
             : `stop it with: agentctl serve stop --state ${dir}`
         }`,
       );
-      return;
+      return ready[1] as string;
     }
     if (exited !== undefined || Date.now() > deadline) {
       const lastLines = output.trim().split('\n').slice(-5).join('\n');
