@@ -207,7 +207,8 @@ export function createApiClient(options: ApiClientOptions) {
         deadline = Date.now() + writeTimeoutMs;
         return;
       }
-      if (!decision.retry && decision.unknown && key) {
+      // At the end (or given up on by close()): unknown if it may have run.
+      if (decision.unknown && key) {
         throw new OutcomeUnknownError({
           write,
           idempotencyKey: key.key,
@@ -234,7 +235,7 @@ export function createApiClient(options: ApiClientOptions) {
           method,
           headers,
           // One deadline covers connecting, the headers and the whole body: each try of a
-          // GET gets timeoutMs (within the budget), the one try of a write all of its time.
+          // GET gets timeoutMs (within the budget), each try of a write the write timeout.
           timeoutMs: Math.max(
             1,
             retries ? Math.min(timeoutMs, deadline - Date.now()) : deadline - Date.now(),
@@ -259,10 +260,15 @@ export function createApiClient(options: ApiClientOptions) {
         if (key) {
           const tried = writeTry(error);
           if (!tried) throw new UnreachableError(base, reason.text);
+          // The system's ETIMEDOUT is said as a connect timeout, but may come later.
+          const lost =
+            (error as NodeJS.ErrnoException).code === 'ETIMEDOUT'
+              ? 'the connection timed out'
+              : reason.text;
           await afterWrite(
             attempt,
             tried,
-            tried.kind === 'lost' ? `${reason.text} after it was sent` : reason.text,
+            tried.kind === 'lost' ? `${lost} after it was sent` : reason.text,
             new UnreachableError(base, reason.text),
           );
           continue;

@@ -62,10 +62,13 @@ export type WriteTry =
     };
 
 /**
- * What follows a try that did not succeed: another try after `waitMs`, or the end. At the end,
- * `unknown` says whether the write may have taken effect (the caller cannot tell).
+ * What follows a try that did not succeed: another try after `waitMs`, or the end. `unknown`
+ * says whether the write may have taken effect (the caller cannot tell), should it end there.
  */
-export type WriteDecision = { retry: true; waitMs: number } | { retry: false; unknown: boolean };
+export type WriteDecision = { unknown: boolean } & (
+  | { retry: true; waitMs: number }
+  | { retry: false }
+);
 
 /**
  * After try number `attempt` (0 for the first) of a write: against a service known to honour
@@ -99,6 +102,7 @@ export function decideAfterWrite(
   return {
     retry: true,
     waitMs: Math.max(retryAfterMs, backoff(attempt, random), MIN_RETRY_WAIT_MS),
+    unknown,
   };
 }
 
