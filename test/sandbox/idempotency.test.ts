@@ -222,6 +222,53 @@ describe('a keyed deposit', () => {
   });
 });
 
+describe('the answers a key keeps', () => {
+  it("keeps a handler's 409 (a second vote): final, replayed as it was", async () => {
+    const agent = await chainAgent(sandbox, 'established');
+    const proposal = await keyed(
+      randomUUID(),
+      '/sandbox/proposals',
+      { title: 'Keyed vote', description: 'one vote each' },
+      { admin: true },
+    );
+    const vote = { proposal_id: proposal.json().proposal_id, support: 1, reason: 'once' };
+    const url = '/api/v1/agent/governance/vote';
+    expect((await keyed(randomUUID(), url, vote, { apiKey: agent.apiKey })).statusCode).toBe(200);
+    const key = randomUUID();
+    const second = await keyed(key, url, vote, { apiKey: agent.apiKey });
+    expect(second.statusCode).toBe(409);
+    expect(second.headers['idempotent-replayed']).toBe('false');
+    const again = await keyed(key, url, vote, { apiKey: agent.apiKey });
+    expect(again.statusCode).toBe(409);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body).toBe(second.body);
+  });
+
+  it("does not keep the faucet's cooldown: the same key drips once the cooldown is over", async () => {
+    const agent = await chainAgent(sandbox);
+    const url = '/api/v1/agent/faucet';
+    expect((await keyed(randomUUID(), url, undefined, { apiKey: agent.apiKey })).statusCode).toBe(
+      200,
+    );
+    const key = randomUUID();
+    const cooling = await keyed(key, url, undefined, { apiKey: agent.apiKey });
+    expect(cooling.statusCode).toBe(429);
+    expect(cooling.headers['idempotent-replayed']).toBe('false');
+    const advanced = await keyed(
+      randomUUID(),
+      '/sandbox/clock/advance',
+      { seconds: 86_400 },
+      {
+        admin: true,
+      },
+    );
+    expect(advanced.statusCode).toBe(200);
+    const dripped = await keyed(key, url, undefined, { apiKey: agent.apiKey });
+    expect(dripped.statusCode).toBe(200);
+    expect(dripped.headers['idempotent-replayed']).toBe('false');
+  });
+});
+
 describe('a keyed registration', () => {
   it("is the wallet's: replayed with the same API key, never registered twice", async () => {
     const account = newAccount();

@@ -46,6 +46,51 @@ describe('GET /openapi.json', () => {
     }
   });
 
+  it('lists Idempotency-Key and Idempotent-Replayed on every write, and on no read', async () => {
+    const document = (await sandbox.app.inject({ url: '/openapi.json' })).json();
+    const writes: string[] = [];
+    for (const [path, operations] of Object.entries(document.paths) as Array<[string, Document]>) {
+      for (const [method, operation] of Object.entries(operations) as Array<[string, Document]>) {
+        const header = (operation.parameters ?? []).find(
+          (parameter: Document) =>
+            parameter.in === 'header' && parameter.name === 'idempotency-key',
+        );
+        const read =
+          method === 'get' || ['/api/v1/positions', '/api/v1/nfts', '/graphql'].includes(path);
+        if (read) {
+          expect(header, `${method} ${path}`).toBeUndefined();
+          continue;
+        }
+        writes.push(`${method} ${path}`);
+        expect(header, `${method} ${path}`).toMatchObject({
+          required: false,
+          schema: { maxLength: 255, minLength: 1 },
+        });
+        expect(operation.responses['200'].headers['Idempotent-Replayed']).toBeDefined();
+        expect(operation.responses['422']).toBeDefined();
+        expect(operation.responses['409'].headers['Retry-After']).toBeDefined();
+      }
+    }
+    expect(writes).toEqual(
+      expect.arrayContaining([
+        'post /api/v1/agent/auth/register',
+        'post /api/v1/agent/vault/deposit',
+        'post /api/v1/agent/strategy/submit',
+        'post /api/v1/agent/governance/vote',
+        'post /api/v1/agent/faucet',
+        'post /sandbox/fund',
+        'post /sandbox/clock/advance',
+        'post /sandbox/proposals',
+        'post /sandbox/strategies/status',
+        'post /sandbox/vaults/fulfillment-delay',
+        'post /sandbox/nodes',
+        'post /sandbox/snapshots',
+        'post /sandbox/snapshots/{name}/restore',
+        'delete /sandbox/snapshots/{name}',
+      ]),
+    );
+  });
+
   it('describes the real answers: each validates against its operation’s schema', async () => {
     const document = (await sandbox.app.inject({ url: '/openapi.json' })).json();
     const ajv = new Ajv2020({ strict: false, allErrors: true });

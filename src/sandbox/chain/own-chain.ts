@@ -95,8 +95,17 @@ export async function startOwnChain<Observed>(
               functionName: 'accrue',
               gas: ACCRUE_GAS,
             })),
-            record,
-            { advance: seconds },
+            (_receipts, blockTime: number) => record(blockTime),
+            {
+              advance: seconds,
+              // The block's time, which the answer reports (it may be past sandbox time
+              // plus the advance, after a block mined ahead over the RPC URL).
+              settle: async ([receipt]) =>
+                Number(
+                  (await publicClient.getBlock({ blockNumber: receipt?.blockNumber as bigint }))
+                    .timestamp,
+                ),
+            },
           ),
         );
         return recorded;

@@ -138,8 +138,9 @@ export async function connectRemote<Observed>(
       wallet,
       forgetNonces: () => wallet.forgetNonces(),
       async advanceTime(seconds, record) {
-        await syncTime(options.clock.nowSeconds() + seconds);
-        const [outcome] = options.store.commitBlocks([], [record]);
+        const target = options.clock.nowSeconds() + seconds;
+        await syncTime(target);
+        const [outcome] = options.store.commitBlocks([], [() => record(target)]);
         if (!outcome?.ok) throw outcome?.error;
         await options.store.sync();
         await options.hooks.afterWrite(undefined);

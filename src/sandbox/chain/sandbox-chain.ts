@@ -66,9 +66,9 @@ export interface SandboxChain {
   /**
    * Moves chain time on by `seconds` (a block is mined that much past the later of sandbox
    * time and the chain's last block) and runs `record` in the commit that makes the block
-   * durable.
+   * durable, with the time the block carries (sandbox time is at least that once it is in).
    */
-  advanceTime<T>(seconds: number, record: () => T): Promise<T>;
+  advanceTime<T>(seconds: number, record: (blockTime: number) => T): Promise<T>;
   /** False while the RPC endpoint does not answer, or the chain is being rebuilt. */
   isConnected(): Promise<boolean>;
   /** Sandbox time, which chain time follows: the timestamp the next block will carry. */

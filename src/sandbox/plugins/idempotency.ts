@@ -21,7 +21,7 @@ import { callerOf } from './auth.ts';
  * callback), so after kill -9 the key and the effect are both on disk or neither is. A write
  * with nothing to commit (refused by the chain, say) stores its answer in a commit of its own.
  * Nothing is stored for a request refused before it ran (validation, 401, rate limits), nor for
- * an answer that says to try later (409, 429, 5xx but a transaction mined and reverted).
+ * an answer that says to try later (429, 5xx but a transaction mined and reverted).
  */
 
 /** Requests running with a key at once, at most: a bound on `running` (they are few). */
@@ -31,8 +31,11 @@ const PURGE_EVERY_MS = 60_000;
 /** Keys are stored as a hash; answers under a key derived from the idempotency key. */
 const ANSWER_KEY_INFO = 'agentctl idempotency answer v1';
 
-/** Statuses a write that ran may answer that are not stored: they say to try again. */
-const UNSTORED = new Set([401, 403, 408, 409, 425, 429]);
+/**
+ * Statuses a write that ran may answer that are not stored: they refuse the caller, or say to
+ * try again later. (A 409 the handler answers, a second vote say, is stored: it is final.)
+ */
+const UNSTORED = new Set([401, 403, 408, 425, 429]);
 
 export interface IdempotencyDeps {
   store: Store;

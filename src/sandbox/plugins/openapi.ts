@@ -59,16 +59,19 @@ const REPLAYED_HEADER = {
   schema: { type: 'string', enum: ['true', 'false'] },
 };
 
+const RETRY_AFTER = {
+  description: 'Sent when a request with the same Idempotency-Key is still running: retry then',
+  schema: { type: 'string' },
+};
+
 function idempotencyResponses(): Record<number, unknown> {
-  const error = (description: string, headers?: object) => ({
+  const error = (description: string) => ({
     description,
-    ...(headers && { headers }),
     content: { 'application/json': { schema: ErrorBody } },
   });
   return {
     409: error(
       'Conflict: already registered, already voted; or a request with the same Idempotency-Key is still running (Retry-After: 1)',
-      { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'string' } } },
     ),
     422: error('This Idempotency-Key was used for another request (another body or route)'),
   };
@@ -139,6 +142,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           if (!['409', '422', '500'].includes(status)) {
             answer.headers = { ...answer.headers, 'Idempotent-Replayed': REPLAYED_HEADER };
           }
+          if (status === '409') answer.headers = { ...answer.headers, 'Retry-After': RETRY_AFTER };
         }
       }
       // A file, not JSON: no zod schema describes it.

@@ -97,9 +97,12 @@ export function registerSandboxAdminRoutes(
       // (a block, so that views such as yield see it). It is computed in that commit, so
       // concurrent advances add up.
       const { seconds } = request.body;
-      return chain.advanceTime(seconds, () => {
+      return chain.advanceTime(seconds, (blockTime) => {
         if (clock.offsetSeconds() + seconds > MAX_CLOCK_OFFSET_SECONDS) throw tooFar();
         clock.setOffset(clock.offsetSeconds() + seconds);
+        // The block may carry a later time (one mined ahead over the RPC URL): the clock
+        // catches up to it in this commit, before the answer is taken.
+        clock.raiseTo(blockTime);
         const state = clockState();
         keys.answerOf(request).commit(state);
         return state;
