@@ -229,6 +229,8 @@ export function createApiClient(options: ApiClientOptions) {
       let status: number;
       let text: string;
       let retryAfterMs: number | undefined;
+      /** The answer is a keyed write's stored outcome (it says Idempotent-Replayed). */
+      let keptAnswer = false;
       try {
         const started = performance.now();
         const answer = await transport.exchange(url, {
@@ -246,7 +248,8 @@ export function createApiClient(options: ApiClientOptions) {
         });
         status = answer.status;
         text = answer.text;
-        if (key && answer.headers['idempotent-replayed'] !== undefined) await sawHonouring();
+        keptAnswer = Boolean(key) && answer.headers['idempotent-replayed'] !== undefined;
+        if (keptAnswer) await sawHonouring();
         options.onExchange?.(method, url, status, Math.round(performance.now() - started));
         retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
         const stamped = Number(answer.headers['x-sandbox-time']);
@@ -295,7 +298,10 @@ export function createApiClient(options: ApiClientOptions) {
       const body = errorBody(status, text);
       const error = new ApiError(status, body, Boolean(apiKey));
       if (key) {
-        const final = error.isCooldown || (status === 503 && /api key/i.test(error.message));
+        // A kept answer is the write's outcome (a 502 for a reverted transaction, say):
+        // asking again gets the same.
+        const final =
+          keptAnswer || error.isCooldown || (status === 503 && /api key/i.test(error.message));
         await afterWrite(
           attempt,
           { kind: 'status', status, retryAfterMs, final },

@@ -57,7 +57,10 @@ export type WriteTry =
       kind: 'status';
       status: number;
       retryAfterMs: number | undefined;
-      /** An answer that will not change by waiting (the faucet's cooldown, no API keys). */
+      /**
+       * An answer that will not change by waiting: the write's kept outcome (it carried
+       * Idempotent-Replayed), the faucet's cooldown, no API keys.
+       */
       final: boolean;
     };
 

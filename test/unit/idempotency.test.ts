@@ -257,6 +257,25 @@ describe('the client on keyed writes', () => {
     );
   });
 
+  it("takes a kept 5xx (it says Idempotent-Replayed) as the write's outcome: not tried again, not unknown", async () => {
+    const { url, seen } = await service(() => ({
+      status: 502,
+      body: { error: 'the transaction reverted' },
+      headers: REPLAYED,
+    }));
+    const { client } = clientOf(url, {
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    try {
+      const error = await client.vote(vote).catch((e) => e);
+      expect(error).toBeInstanceOf(ApiError);
+      expect(describeFailure(error).exitCode).toBe(EXIT.failure);
+    } finally {
+      await client.close();
+    }
+    expect(seen).toHaveLength(1);
+  });
+
   it('does not call a refusal unknown: a 4xx ends the write as it is', async () => {
     const { url, seen } = await service(() => ({ status: 422, body: { error: 'key reused' } }));
     const { client } = clientOf(url, {
