@@ -8,7 +8,7 @@
  *
  * Some sections also run alone, in a sandbox of their own (after `npm run build:dist`):
  * `node bench/reads.ts`, `node bench/events.ts`, `node bench/cli-startup.ts`,
- * `node bench/install-size.ts`, each with `--quick`.
+ * `node bench/install-size.ts`, `node bench/idempotency.ts`, each with `--quick`.
  */
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -40,6 +40,7 @@ import {
   healthUnderErrorFlood,
   rssUnderDocumentFlood,
 } from './graphql-hardening.ts';
+import { measureIdempotency, printIdempotency } from './idempotency.ts';
 import { measureInstallSize, printInstallSize } from './install-size.ts';
 import {
   BARE_SERVER,
@@ -357,6 +358,12 @@ try {
     emptyBlock: await emptyBlockMs(durable),
   });
   const indexWaitSmall = await indexWait(durable);
+  // Keyed next to unkeyed, by an agent of its own (the one before the sequential deposits').
+  const idempotency = await measureIdempotency(
+    durable.url,
+    durable.keys[small - 2] as string,
+    SEQUENTIAL_DEPOSITS,
+  );
   const snapshots: SnapshotFigures[] = [await measureSnapshots(durable)];
   const temporaryDeposits = await concurrentDeposits(temporary);
   const durableDeposits = await concurrentDeposits(durable);
@@ -466,6 +473,9 @@ try {
     ''.padStart(10),
     '≥ 150'.padStart(10),
   );
+  console.log();
+
+  printIdempotency(idempotency, row);
   console.log();
 
   printReads(reads, row);

@@ -1,6 +1,8 @@
 /**
  * Crash points for the durability tests, which cannot reach them any other way:
- * AGENTCTL_SANDBOX_FAULT names one, and the process kills itself (kill -9) there.
+ * AGENTCTL_SANDBOX_FAULT names one, and the process kills itself (kill -9) there, the first
+ * time it gets there, or the Nth time with `NAME:N` (`crash-after-commit:2`: the second
+ * commit of writes, say, once the first was an agent's onboarding).
  *   crash-after-commit        a block and the rows of the writes in it are committed, and
  *                             nothing has been answered yet
  *   crash-before-onboarding   an agent is registered (and answered), its wallet not yet funded
@@ -11,5 +13,13 @@
  *                             and put nothing in place yet
  */
 export function crashAt(point: string): void {
-  if (process.env.AGENTCTL_SANDBOX_FAULT === point) process.kill(process.pid, 'SIGKILL');
+  const fault = process.env.AGENTCTL_SANDBOX_FAULT;
+  if (fault === undefined) return;
+  const [name, nth = '1'] = fault.split(':');
+  if (name !== point) return;
+  hits++;
+  if (hits === Number(nth)) process.kill(process.pid, 'SIGKILL');
 }
+
+/** Times the process got to the crash point AGENTCTL_SANDBOX_FAULT names (one point a run). */
+let hits = 0;

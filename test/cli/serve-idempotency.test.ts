@@ -1,0 +1,274 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Address, decodeFunctionData, type Hex } from 'viem';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
+import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
+import {
+  registerOver,
+  requestOver,
+  rpcCall,
+  type ServeProcess,
+  startServe,
+  until,
+} from '../helpers/serve.ts';
+
+/**
+ * Idempotency-Key through kill -9 (issue 24 §3), on real serves and a real anvil: a keyed
+ * deposit whose process dies after its commit, or in the middle of a burst, or whose anvil
+ * dies, is one deposit on the chain once every key has been retried, never two and never
+ * none. The chain is read over JSON-RPC, not through the sandbox's own answers.
+ */
+const TOKEN = 'idempotency-test-admin';
+let dir: string;
+let state: string;
+const running: ServeProcess[] = [];
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-idempotency-'));
+  state = join(dir, 'state');
+});
+afterEach(async () => {
+  for (const serve of running.splice(0)) {
+    serve.child.kill('SIGTERM');
+    await serve.exited;
+  }
+  // The anvil of a serve a test killed with kill -9 outlives it, as it would for a user.
+  for (const pid of anvilsStartedFor(state)) process.kill(pid, 'SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function serve(env: NodeJS.ProcessEnv = {}) {
+  const started = await startServe(
+    ['--state', state, '--admin-token', TOKEN, '--log-level', 'warn', '--rate-limit', 'off'],
+    env,
+  );
+  running.push(started);
+  return started;
+}
+
+/** Waits for a serve killed with kill -9 (by itself or by the test) to be gone. */
+async function killed(serve: ServeProcess) {
+  expect(await serve.exited).toBe('SIGKILL');
+  running.splice(running.indexOf(serve), 1);
+}
+
+const call = (url: string, method: string, path: string, body?: object, key?: string) =>
+  requestOver(url, TOKEN, method, path, body, key);
+
+interface Answer {
+  status: number;
+  /** The body as sent, byte for byte. */
+  text: string;
+  replayed: string | null;
+}
+
+/** A deposit with an Idempotency-Key; the answer as it came, unparsed. */
+async function keyedDeposit(url: string, apiKey: string, key: string, amount: number) {
+  const response = await fetch(`${url}/api/v1/agent/vault/deposit`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'idempotency-key': key },
+    body: JSON.stringify({ vault_id: 'moderate', amount_usdc: amount }),
+  });
+  const answer: Answer = {
+    status: response.status,
+    text: await response.text(),
+    replayed: response.headers.get('idempotent-replayed'),
+  };
+  return answer;
+}
+
+/** An agent registered and funded (its wallet answers once the onboarding is committed). */
+async function fundedAgent(url: string) {
+  const { apiKey } = await registerOver(url);
+  const wallet = await call(url, 'GET', '/api/v1/agent/wallet', undefined, apiKey);
+  expect(wallet.status).toBe(200);
+  return { apiKey, address: wallet.body.agent_address as Address };
+}
+
+async function rpcUrlOf(url: string): Promise<string> {
+  return (await call(url, 'GET', '/sandbox/info')).body.rpc_url;
+}
+
+/** Transactions the wallet has sent, mined: 2 a deposit (approve, deposit), as its nonce says. */
+async function sentBy(rpcUrl: string, address: Address): Promise<number> {
+  return Number(await rpcCall(rpcUrl, 'eth_getTransactionCount', [address, 'latest']));
+}
+
+/** The amount (raw USDC) of a deposit mined from `from`, read from the chain. */
+async function depositedBy(rpcUrl: string, hash: Hex, from: Address): Promise<bigint> {
+  const receipt = (await rpcCall(rpcUrl, 'eth_getTransactionReceipt', [hash])) as {
+    status: Hex;
+    from: Address;
+  } | null;
+  expect(receipt?.status).toBe('0x1');
+  expect(receipt?.from.toLowerCase()).toBe(from.toLowerCase());
+  const transaction = (await rpcCall(rpcUrl, 'eth_getTransactionByHash', [hash])) as {
+    input: Hex;
+  };
+  const decoded = decodeFunctionData({ abi: SandboxVault.abi, data: transaction.input });
+  expect(decoded.functionName).toBe('deposit');
+  return (decoded.args as readonly [bigint, Address])[0];
+}
+
+interface KeyedWrite {
+  apiKey: string;
+  address: Address;
+  key: string;
+  amount: number;
+}
+
+/**
+ * `agents` agents, `perAgent` keyed deposits each, every one with its own key and amount.
+ * The agents are funded one after another: one commit of writes each (the crash point counts
+ * them).
+ */
+async function burstOf(url: string, agents: number, perAgent: number): Promise<KeyedWrite[]> {
+  const funded = [];
+  for (let a = 0; a < agents; a++) funded.push(await fundedAgent(url));
+  return funded.flatMap((agent, a) =>
+    Array.from({ length: perAgent }, (_, i) => ({
+      ...agent,
+      key: randomUUID(),
+      amount: a * perAgent + i + 1,
+    })),
+  );
+}
+
+/**
+ * Sends every write at once, and calls `kill` once `answers` have been answered, if given;
+ * resolves with the answers that came, by key, when every request has been answered or has
+ * failed.
+ */
+async function sendBurst(
+  url: string,
+  writes: KeyedWrite[],
+  killAfter?: { answers: number; kill: () => void },
+): Promise<Map<string, Answer>> {
+  const answered = new Map<string, Answer>();
+  await Promise.all(
+    writes.map(async (write) => {
+      const answer = await keyedDeposit(url, write.apiKey, write.key, write.amount).catch(
+        () => undefined,
+      );
+      if (!answer) return;
+      answered.set(write.key, answer);
+      if (answered.size === killAfter?.answers) killAfter.kill();
+    }),
+  );
+  return answered;
+}
+
+/**
+ * Every key's deposit is on the chain once: each answer (a 200) names a deposit of the key's
+ * own amount, mined from the agent's wallet, no two answers the same deposit, and each
+ * wallet has sent 2 transactions per key (approve and deposit), no more.
+ */
+async function expectOnceEach(rpcUrl: string, writes: KeyedWrite[], final: Map<string, Answer>) {
+  const hashes = new Set<string>();
+  for (const write of writes) {
+    const answer = final.get(write.key) as Answer;
+    expect(answer.status).toBe(200);
+    const body = JSON.parse(answer.text) as { deposit_tx: Hex };
+    hashes.add(body.deposit_tx);
+    expect(await depositedBy(rpcUrl, body.deposit_tx, write.address)).toBe(
+      BigInt(write.amount) * 10n ** 6n,
+    );
+  }
+  expect(hashes.size).toBe(writes.length);
+  for (const address of new Set(writes.map((write) => write.address))) {
+    const keys = writes.filter((write) => write.address === address).length;
+    expect(await sentBy(rpcUrl, address)).toBe(2 * keys);
+  }
+}
+
+describe('a keyed deposit through kill -9', () => {
+  it('committed just before serve died, unanswered: a retry with its key after restart gets the stored answer, and the chain holds one deposit', async () => {
+    // The first commit of writes is the agent's onboarding; the second, its deposit.
+    const first = await serve({ AGENTCTL_SANDBOX_FAULT: 'crash-after-commit:2' });
+    const agent = await fundedAgent(first.url);
+    expect(await sentBy(await rpcUrlOf(first.url), agent.address)).toBe(0);
+    const key = randomUUID();
+    const lost = await keyedDeposit(first.url, agent.apiKey, key, 7).catch(() => undefined);
+    expect(lost).toBeUndefined();
+    await killed(first);
+
+    const second = await serve();
+    const rpcUrl = await rpcUrlOf(second.url);
+    // Its commit landed: the deposit is on the chain already, before any retry.
+    expect(await sentBy(rpcUrl, agent.address)).toBe(2);
+    const retried = await keyedDeposit(second.url, agent.apiKey, key, 7);
+    expect(retried.status).toBe(200);
+    expect(retried.replayed).toBe('true');
+    const { deposit_tx } = JSON.parse(retried.text) as { deposit_tx: Hex };
+    expect(await depositedBy(rpcUrl, deposit_tx, agent.address)).toBe(7_000_000n);
+    expect(await sentBy(rpcUrl, agent.address)).toBe(2);
+  });
+
+  it('killed in the middle of a burst: every key retried after restart is one deposit on the chain, and every answer given replays byte for byte', async () => {
+    // kill -9 at a commit of the burst's, not from outside: an outside kill lands between a
+    // commit and its answers only now and then (the window is an fsync long), and the test
+    // must see writes that were committed and never answered. Each agent is onboarded alone
+    // (a commit of writes each); each agent's deposits are mined one block after another (its
+    // wallet sends one at a time), so the burst takes six blocks at least, and the fifth of
+    // them is committed with the burst under way: some answered, some in that block and
+    // unanswered, the rest (every agent's sixth, at least) not mined.
+    const agents = 5;
+    const first = await serve({ AGENTCTL_SANDBOX_FAULT: `crash-after-commit:${agents + 5}` });
+    const writes = await burstOf(first.url, agents, 6);
+    const before = await sendBurst(first.url, writes);
+    await killed(first);
+    expect(before.size).toBeLessThan(writes.length);
+    for (const answer of before.values()) {
+      expect(answer.status).toBe(200);
+      expect(answer.replayed).toBe('false');
+    }
+
+    const second = await serve();
+    const after = new Map<string, Answer>();
+    await Promise.all(
+      writes.map(async (write) => {
+        after.set(write.key, await keyedDeposit(second.url, write.apiKey, write.key, write.amount));
+      }),
+    );
+    for (const [key, answer] of before) {
+      expect(after.get(key)).toEqual({ ...answer, replayed: 'true' });
+    }
+    // The crash's block: committed, never answered, answered now from what was stored.
+    const unanswered = writes.filter((write) => !before.has(write.key));
+    expect(unanswered.some((write) => after.get(write.key)?.replayed === 'true')).toBe(true);
+    await expectOnceEach(await rpcUrlOf(second.url), writes, after);
+  });
+
+  it('with anvil killed in the middle of a burst: every key retried until answered is one deposit on the chain', async () => {
+    const sandbox = await serve();
+    const writes = await burstOf(sandbox.url, 4, 6);
+    const anvilPid = Number(readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ')[0]);
+    const before = await sendBurst(sandbox.url, writes, {
+      answers: 8,
+      kill: () => process.kill(anvilPid, 'SIGKILL'),
+    });
+    expect(before.size).toBeGreaterThanOrEqual(8);
+
+    // A write anvil's death interrupted says so (503), or is answered once the chain is back
+    // (its standby takes over); a retry runs it, or replays it if it had been committed.
+    const final = new Map<string, Answer>();
+    await Promise.all(
+      writes.map(async (write) => {
+        await until(async () => {
+          const answer = await keyedDeposit(sandbox.url, write.apiKey, write.key, write.amount);
+          if (answer.status === 409 || answer.status === 503) return false;
+          final.set(write.key, answer);
+          return true;
+        });
+      }),
+    );
+    for (const [key, answer] of before) {
+      expect([200, 503]).toContain(answer.status);
+      if (answer.status !== 200) continue;
+      expect(final.get(key)).toEqual({ ...answer, replayed: 'true' });
+    }
+    await expectOnceEach(await rpcUrlOf(sandbox.url), writes, final);
+  });
+});
