@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
-import { describe, expect, it } from 'vitest';
-import { chainAgent, useChainSandbox } from '../helpers/chain.ts';
-import { ADMIN_TOKEN, type TestSandbox } from '../helpers/sandbox.ts';
+import { type Address, createPublicClient, erc20Abi, http } from 'viem';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AnvilProcess, startAnvil } from '../../src/sandbox/chain/anvil.ts';
+import { type ChainReader, chainAgent, useChainSandbox } from '../helpers/chain.ts';
+import { ADMIN_TOKEN, createTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
 
 /**
  * An outside review of Idempotency-Key (issue 24): each test is a way found to break the
@@ -32,6 +39,14 @@ function keyed(
     ...(payload && { payload }),
   });
 }
+
+const usdcOf = (on: TestSandbox, client: ChainReader, address: Address) =>
+  client.readContract({
+    address: on.chain.deployment.usdc,
+    abi: erc20Abi,
+    functionName: 'balanceOf',
+    args: [address],
+  });
 
 describe('the body a key is bound to', () => {
   it('is the body as the route reads it: a route that reads none (the faucet) replays whatever body is sent', async () => {
@@ -119,5 +134,123 @@ describe('keys of writes whose effects are files (snapshots)', () => {
     expect(again.statusCode, again.body).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toBe(taken.body);
+  });
+});
+
+/**
+ * A JSON-RPC proxy in front of a plain anvil (a block per transaction), as a hosted provider
+ * that fails a request now and then: the next `failReceipts` eth_getTransactionReceipt calls
+ * are answered with a JSON-RPC error, while the transactions are mined as usual.
+ */
+async function startFlakyReceipts(target: string) {
+  let failReceipts = 0;
+  let dropReceipts = 0;
+  const server: Server = createServer(async (request, response) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const calls: Array<{ id: unknown; method: string }> = Array.isArray(body) ? body : [body];
+    if (dropReceipts > 0 && calls.some((call) => call.method === 'eth_getTransactionReceipt')) {
+      dropReceipts--;
+      request.socket.destroy();
+      return;
+    }
+    const failed = new Map<unknown, object>();
+    for (const call of calls) {
+      if (call.method === 'eth_getTransactionReceipt' && failReceipts > 0) {
+        failReceipts--;
+        failed.set(call.id, {
+          jsonrpc: '2.0',
+          id: call.id,
+          error: { code: -32603, message: 'internal error: upstream timeout' },
+        });
+      }
+    }
+    const passed = calls.filter((call) => !failed.has(call.id));
+    const answers: Array<{ id: unknown }> = [];
+    if (passed.length > 0) {
+      const forwarded = await fetch(target, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(Array.isArray(body) ? passed : passed[0]),
+      });
+      const json = await forwarded.json();
+      answers.push(...(Array.isArray(json) ? json : [json]));
+    }
+    const ordered = calls.map(
+      (call) => failed.get(call.id) ?? answers.find((answer) => answer.id === call.id),
+    );
+    response
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(JSON.stringify(Array.isArray(body) ? ordered : ordered[0]));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    failNextReceipts(count: number) {
+      failReceipts = count;
+    },
+    /** The connections of the next `count` requests that ask for a receipt are closed unanswered. */
+    dropNextReceipts(count: number) {
+      dropReceipts = count;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('on --rpc-url, a write whose receipt the node fails to give once', () => {
+  let nodeDir: string;
+  let node: AnvilProcess;
+  let proxy: Awaited<ReturnType<typeof startFlakyReceipts>>;
+  let remote: TestSandbox;
+  beforeAll(async () => {
+    nodeDir = mkdtempSync(join(tmpdir(), 'agentctl-idem-node-'));
+    node = await startAnvil({ stateDir: nodeDir, mining: 'auto' });
+    proxy = await startFlakyReceipts(node.rpcUrl);
+    remote = await createTestSandbox({ rpcUrl: proxy.url });
+  });
+  afterAll(async () => {
+    await remote?.close();
+    await proxy?.close();
+    await node?.stop();
+    rmSync(nodeDir, { recursive: true, force: true });
+  });
+
+  const deposit = (apiKey: string, key: string) =>
+    keyed(
+      remote,
+      key,
+      '/api/v1/agent/vault/deposit',
+      { vault_id: 'moderate', amount_usdc: 2 },
+      { apiKey },
+    );
+
+  it('is not answered, and kept for its key, as failed onchain when it was mined and took effect (a JSON-RPC error)', async () => {
+    const agent = await chainAgent(remote);
+    const remoteReader = createPublicClient({ transport: http(node.rpcUrl) });
+    const before = await usdcOf(remote, remoteReader, agent.agentAddress);
+    const key = randomUUID();
+    proxy.failNextReceipts(1);
+    const first = await deposit(agent.apiKey, key);
+    const again = await deposit(agent.apiKey, key);
+    // The deposit took effect on the chain, once ...
+    expect(before - (await usdcOf(remote, remoteReader, agent.agentAddress))).toBe(2_000_000n);
+    // ... so its key must not say, now and on every retry, that it failed.
+    expect(first.statusCode, first.body).toBe(200);
+    expect(again.body).toBe(first.body);
+  });
+
+  it('runs once when the connection drops as its receipt is read, and the client retries with its key', async () => {
+    const agent = await chainAgent(remote);
+    const remoteReader = createPublicClient({ transport: http(node.rpcUrl) });
+    const before = await usdcOf(remote, remoteReader, agent.agentAddress);
+    const key = randomUUID();
+    proxy.dropNextReceipts(1);
+    const first = await deposit(agent.apiKey, key);
+    // A 5xx is what a client retries with the same key (issue 24, the command line).
+    const retried = first.statusCode >= 500 ? await deposit(agent.apiKey, key) : first;
+    expect(retried.statusCode, retried.body).toBe(200);
+    expect(before - (await usdcOf(remote, remoteReader, agent.agentAddress))).toBe(2_000_000n);
   });
 });

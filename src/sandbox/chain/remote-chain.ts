@@ -220,9 +220,17 @@ async function receiptOf(
     try {
       return await publicClient.getTransactionReceipt({ hash });
     } catch (error) {
-      if (!(error instanceof TransactionReceiptNotFoundError)) throw error;
+      // Not found yet, or the node failed this one request (an error, a dropped connection):
+      // the transaction is sent and its outcome is the chain's, so it is asked for again.
+      // Failing at once would answer a write that took effect as failed onchain (kept so for
+      // its Idempotency-Key), or as not done (run again by a retry with its key).
+      if (Date.now() >= deadline) {
+        if (error instanceof TransactionReceiptNotFoundError) {
+          throw new WaitForTransactionReceiptTimeoutError({ hash });
+        }
+        throw error;
+      }
     }
-    if (Date.now() >= deadline) throw new WaitForTransactionReceiptTimeoutError({ hash });
     await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
   }
 }
