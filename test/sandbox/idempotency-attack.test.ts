@@ -64,6 +64,33 @@ describe('the body a key is bound to', () => {
   });
 });
 
+describe('openapi.json', () => {
+  it("lists Idempotent-Replayed on a keyed write's 409, which a handler's final 409 (a second vote) carries", async () => {
+    const agent = await chainAgent(sandbox, 'established');
+    const proposal = await keyed(
+      sandbox,
+      randomUUID(),
+      '/sandbox/proposals',
+      { title: 'Twice', description: 'one vote each' },
+      { admin: true },
+    );
+    const vote = { proposal_id: proposal.json().proposal_id, support: 1 };
+    const url = '/api/v1/agent/governance/vote';
+    expect(
+      (await keyed(sandbox, randomUUID(), url, vote, { apiKey: agent.apiKey })).statusCode,
+    ).toBe(200);
+    const second = await keyed(sandbox, randomUUID(), url, vote, { apiKey: agent.apiKey });
+    expect(second.statusCode).toBe(409);
+    expect(second.headers['idempotent-replayed']).toBe('false');
+    // A client tells this final 409 from a key still running by that header: the document
+    // must say the 409 may carry it.
+    const document = (await sandbox.app.inject({ url: '/openapi.json' })).json();
+    const conflict = document.paths[url].post.responses['409'];
+    expect(conflict.headers['Idempotent-Replayed']).toBeDefined();
+    expect(conflict.headers['Retry-After']).toBeDefined();
+  });
+});
+
 describe('a repeat while the first request still runs', () => {
   it('gets 409 with Retry-After until the first is answered, not an answer not yet sent (maybe not yet on disk)', async () => {
     const agent = await chainAgent(sandbox);
