@@ -7,7 +7,9 @@ import { join } from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
 import { type Address, createPublicClient, erc20Abi, http } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/sandbox/app.ts';
 import { type AnvilProcess, startAnvil } from '../../src/sandbox/chain/anvil.ts';
+import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
 import { type ChainReader, chainAgent, useChainSandbox } from '../helpers/chain.ts';
 import { ADMIN_TOKEN, createTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
 
@@ -61,6 +63,49 @@ describe('the body a key is bound to', () => {
     expect(again.statusCode, again.body).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toBe(first.body);
+  });
+});
+
+describe("the admin's keys", () => {
+  it("are the admin token's: after serve restarts with another --admin-token, its holder does not get the answers (a node key) kept for the old one", async () => {
+    const body = {
+      name: `node-${randomUUID().slice(0, 8)}`,
+      operator_address: '0x000000000000000000000000000000000000dEaD',
+    };
+    const key = 'ci-setup-node';
+    const first = await keyed(sandbox, key, '/sandbox/nodes', body, { admin: true });
+    expect(first.statusCode, first.body).toBe(200);
+    // The same sandbox state served again under another admin token, as `serve --admin-token`
+    // does on a restart of the same state directory.
+    const other = 'another-admin-token';
+    const app = await buildApp({
+      store: sandbox.store,
+      clock: sandbox.clock,
+      chain: sandbox.chain,
+      index: sandbox.runtime.index,
+      onboarder: sandbox.runtime.onboarder,
+      adminTokenHash: hashAdminToken(other),
+      snapshots: undefined,
+      stateDir: sandbox.dir,
+      persistent: false,
+      rateLimit: false,
+      trustProxy: false,
+      logger: false,
+      connections: { maxConnections: 64, requestTimeoutMs: 30_000 },
+    });
+    try {
+      const again = await app.inject({
+        method: 'POST',
+        url: '/sandbox/nodes',
+        headers: { 'idempotency-key': key, 'x-admin-token': other },
+        payload: body,
+      });
+      expect(again.statusCode, again.body).toBe(200);
+      expect(again.headers['idempotent-replayed']).toBe('false');
+      expect(again.json().node_key).not.toBe(first.json().node_key);
+    } finally {
+      await app.close();
+    }
   });
 });
 

@@ -199,8 +199,12 @@ export type Idempotency = ReturnType<typeof createIdempotency>;
 
 /** Keys are the caller's own: an agent's (its API key) ... */
 export const byAgent = (request: FastifyRequest): string => `agent:${callerOf(request).agent_id}`;
-/** ... or the admin token's. */
-export const byAdmin = (): string => 'admin';
+/**
+ * ... or the admin token's (by its hash): a sandbox served again under another token
+ * (`serve --admin-token`) does not hand the old token's answers, node keys among them, to
+ * the new one's holder.
+ */
+export const byAdmin = (adminTokenHash: string) => (): string => `admin:${adminTokenHash}`;
 
 /**
  * 2xx, and the 4xx of a write that ran but those that say to try again; of the 5xx, only a
