@@ -211,12 +211,15 @@ describe('keys of writes whose effects are files (snapshots)', () => {
 
 /**
  * A JSON-RPC proxy in front of a plain anvil (a block per transaction), as a hosted provider
- * that fails a request now and then: the next `failReceipts` eth_getTransactionReceipt calls
- * are answered with a JSON-RPC error, while the transactions are mined as usual.
+ * that fails a request now and then, while the node goes on as usual: receipt reads answered
+ * with a JSON-RPC error or their connection closed, or a send's answer lost after the node
+ * took the transaction.
  */
-async function startFlakyReceipts(target: string) {
+async function startFlakyProvider(target: string) {
   let failReceipts = 0;
   let dropReceipts = 0;
+  let dropSends = 0;
+  let passSends = 0;
   const server: Server = createServer(async (request, response) => {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
@@ -224,6 +227,19 @@ async function startFlakyReceipts(target: string) {
     const calls: Array<{ id: unknown; method: string }> = Array.isArray(body) ? body : [body];
     if (dropReceipts > 0 && calls.some((call) => call.method === 'eth_getTransactionReceipt')) {
       dropReceipts--;
+      request.socket.destroy();
+      return;
+    }
+    const sending = calls.some((call) => call.method === 'eth_sendRawTransaction');
+    if (sending && passSends > 0) passSends--;
+    else if (sending && dropSends > 0) {
+      // The node takes the transaction; its answer is lost on the way back.
+      dropSends--;
+      await fetch(target, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       request.socket.destroy();
       return;
     }
@@ -267,19 +283,27 @@ async function startFlakyReceipts(target: string) {
     dropNextReceipts(count: number) {
       dropReceipts = count;
     },
+    /**
+     * After `passed` sends answered as usual, the next `count` transactions sent reach the
+     * node, and its answer is dropped.
+     */
+    dropSendAnswers(count: number, passed: number) {
+      dropSends = count;
+      passSends = passed;
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
 
-describe('on --rpc-url, a write whose receipt the node fails to give once', () => {
+describe('on --rpc-url, a write whose node fails one request (its send, or its receipt)', () => {
   let nodeDir: string;
   let node: AnvilProcess;
-  let proxy: Awaited<ReturnType<typeof startFlakyReceipts>>;
+  let proxy: Awaited<ReturnType<typeof startFlakyProvider>>;
   let remote: TestSandbox;
   beforeAll(async () => {
     nodeDir = mkdtempSync(join(tmpdir(), 'agentctl-idem-node-'));
     node = await startAnvil({ stateDir: nodeDir, mining: 'auto' });
-    proxy = await startFlakyReceipts(node.rpcUrl);
+    proxy = await startFlakyProvider(node.rpcUrl);
     remote = await createTestSandbox({ rpcUrl: proxy.url });
   });
   afterAll(async () => {
@@ -311,6 +335,20 @@ describe('on --rpc-url, a write whose receipt the node fails to give once', () =
     // ... so its key must not say, now and on every retry, that it failed.
     expect(first.statusCode, first.body).toBe(200);
     expect(again.body).toBe(first.body);
+  });
+
+  // The node took the transaction, and its answer to eth_sendRawTransaction was lost.
+  it('runs once when the answer to its send is lost, and the client retries with its key', async () => {
+    const agent = await chainAgent(remote);
+    const remoteReader = createPublicClient({ transport: http(node.rpcUrl) });
+    const before = await usdcOf(remote, remoteReader, agent.agentAddress);
+    const key = randomUUID();
+    // The approve's answer comes back; the deposit's is lost.
+    proxy.dropSendAnswers(1, 1);
+    const first = await deposit(agent.apiKey, key);
+    const retried = first.statusCode >= 500 ? await deposit(agent.apiKey, key) : first;
+    expect(retried.statusCode, retried.body).toBe(200);
+    expect(before - (await usdcOf(remote, remoteReader, agent.agentAddress))).toBe(2_000_000n);
   });
 
   it('runs once when the connection drops as its receipt is read, and the client retries with its key', async () => {
