@@ -57,6 +57,8 @@ export async function createTestSandbox(
     chainLog?: RuntimeOptions['log'];
     /** How long new blocks wait for an automatic checkpoint, if not the default. */
     checkpointAfterMs?: number;
+    /** An existing node (serve --rpc-url) instead of the sandbox's own anvil. */
+    rpcUrl?: string;
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
@@ -72,6 +74,7 @@ export async function createTestSandbox(
     log: options.chainLog ?? SILENT,
     ...(options.fulfilment && { fulfilment: options.fulfilment }),
     checkpointAfterMs: options.checkpointAfterMs,
+    ...(options.rpcUrl && { rpcUrl: options.rpcUrl }),
   });
   const { chain } = runtime;
   const app = await buildApp({

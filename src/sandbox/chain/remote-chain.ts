@@ -1,6 +1,7 @@
 import {
   type Chain,
   type Hash,
+  type Hex,
   type PublicClient,
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
@@ -178,13 +179,7 @@ export function createDirectSubmitter(
 ): TxSubmitter {
   return {
     async submit<T, S>(submission: Submission<T, S>): Promise<Submitted<T>> {
-      for (const tx of submission.txs) {
-        try {
-          await rpc.call('eth_sendRawTransaction', [tx.raw]);
-        } catch (error) {
-          throw TransactionFailedError.from(tx.label, error);
-        }
-      }
+      for (const tx of submission.txs) await sendRaw(rpc, tx);
       const receipts: TransactionReceipt[] = [];
       for (const tx of submission.txs) {
         const receipt = await receiptOf(publicClient, tx.hash).catch((error: unknown) => {
@@ -206,6 +201,38 @@ export function createDirectSubmitter(
 }
 
 /**
+ * Sends a signed transaction. When the node's answer is lost (a dropped connection, a
+ * timeout), the node may have taken it: the same bytes are sent again until the node answers,
+ * and an answer that refuses them (already known, or its nonce used: mined) counts as sent
+ * when the node has the transaction. Failing at the lost answer would leave a write that may
+ * take effect answered as not done, and a retry with its Idempotency-Key would sign it again.
+ */
+async function sendRaw(rpc: RpcClient, tx: { raw: Hex; hash: Hash; label: string }) {
+  const deadline = Date.now() + RECEIPT_TIMEOUT_MS;
+  for (let resent = false; ; resent = true) {
+    try {
+      await rpc.call('eth_sendRawTransaction', [tx.raw]);
+      return;
+    } catch (error) {
+      if (resent && !isUnreachable(error) && (await nodeHas(rpc, tx.hash))) return;
+      if (!isUnreachable(error) || Date.now() >= deadline) {
+        throw TransactionFailedError.from(tx.label, error);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
+  }
+}
+
+/** Whether the node holds the transaction, mined or waiting (false when it cannot say). */
+async function nodeHas(rpc: RpcClient, hash: Hash): Promise<boolean> {
+  try {
+    return (await rpc.call('eth_getTransactionByHash', [hash])) !== null;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * The receipt of a sent transaction, asked for until the node has it. Not viem's
  * waitForTransactionReceipt: once a receipt is not found there, it waits for the next block,
  * which a node that mines a block per transaction (anvil's default) never makes while no one
@@ -220,9 +247,17 @@ async function receiptOf(
     try {
       return await publicClient.getTransactionReceipt({ hash });
     } catch (error) {
-      if (!(error instanceof TransactionReceiptNotFoundError)) throw error;
+      // Not found yet, or the node failed this one request (an error, a dropped connection):
+      // the transaction is sent and its outcome is the chain's, so it is asked for again.
+      // Failing at once would answer a write that took effect as failed onchain (kept so for
+      // its Idempotency-Key), or as not done (run again by a retry with its key).
+      if (Date.now() >= deadline) {
+        if (error instanceof TransactionReceiptNotFoundError) {
+          throw new WaitForTransactionReceiptTimeoutError({ hash });
+        }
+        throw error;
+      }
     }
-    if (Date.now() >= deadline) throw new WaitForTransactionReceiptTimeoutError({ hash });
     await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
   }
 }

@@ -115,12 +115,8 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
         const id = sha256(`${scope}\n${key}`);
         const fingerprint = fingerprintOf(request);
 
-        const stored = store.idempotency.find(id);
-        if (stored) {
-          if (stored.fingerprint !== fingerprint) throw mismatch();
-          const entry = { id, scope, key, fingerprint, stored: undefined };
-          return send(reply, stored.status, open(entry, stored.answer), true);
-        }
+        // Running first: its answer may be in a commit not yet fsynced (or one that fails),
+        // and is replayed only once the first request has been answered.
         const other = running.get(id);
         if (other) {
           if (other.fingerprint !== fingerprint) throw mismatch();
@@ -129,6 +125,12 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
             409,
             'a request with this Idempotency-Key is still running; retry in a second for its answer',
           );
+        }
+        const stored = store.idempotency.find(id);
+        if (stored) {
+          if (stored.fingerprint !== fingerprint) throw mismatch();
+          const entry = { id, scope, key, fingerprint, stored: undefined };
+          return send(reply, stored.status, open(entry, stored.answer), true);
         }
         if (running.size >= MAX_RUNNING) {
           reply.header('retry-after', '1');
@@ -197,8 +199,12 @@ export type Idempotency = ReturnType<typeof createIdempotency>;
 
 /** Keys are the caller's own: an agent's (its API key) ... */
 export const byAgent = (request: FastifyRequest): string => `agent:${callerOf(request).agent_id}`;
-/** ... or the admin token's. */
-export const byAdmin = (): string => 'admin';
+/**
+ * ... or the admin token's (by its hash): a sandbox served again under another token
+ * (`serve --admin-token`) does not hand the old token's answers, node keys among them, to
+ * the new one's holder.
+ */
+export const byAdmin = (adminTokenHash: string) => (): string => `admin:${adminTokenHash}`;
 
 /**
  * 2xx, and the 4xx of a write that ran but those that say to try again; of the 5xx, only a
@@ -228,14 +234,18 @@ function serialize(request: FastifyRequest, status: number, body: unknown): stri
   return JSON.stringify(schema ? schema.parse(body) : body);
 }
 
-/** SHA-256 of the method, the route (its pattern and parameters) and the body, keys sorted. */
+/**
+ * SHA-256 of the method, the route (its pattern and parameters) and the body as the route
+ * reads it, keys sorted: a route without a body schema (the faucet, a restore) reads none.
+ */
 function fingerprintOf(request: FastifyRequest): string {
+  const readsBody = request.routeOptions.schema?.body !== undefined;
   return sha256(
     canonicalJson([
       request.method,
       request.routeOptions.url ?? '',
       request.params ?? null,
-      request.body ?? null,
+      readsBody ? (request.body ?? null) : null,
     ]),
   );
 }

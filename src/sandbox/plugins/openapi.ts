@@ -55,7 +55,7 @@ function errorResponses(url: string): Record<number, unknown> {
 /** Answered to a write sent with Idempotency-Key (docs/idempotency.md). */
 const REPLAYED_HEADER = {
   description:
-    'Sent with the answer of a write that carried Idempotency-Key and ran: true when this is the stored answer of an earlier request with the same key (nothing ran again), false when the write ran now. Not sent when the request was refused before running (a bad field, 401, a rate limit).',
+    'Sent with the answer of a write that carried Idempotency-Key and ran: true when this is the stored answer of an earlier request with the same key (nothing ran again), false when the write ran now. Not sent when the request did not run: refused before running (a bad field, 401, a rate limit), or a request with the same key still running (409 with Retry-After).',
   schema: { type: 'string', enum: ['true', 'false'] },
 };
 
@@ -138,8 +138,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       if (keyed) {
         const responses = transformed.schema.response as Record<string, { headers?: object }>;
         for (const [status, answer] of Object.entries(responses)) {
-          // Not on the answers of a keyed request that did not run (in flight, or mismatched).
-          if (!['409', '422', '500'].includes(status)) {
+          // Not on the answers of a keyed request that did not run (mismatched). A 409 may be
+          // either: a key still running (no header, Retry-After) or a final one (a second
+          // vote), kept and replayed like any answer, which carries it.
+          if (!['422', '500'].includes(status)) {
             answer.headers = { ...answer.headers, 'Idempotent-Replayed': REPLAYED_HEADER };
           }
           if (status === '409') answer.headers = { ...answer.headers, 'Retry-After': RETRY_AFTER };

@@ -52,6 +52,7 @@ export function registerSandboxAdminRoutes(
   reports: AdminReports,
 ): void {
   const onRequest = createAdminGuard(admin.adminTokenHash);
+  const adminScope = byAdmin(admin.adminTokenHash);
   const clockState = () => ({ now: clock.nowSeconds(), offset_seconds: clock.offsetSeconds() });
 
   app.get('/sandbox/info', { onRequest, schema: { response: { 200: SandboxInfo } } }, async () => ({
@@ -86,7 +87,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: ClockState },
       },
     },
-    keys.keyed(byAdmin, async (request) => {
+    keys.keyed(adminScope, async (request) => {
       const tooFar = () =>
         new HttpError(
           400,
@@ -114,7 +115,7 @@ export function registerSandboxAdminRoutes(
     '/sandbox/checkpoint',
     { onRequest, schema: { headers: IdempotentWriteHeaders, response: { 200: CheckpointResult } } },
     // A checkpoint changes nothing a client sees: its key's answer commits after it.
-    keys.keyed(byAdmin, async () => {
+    keys.keyed(adminScope, async () => {
       const block = await chain.checkpoint().catch((error: Error) => {
         throw new HttpError(503, `no checkpoint was taken: ${error.message}`);
       });
@@ -138,7 +139,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: SetTierResponse },
       },
     },
-    keys.keyed(byAdmin, async (request) => {
+    keys.keyed(adminScope, async (request) => {
       const { wallet_address, tier } = request.body;
       await store.commitSoon(() => {
         if (!store.agents.setTier(wallet_address, tier)) {
@@ -159,7 +160,7 @@ export function registerSandboxAdminRoutes(
       onRequest,
       schema: { headers: IdempotentWriteHeaders, body: FundRequest, response: { 200: FundResult } },
     },
-    keys.keyed(byAdmin, async (request) => {
+    keys.keyed(adminScope, async (request) => {
       const { usdc, eth } = request.body;
       const address = request.body.address as Address;
       const answer = ({ usdc, eth, balances }: Funded) => ({
@@ -192,7 +193,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: CreateProposalResult },
       },
     },
-    keys.keyed(byAdmin, async (request) =>
+    keys.keyed(adminScope, async (request) =>
       createProposal(chain, request.body.title, request.body.description, (created) =>
         keys.answerOf(request).commit(created),
       ),
@@ -209,7 +210,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: StrategyStatusResult },
       },
     },
-    keys.keyed(byAdmin, async (request) => {
+    keys.keyed(adminScope, async (request) => {
       const strategyId = request.body.strategy_id.toLowerCase() as Hex;
       const { status } = request.body;
       const answer = (moved: { from: StrategyStatus; txHash: Hex }) => ({
@@ -235,7 +236,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: FulfillmentDelayResult },
       },
     },
-    keys.keyed(byAdmin, async (request) => {
+    keys.keyed(adminScope, async (request) => {
       const { vault_id, seconds } = request.body;
       const answer = (set: { vault: Address; txHash: Hex }) => ({
         vault_id,
@@ -256,7 +257,7 @@ export function registerSandboxAdminRoutes(
       onRequest,
       schema: { headers: IdempotentWriteHeaders, body: NodeRequest, response: { 200: NodeResult } },
     },
-    keys.keyed(byAdmin, async (request) => {
+    keys.keyed(adminScope, async (request) => {
       const key = newNodeKey();
       const nodeId = randomUUID();
       const answer = { node_id: nodeId, node_key: key.key };

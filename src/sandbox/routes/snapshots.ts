@@ -26,6 +26,7 @@ export function registerSnapshotRoutes(
   { adminTokenHash, keys }: { adminTokenHash: string; keys: Idempotency },
 ): void {
   const onRequest = createAdminGuard(adminTokenHash);
+  const adminScope = byAdmin(adminTokenHash);
   const available = (): Snapshots => {
     if (snapshots) return snapshots;
     throw new HttpError(
@@ -45,7 +46,7 @@ export function registerSnapshotRoutes(
       },
     },
     // Snapshots are files, not rows: a key's answer commits just after them (see docs).
-    keys.keyed(byAdmin, async (request) =>
+    keys.keyed(adminScope, async (request) =>
       available().take(request.body.name, request.body.replace ?? false),
     ),
   );
@@ -67,7 +68,7 @@ export function registerSnapshotRoutes(
       },
     },
     // The answer commits into the restored state, whose own keys are those of the snapshot.
-    keys.keyed(byAdmin, async (request) => available().restore(request.params.name)),
+    keys.keyed(adminScope, async (request) => available().restore(request.params.name)),
   );
 
   app.delete(
@@ -80,7 +81,7 @@ export function registerSnapshotRoutes(
         response: { 200: SnapshotDeleted },
       },
     },
-    keys.keyed(byAdmin, async (request) => {
+    keys.keyed(adminScope, async (request) => {
       await available().remove(request.params.name);
       return { name: request.params.name, deleted: true as const };
     }),
