@@ -177,12 +177,11 @@ describe('a repeat while the first request still runs', () => {
 });
 
 describe('keys of writes whose effects are files (snapshots)', () => {
-  // NOT FIXED (review finding): a snapshot's (or a snapshot delete's) key is a row of
-  // sandbox.db, which a restore replaces, while its effect is a file, which a restore keeps.
-  // The key is then gone but not its write: sent again, it is run again (409 here; with
-  // "replace": true it silently takes the snapshot again, of another state). `it.fails`
-  // until it is fixed; then make it a plain `it`.
-  it.fails('survive a restore: a snapshot taken with a key and then sent again after a restore is replayed, not taken again', async () => {
+  // A snapshot's (or a snapshot delete's) key is a row of sandbox.db, which a restore
+  // replaces, while its effect is a file, which a restore keeps: such keys are kept through
+  // restores (outlives_restore), or a retry would run the write again (409; with
+  // "replace": true it would take the snapshot again, of another state).
+  it('survive a restore: a snapshot taken with a key and then sent again after a restore is replayed, not taken again', async () => {
     const admin = { admin: true };
     const base = `base-${randomUUID().slice(0, 8)}`;
     expect(
@@ -206,6 +205,24 @@ describe('keys of writes whose effects are files (snapshots)', () => {
     expect(again.statusCode, again.body).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toBe(taken.body);
+
+    // So does the restore's own key, through a later restore: a retried restore is answered,
+    // not done again over what came after it.
+    const restoreKey = randomUUID();
+    const url = `/sandbox/snapshots/${name}/restore`;
+    const first = await keyed(sandbox, restoreKey, url, undefined, admin);
+    expect(first.statusCode, first.body).toBe(200);
+    const back = await keyed(
+      sandbox,
+      randomUUID(),
+      `/sandbox/snapshots/${base}/restore`,
+      undefined,
+      admin,
+    );
+    expect(back.statusCode, back.body).toBe(200);
+    const retried = await keyed(sandbox, restoreKey, url, undefined, admin);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.body).toBe(first.body);
   });
 });
 

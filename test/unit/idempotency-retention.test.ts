@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import {
   IDEMPOTENCY_RETENTION_SECONDS,
   IdempotentWriteHeaders,
   MAX_IDEMPOTENCY_KEYS,
+  MAX_IDEMPOTENCY_KEYS_PER_CALLER,
 } from '../../src/api/schemas/index.ts';
 import { clientErrorOf } from '../../src/sandbox/plugins/errors.ts';
 import { createIdempotency } from '../../src/sandbox/plugins/idempotency.ts';
@@ -50,7 +51,7 @@ beforeEach(async () => {
       },
     },
     keys.keyed(
-      () => 'admin',
+      (request) => (request.headers['x-caller'] as string | undefined) ?? 'writer',
       async (request) =>
         store.commitSoon(() => {
           runs++;
@@ -70,11 +71,14 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const write = (key?: string) =>
+const write = (key?: string, caller?: string) =>
   app.inject({
     method: 'POST',
     url: '/write',
-    headers: key === undefined ? {} : { 'idempotency-key': key },
+    headers: {
+      ...(key !== undefined && { 'idempotency-key': key }),
+      ...(caller !== undefined && { 'x-caller': caller }),
+    },
     payload: { n: 1 },
   });
 
@@ -95,22 +99,25 @@ describe('Idempotency-Key retention', () => {
     expect(again.json()).toEqual({ run: 2 });
   });
 
-  it('refuses a new key at its bound with 503, not a write without a key, until keys expire', async () => {
+  it('refuses a new key at its bound with 429, not a write without a key, until keys expire', async () => {
     // Filled directly: as many keys as the bound, all fresh.
     store.transaction(() => {
       for (let i = 0; i < MAX_IDEMPOTENCY_KEYS; i++) {
         store.idempotency.insert({
           id: `filler-${i}`,
+          // Spread over callers, so that only the bound of all keys is reached.
+          scope: `caller-${i % 100}`,
           fingerprint: 'x',
           status: 200,
           answer: new Uint8Array(1),
           created_ms: wallMs,
+          outlives_restore: 0,
         });
       }
     });
     keys.recount();
     const refused = await write(randomUUID());
-    expect(refused.statusCode).toBe(503);
+    expect(refused.statusCode).toBe(429);
     expect(refused.headers['retry-after']).toBe('60');
     // (This bare app has Fastify's own error shape; the sandbox's is {"error": …}.)
     expect(refused.json().message).toMatch(/idempotency keys/);
@@ -122,5 +129,30 @@ describe('Idempotency-Key retention', () => {
     const accepted = await write(randomUUID());
     expect(accepted.statusCode).toBe(200);
     expect(store.idempotency.count()).toBe(1);
+  });
+
+  it("bounds one caller's keys, so that one caller cannot take every key", async () => {
+    const scope = createHash('sha256').update('writer').digest('hex');
+    store.transaction(() => {
+      for (let i = 0; i < MAX_IDEMPOTENCY_KEYS_PER_CALLER; i++) {
+        store.idempotency.insert({
+          id: `mine-${i}`,
+          scope,
+          fingerprint: 'x',
+          status: 200,
+          answer: new Uint8Array(1),
+          created_ms: wallMs,
+          outlives_restore: 0,
+        });
+      }
+    });
+    keys.recount();
+    const refused = await write(randomUUID());
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().message).toMatch(/this caller holds/);
+    expect(runs).toBe(0);
+    // Another caller's key is taken.
+    expect((await write(randomUUID(), 'another')).statusCode).toBe(200);
+    expect(runs).toBe(1);
   });
 });

@@ -13,10 +13,12 @@ export const IDEMPOTENT_REPLAYED_HEADER = 'idempotent-replayed';
 /** How long a key is kept, at least, in wall-clock time (not sandbox time). */
 export const IDEMPOTENCY_RETENTION_SECONDS = 24 * 60 * 60;
 /**
- * Keys the sandbox holds at most. Past it (keys newer than the retention), a keyed write is
- * refused with 503 until older keys expire.
+ * Keys the sandbox holds at most, and keys one caller (an agent, a wallet; not the admin
+ * token) holds at most. Past either (keys newer than the retention), a new key is refused with
+ * 429 until older keys expire; writes without a key are not affected.
  */
 export const MAX_IDEMPOTENCY_KEYS = 100_000;
+export const MAX_IDEMPOTENCY_KEYS_PER_CALLER = 10_000;
 
 export const IdempotencyKey = z
   .string()

@@ -6,6 +6,7 @@ import {
   IDEMPOTENCY_RETENTION_SECONDS,
   IDEMPOTENT_REPLAYED_HEADER,
   MAX_IDEMPOTENCY_KEYS,
+  MAX_IDEMPOTENCY_KEYS_PER_CALLER,
 } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
 import type { Store } from '../store/index.ts';
@@ -54,8 +55,11 @@ export interface KeyedAnswer {
 interface Running {
   id: string;
   scope: string;
+  scopeHash: string;
   key: string;
   fingerprint: string;
+  /** The write is of files a restore does not undo: its key is kept through restores. */
+  outlivesRestore: boolean;
   /** Set once the answer is in a commit (not yet fsynced, maybe). */
   stored: { status: number; text: string } | undefined;
 }
@@ -84,10 +88,12 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
   function storeRow(entry: Running, status: number, text: string): void {
     store.idempotency.insert({
       id: entry.id,
+      scope: entry.scopeHash,
       fingerprint: entry.fingerprint,
       status,
       answer: seal(entry, text),
       created_ms: nowMs(),
+      outlives_restore: entry.outlivesRestore ? 1 : 0,
     });
     entry.stored = { status, text };
     held++;
@@ -106,7 +112,16 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
      * Wraps a write's handler: `scopeOf` names the caller (an agent, the admin token, a wallet).
      * Unkeyed requests run as before, with no Idempotent-Replayed header.
      */
-    keyed<H extends Handler>(scopeOf: (request: FastifyRequest) => string, handler: H): H {
+    keyed<H extends Handler>(
+      scopeOf: (request: FastifyRequest) => string,
+      handler: H,
+      options: {
+        /** Bound the caller's keys (MAX_IDEMPOTENCY_KEYS_PER_CALLER): all but the admin token. */
+        perCaller?: boolean;
+        /** Snapshot files and restores, which a restore does not undo: keep their keys. */
+        outlivesRestore?: boolean;
+      } = { perCaller: true },
+    ): H {
       const wrapped = async (request: FastifyRequest, reply: FastifyReply) => {
         const key = request.headers[IDEMPOTENCY_KEY_HEADER];
         // The route's header schema has checked it: a string of 1 to 255 printable characters.
@@ -129,25 +144,45 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
         const stored = store.idempotency.find(id);
         if (stored) {
           if (stored.fingerprint !== fingerprint) throw mismatch();
-          const entry = { id, scope, key, fingerprint, stored: undefined };
+          const entry = { id, scope, key };
           return send(reply, stored.status, open(entry, stored.answer), true);
         }
+        // Refusals that run nothing, as a rate limit's do (429: a client may wait and retry).
         if (running.size >= MAX_RUNNING) {
           reply.header('retry-after', '1');
-          throw new HttpError(503, 'too many keyed writes are running; retry in a second');
+          throw new HttpError(429, 'too many keyed writes are running; retry in a second');
         }
         if (held >= MAX_IDEMPOTENCY_KEYS) {
           purge();
           if (held >= MAX_IDEMPOTENCY_KEYS) {
             reply.header('retry-after', '60');
             throw new HttpError(
-              503,
+              429,
               `the sandbox holds ${MAX_IDEMPOTENCY_KEYS} idempotency keys of the last 24 hours, its most; retry later, or send this write without a key`,
             );
           }
         }
+        const scopeHash = sha256(scope);
+        if (
+          options.perCaller &&
+          store.idempotency.countOf(scopeHash) >= MAX_IDEMPOTENCY_KEYS_PER_CALLER
+        ) {
+          reply.header('retry-after', '60');
+          throw new HttpError(
+            429,
+            `this caller holds ${MAX_IDEMPOTENCY_KEYS_PER_CALLER} idempotency keys of the last 24 hours, its most; retry later, or send this write without a key`,
+          );
+        }
 
-        const entry: Running = { id, scope, key, fingerprint, stored: undefined };
+        const entry: Running = {
+          id,
+          scope,
+          scopeHash,
+          key,
+          fingerprint,
+          outlivesRestore: options.outlivesRestore ?? false,
+          stored: undefined,
+        };
         running.set(id, entry);
         byRequest.set(request, entry);
         try {
@@ -202,9 +237,18 @@ export const byAgent = (request: FastifyRequest): string => `agent:${callerOf(re
 /**
  * ... or the admin token's (by its hash): a sandbox served again under another token
  * (`serve --admin-token`) does not hand the old token's answers, node keys among them, to
- * the new one's holder.
+ * the new one's holder. The admin token's keys are not bounded per caller (a seed file makes
+ * thousands of admin writes); `outlivesRestore` for writes a restore does not undo.
  */
-export const byAdmin = (adminTokenHash: string) => (): string => `admin:${adminTokenHash}`;
+export function adminKeyed(
+  keys: Idempotency,
+  adminTokenHash: string,
+  options: { outlivesRestore?: boolean } = {},
+) {
+  const scope = () => `admin:${adminTokenHash}`;
+  return <H extends Handler>(handler: H): H =>
+    keys.keyed(scope, handler, { perCaller: false, ...options });
+}
 
 /**
  * 2xx, and the 4xx of a write that ran but those that say to try again; of the 5xx, only a

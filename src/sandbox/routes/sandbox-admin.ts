@@ -27,7 +27,7 @@ import { type StrategyStatus, setStrategyStatus } from '../chain/strategies.ts';
 import { setFulfillmentDelay, toUsdcRaw } from '../chain/vaults.ts';
 import { HttpError } from '../errors.ts';
 import { createAdminGuard } from '../plugins/auth.ts';
-import { byAdmin } from '../plugins/idempotency.ts';
+import { adminKeyed } from '../plugins/idempotency.ts';
 import { newNodeKey } from '../registration.ts';
 import type { App, RouteDeps } from './types.ts';
 
@@ -52,7 +52,7 @@ export function registerSandboxAdminRoutes(
   reports: AdminReports,
 ): void {
   const onRequest = createAdminGuard(admin.adminTokenHash);
-  const adminScope = byAdmin(admin.adminTokenHash);
+  const keyed = adminKeyed(keys, admin.adminTokenHash);
   const clockState = () => ({ now: clock.nowSeconds(), offset_seconds: clock.offsetSeconds() });
 
   app.get('/sandbox/info', { onRequest, schema: { response: { 200: SandboxInfo } } }, async () => ({
@@ -87,7 +87,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: ClockState },
       },
     },
-    keys.keyed(adminScope, async (request) => {
+    keyed(async (request) => {
       const tooFar = () =>
         new HttpError(
           400,
@@ -115,7 +115,7 @@ export function registerSandboxAdminRoutes(
     '/sandbox/checkpoint',
     { onRequest, schema: { headers: IdempotentWriteHeaders, response: { 200: CheckpointResult } } },
     // A checkpoint changes nothing a client sees: its key's answer commits after it.
-    keys.keyed(adminScope, async () => {
+    keyed(async () => {
       const block = await chain.checkpoint().catch((error: Error) => {
         throw new HttpError(503, `no checkpoint was taken: ${error.message}`);
       });
@@ -139,7 +139,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: SetTierResponse },
       },
     },
-    keys.keyed(adminScope, async (request) => {
+    keyed(async (request) => {
       const { wallet_address, tier } = request.body;
       await store.commitSoon(() => {
         if (!store.agents.setTier(wallet_address, tier)) {
@@ -160,7 +160,7 @@ export function registerSandboxAdminRoutes(
       onRequest,
       schema: { headers: IdempotentWriteHeaders, body: FundRequest, response: { 200: FundResult } },
     },
-    keys.keyed(adminScope, async (request) => {
+    keyed(async (request) => {
       const { usdc, eth } = request.body;
       const address = request.body.address as Address;
       const answer = ({ usdc, eth, balances }: Funded) => ({
@@ -193,7 +193,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: CreateProposalResult },
       },
     },
-    keys.keyed(adminScope, async (request) =>
+    keyed(async (request) =>
       createProposal(chain, request.body.title, request.body.description, (created) =>
         keys.answerOf(request).commit(created),
       ),
@@ -210,7 +210,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: StrategyStatusResult },
       },
     },
-    keys.keyed(adminScope, async (request) => {
+    keyed(async (request) => {
       const strategyId = request.body.strategy_id.toLowerCase() as Hex;
       const { status } = request.body;
       const answer = (moved: { from: StrategyStatus; txHash: Hex }) => ({
@@ -236,7 +236,7 @@ export function registerSandboxAdminRoutes(
         response: { 200: FulfillmentDelayResult },
       },
     },
-    keys.keyed(adminScope, async (request) => {
+    keyed(async (request) => {
       const { vault_id, seconds } = request.body;
       const answer = (set: { vault: Address; txHash: Hex }) => ({
         vault_id,
@@ -257,7 +257,7 @@ export function registerSandboxAdminRoutes(
       onRequest,
       schema: { headers: IdempotentWriteHeaders, body: NodeRequest, response: { 200: NodeResult } },
     },
-    keys.keyed(adminScope, async (request) => {
+    keyed(async (request) => {
       const key = newNodeKey();
       const nodeId = randomUUID();
       const answer = { node_id: nodeId, node_key: key.key };

@@ -10,7 +10,7 @@ import {
 } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
 import { createAdminGuard } from '../plugins/auth.ts';
-import { byAdmin, type Idempotency } from '../plugins/idempotency.ts';
+import { adminKeyed, type Idempotency } from '../plugins/idempotency.ts';
 import type { Snapshots } from '../snapshots/index.ts';
 import type { App } from './types.ts';
 
@@ -26,7 +26,8 @@ export function registerSnapshotRoutes(
   { adminTokenHash, keys }: { adminTokenHash: string; keys: Idempotency },
 ): void {
   const onRequest = createAdminGuard(adminTokenHash);
-  const adminScope = byAdmin(adminTokenHash);
+  // Snapshot files and restores are not undone by a restore: nor are their keys.
+  const keyed = adminKeyed(keys, adminTokenHash, { outlivesRestore: true });
   const available = (): Snapshots => {
     if (snapshots) return snapshots;
     throw new HttpError(
@@ -46,9 +47,7 @@ export function registerSnapshotRoutes(
       },
     },
     // Snapshots are files, not rows: a key's answer commits just after them (see docs).
-    keys.keyed(adminScope, async (request) =>
-      available().take(request.body.name, request.body.replace ?? false),
-    ),
+    keyed(async (request) => available().take(request.body.name, request.body.replace ?? false)),
   );
 
   app.get(
@@ -68,7 +67,7 @@ export function registerSnapshotRoutes(
       },
     },
     // The answer commits into the restored state, whose own keys are those of the snapshot.
-    keys.keyed(adminScope, async (request) => available().restore(request.params.name)),
+    keyed(async (request) => available().restore(request.params.name)),
   );
 
   app.delete(
@@ -81,7 +80,7 @@ export function registerSnapshotRoutes(
         response: { 200: SnapshotDeleted },
       },
     },
-    keys.keyed(adminScope, async (request) => {
+    keyed(async (request) => {
       await available().remove(request.params.name);
       return { name: request.params.name, deleted: true as const };
     }),

@@ -127,6 +127,8 @@ export function openStore(
       const kept = IDENTITY_META.filter((key) => meta.get(key) !== undefined);
       replaceRows(db, from, [
         { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
+        // Snapshot files and restores are not undone by a restore: nor are their keys.
+        { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
       ]);
       agents.replaced();
     },

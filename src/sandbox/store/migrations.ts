@@ -113,11 +113,16 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE idempotency_keys (
     id          TEXT PRIMARY KEY,   -- SHA-256 of scope and key, hex
+    scope       TEXT NOT NULL,      -- SHA-256 of the scope alone, hex: keys are bounded per caller
     fingerprint TEXT NOT NULL,      -- SHA-256 of the method, the route and the canonical body, hex
     status      INTEGER NOT NULL,   -- the answer's HTTP status
     answer      BLOB NOT NULL,      -- the answer's body: AES-256-GCM, IV and tag included
-    created_ms  INTEGER NOT NULL    -- wall-clock Unix milliseconds (never sandbox time)
+    created_ms  INTEGER NOT NULL,   -- wall-clock Unix milliseconds (never sandbox time)
+    -- 1 for the writes a restore does not undo (snapshot files, restores): their keys stay
+    -- when a snapshot's rows replace the rest.
+    outlives_restore INTEGER NOT NULL DEFAULT 0
   ) STRICT;
   CREATE INDEX idempotency_keys_created ON idempotency_keys (created_ms);
+  CREATE INDEX idempotency_keys_scope ON idempotency_keys (scope);
   `,
 ];
