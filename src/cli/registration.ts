@@ -93,9 +93,12 @@ export async function sendRegistration(
     forget();
     return response;
   } catch (error) {
-    // Kept while what happened is unknown (a lost answer, a 5xx, nothing sent yet): only an
-    // answer of the service's own says it.
-    if (!(error instanceof ApiError || error instanceof UnexpectedResponseError)) throw error;
+    // Kept while what happened is unknown (a lost answer, a 5xx, nothing sent yet, a rate
+    // limit that kept this try from running): only an answer of the service's own says it.
+    const answered =
+      (error instanceof ApiError && error.status !== 429) ||
+      error instanceof UnexpectedResponseError;
+    if (!answered) throw error;
     forget();
     if (prepared.kept && error instanceof ApiError && error.status === 401) {
       throw new ApiError(
