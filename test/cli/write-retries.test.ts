@@ -318,6 +318,49 @@ describe('sandbox seed', () => {
     // The same map: the same balance and the same clock, nothing done twice.
     expect(again.stdout).toBe(first.stdout);
   });
+  it('registers an agent whose answer was lost once: the run made again with its key sends the kept request', async () => {
+    const through = await proxy({ closeEach: true });
+    const cli = commandLine();
+    const file = join(cli.dir, 'agents.json');
+    const privateKey = generatePrivateKey();
+    const wallet = privateKeyToAccount(privateKey).address;
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        steps: [{ name: 'carol', agent: { agent_name: 'Carol Lost', private_key: privateKey } }],
+      }),
+    );
+    const seed = ['sandbox', 'seed', file, '--idempotency-key', 'seed-agents'];
+    through.cut(1, '/api/v1/agent/auth/register');
+    const lost = await cli.run(through.url, seed);
+    expect(lost.code).toBe(7);
+    expect(lost.stderr).toContain(
+      'finish it: run the same command again with --idempotency-key seed-agents: it sends the same signed registration again',
+    );
+    const again = await cli.run(through.url, seed);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toContain(`agentctl: sending the registration of ${wallet} kept for`);
+    const registrations = through.requests.filter(({ line }) => line.includes('/auth/'));
+    // One nonce and one signature: the second run sent the first's request under its key.
+    expect(
+      registrations.map(({ line, key }) => `${line.split(/[ ?]/, 2).join(' ')} ${key}`),
+    ).toEqual([
+      'GET /api/v1/agent/auth/nonce undefined',
+      'POST /api/v1/agent/auth/register seed-agents:1',
+      'POST /api/v1/agent/auth/register seed-agents:1',
+    ]);
+    expect(through.answers.filter(({ replayed }) => replayed !== undefined)).toEqual([
+      { status: 200, replayed: 'false', cut: true },
+      { status: 200, replayed: 'true', cut: false },
+    ]);
+    // The map holds the agent's API key: it works.
+    const { carol } = JSON.parse(again.stdout) as { carol: { api_key: string } };
+    const whoami = await fetch(`${sandbox.url}/api/v1/agent/wallet`, {
+      headers: { 'x-api-key': carol.api_key },
+    });
+    expect(whoami.status).toBe(200);
+  });
 });
 
 describe('a service that ignores the key', () => {
