@@ -425,9 +425,17 @@ export function createApiClient(options: ApiClientOptions) {
     sandboxNowMs: (): number | undefined =>
       sandboxTime && sandboxTime.seconds * 1000 + (Date.now() - sandboxTime.seenAtMs),
     hasApiKey: async () => Boolean(await options.apiKey?.()),
-    /** Any request, for `agentctl api`: the key is attached when there is one. */
-    raw: (method: string, path: string, body?: unknown) =>
-      send(method, path.startsWith('/') ? path : `/${path}`, { body, auth: true, json: false }),
+    /**
+     * Any request, for `agentctl api`: the key is attached when there is one, and `headers`
+     * as given (an Idempotency-Key, say: sent as it is, never retried).
+     */
+    raw: (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
+      send(method, path.startsWith('/') ? path : `/${path}`, {
+        body,
+        auth: true,
+        json: false,
+        ...(headers && { headers }),
+      }),
     /**
      * A GraphQL operation at /graphql (the data API's): the response as received, with its
      * data and errors parsed (unknown fields kept). The key is attached for the rate tier.

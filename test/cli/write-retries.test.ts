@@ -396,6 +396,42 @@ describe('a service that ignores the key', () => {
   });
 });
 
+describe('agentctl api --idempotency-key', () => {
+  it('sends the key with a write as given and once, even when its answer is lost; the same key again gets the kept answer', async () => {
+    const through = await proxy({ closeEach: true });
+    const cli = commandLine();
+    const key = 'ci-81 raw faucet';
+    const faucet = ['api', 'POST', '/api/v1/agent/faucet', '--idempotency-key', key];
+    through.cut(1, '/api/v1/agent/faucet');
+    const lost = await cli.run(through.url, faucet);
+    expect(lost.code).toBe(6);
+    expect(lost.stderr).not.toMatch(/retrying/);
+    const replayed = await cli.run(through.url, faucet);
+    expect(replayed.code).toBe(0);
+    expect(JSON.parse(replayed.stdout)).toMatchObject({ success: true });
+    expect(await cli.run(through.url, faucet)).toEqual(replayed);
+    expect(through.requests).toEqual(
+      Array(3).fill({ line: 'POST /api/v1/agent/faucet HTTP/1.1', key }),
+    );
+    expect(through.answers).toEqual([
+      { status: 200, replayed: 'false', cut: true },
+      { status: 200, replayed: 'true', cut: false },
+      { status: 200, replayed: 'true', cut: false },
+    ]);
+
+    const read = await cli.run(through.url, [
+      'api',
+      'GET',
+      '/api/v1/agent/wallet',
+      '--idempotency-key',
+      key,
+    ]);
+    expect(read.code).toBe(2);
+    expect(read.stderr).toContain('agentctl: --idempotency-key: a GET is not a write');
+    expect(through.requests).toHaveLength(3);
+  });
+});
+
 describe('--idempotency-key', () => {
   it('is refused before anything is sent unless 1 to 255 printable ASCII characters (exit 2)', async () => {
     const through = await proxy();
