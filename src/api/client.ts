@@ -41,7 +41,7 @@ export interface ApiClientOptions {
    * try, and the key a user would pass again to finish it (see OutcomeUnknownError). Default:
    * a fresh UUID v4 for each write.
    */
-  idempotencyKey?: () => { key: string; rerunKey: string };
+  idempotencyKey?: () => WriteKey;
   /**
    * Which services honour Idempotency-Key, by origin (scheme://host:port): `honours` is asked
    * when a write fails, `learned` is told once an answer to a keyed write carried
@@ -55,6 +55,12 @@ export interface ApiClientOptions {
   onExchange?: (method: string, url: string, status: number, ms: number) => void;
   /** Called before each retry (the CLI says so on stderr); `write` for a keyed write's. */
   onRetry?: (reason: string, waitMs: number, write?: WriteRetry) => void;
+}
+
+/** A write's Idempotency-Key, and the key a user gives again to finish it (a seed run's base). */
+export interface WriteKey {
+  key: string;
+  rerunKey: string;
 }
 
 /** Which write is tried again, and which try comes next (2 of 4, …). */
@@ -143,6 +149,7 @@ export function createApiClient(options: ApiClientOptions) {
    */
   let closed = false;
   const origin = originOf(base);
+  const nextWriteKey = (): WriteKey => (options.idempotencyKey ?? freshKey)();
   /** Set once an answer to a keyed write here carried Idempotent-Replayed. */
   let honouringSeen = false;
   const honoursKeys = async () =>
@@ -171,6 +178,8 @@ export function createApiClient(options: ApiClientOptions) {
       download?: () => Writable;
       /** A write that changes something: it carries an Idempotency-Key (see above). */
       keyed?: boolean;
+      /** A keyed write's key, taken beforehand with nextWriteKey(); else the next one. */
+      writeKey?: WriteKey;
     },
   ): Promise<ApiResponse> {
     const url = `${base}${path}`;
@@ -183,7 +192,7 @@ export function createApiClient(options: ApiClientOptions) {
     if (init.body !== undefined) headers['content-type'] = 'application/json';
     Object.assign(headers, init.headers);
     const retries = method === 'GET';
-    const key = init.keyed ? (options.idempotencyKey ?? freshKey)() : undefined;
+    const key = init.keyed ? (init.writeKey ?? nextWriteKey()) : undefined;
     if (key) headers['idempotency-key'] = key.key;
     const write = `${method} ${path.split('?')[0]}`;
     /** A keyed write's try that did not succeed: tried again, or the error it ends with. */
@@ -401,6 +410,13 @@ export function createApiClient(options: ApiClientOptions) {
 
   return {
     baseUrl: base,
+    /** The service's scheme://host:port. */
+    origin,
+    /**
+     * The key of the next write, taken before it is sent: for a write whose request must be
+     * kept under its key before its first try (a registration, see src/cli/registration.ts).
+     */
+    nextWriteKey,
     /**
      * Now by the service's clock, in ms, when an answer has carried one: the sandbox stamps
      * every answer with X-Sandbox-Time (its clock moves with `sandbox advance`). Undefined
@@ -409,9 +425,17 @@ export function createApiClient(options: ApiClientOptions) {
     sandboxNowMs: (): number | undefined =>
       sandboxTime && sandboxTime.seconds * 1000 + (Date.now() - sandboxTime.seenAtMs),
     hasApiKey: async () => Boolean(await options.apiKey?.()),
-    /** Any request, for `agentctl api`: the key is attached when there is one. */
-    raw: (method: string, path: string, body?: unknown) =>
-      send(method, path.startsWith('/') ? path : `/${path}`, { body, auth: true, json: false }),
+    /**
+     * Any request, for `agentctl api`: the key is attached when there is one, and `headers`
+     * as given (an Idempotency-Key, say: sent as it is, never retried).
+     */
+    raw: (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
+      send(method, path.startsWith('/') ? path : `/${path}`, {
+        body,
+        auth: true,
+        json: false,
+        ...(headers && { headers }),
+      }),
     /**
      * A GraphQL operation at /graphql (the data API's): the response as received, with its
      * data and errors parsed (unknown fields kept). The key is attached for the rate tier.
@@ -455,9 +479,19 @@ export function createApiClient(options: ApiClientOptions) {
         'GET',
         `/api/v1/agent/auth/nonce?wallet=${encodeURIComponent(wallet)}`,
       ),
-    /** Lenient: the one-time API key must never be lost to a shape check. */
-    async register(body: Record<string, unknown>): Promise<WriteResponse<RegisterResponse>> {
-      const response = await send('POST', '/api/v1/agent/auth/register', { body, keyed: true });
+    /**
+     * Lenient: the one-time API key must never be lost to a shape check. `writeKey`: its key
+     * taken beforehand (nextWriteKey), else the next one.
+     */
+    async register(
+      body: Record<string, unknown>,
+      writeKey?: WriteKey,
+    ): Promise<WriteResponse<RegisterResponse>> {
+      const response = await send('POST', '/api/v1/agent/auth/register', {
+        body,
+        keyed: true,
+        ...(writeKey && { writeKey }),
+      });
       const parsed = (await schemas()).RegisterResponse.safeParse(response.data);
       return { ...response, parsed: parsed.success ? parsed.data : undefined };
     },
@@ -657,7 +691,7 @@ export function createApiClient(options: ApiClientOptions) {
 export type ApiClient = ReturnType<typeof createApiClient>;
 
 /** A key for one write, to be given again as it is. */
-function freshKey(): { key: string; rerunKey: string } {
+function freshKey(): WriteKey {
   const key = newIdempotencyKey();
   return { key, rerunKey: key };
 }

@@ -5,6 +5,7 @@ import type { Config, Profile } from '../config/profiles.ts';
 import { VERSION } from '../version.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import type { Output } from './output.ts';
+import type { KeptRegistrations } from './registration.ts';
 
 /** The global flags, as commander parsed them. */
 export interface GlobalOptions {
@@ -282,6 +283,19 @@ export function contextFrom(
         );
       }
       return api;
+    },
+    /**
+     * Where signed registrations wait for their outcome, in the config dir
+     * (src/config/pending-registrations.ts), and the lines said of them on stderr.
+     */
+    async keptRegistrations(): Promise<KeptRegistrations> {
+      const { openPendingRegistrations } = await import('../config/pending-registrations.ts');
+      const out = await context.output();
+      return {
+        store: openPendingRegistrations((await context.config()).dir),
+        onResend: (text) => out.notice(text),
+        onKeepFailed: (text) => out.notice(`warning: ${text}`),
+      };
     },
     async keystores() {
       const { openKeystoreDir } = await import('../keystore/store.ts');

@@ -99,6 +99,8 @@ export function describeFailure(error: unknown, quiet = false): Failure {
   );
 }
 
+const REGISTER_WRITE = 'POST /api/v1/agent/auth/register';
+
 /**
  * A write that may or may not have taken effect: its key, and the two ways to finish it. The
  * --json error carries the key as `idempotency_key`, with the last answer's body and status.
@@ -111,9 +113,14 @@ function outcomeUnknown(error: OutcomeUnknownError): Failure {
   const serviceSaid = error.body ? `; the service said: ${error.body.error}` : '';
   const first = `${error.write}: the outcome is unknown (${error.reason}${serviceSaid}; ${why}); it may or may not have taken effect`;
   const key = error.rerunKey;
-  const finish = error.honoured
-    ? `finish it: run the same command again with --idempotency-key ${key} (the service answers what it did, or does it once), or look it up with \`agentctl data transactions\``
-    : `finish it: look it up with \`agentctl data transactions\`; or run the same command again with --idempotency-key ${key}, which a service that honours the key answers with what it did`;
+  const finish =
+    error.write === REGISTER_WRITE
+      ? // The signed request is kept under its key (src/cli/registration.ts): sent again, it
+        // cannot register twice (its nonce is used once), and its answer holds the API key.
+        `finish it: run the same command again with --idempotency-key ${key}: it sends the same signed registration again, which ${error.honoured ? 'the service' : 'a service that honours the key'} answers with what it did, the API key included`
+      : error.honoured
+        ? `finish it: run the same command again with --idempotency-key ${key} (the service answers what it did, or does it once), or look it up with \`agentctl data transactions\``
+        : `finish it: look it up with \`agentctl data transactions\`; or run the same command again with --idempotency-key ${key}, which a service that honours the key answers with what it did`;
   return {
     exitCode: EXIT.outcomeUnknown,
     message: `${first}

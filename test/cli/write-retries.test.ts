@@ -1,8 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.ts';
 import { type CutProxy, cutProxy } from '../helpers/cut-proxy.ts';
@@ -48,7 +49,7 @@ function commandLine() {
   };
 }
 
-async function proxy(options: { stripReplayed?: boolean } = {}) {
+async function proxy(options: Parameters<typeof cutProxy>[1] = {}) {
   const started = await cutProxy(sandbox.url, options);
   proxies.push(started);
   return started;
@@ -138,6 +139,138 @@ describe('a deposit whose answer is lost', () => {
   });
 });
 
+describe('a registration whose answer is lost', () => {
+  /** What serve says of agents: how many there are, and the wallet's registration. */
+  const totalAgents = async () =>
+    ((await (await fetch(`${sandbox.url}/api/v1/agents/stats`)).json()) as { total_agents: number })
+      .total_agents;
+  const lookUp = async (wallet: string) =>
+    (await (await fetch(`${sandbox.url}/api/v1/agent/auth/lookup?wallet=${wallet}`)).json()) as {
+      registered: boolean;
+      agent_name?: string;
+      api_key_prefix?: string;
+    };
+
+  it('is finished by the printed rerun with its key: the same signed request, answered with the API key', async () => {
+    // A connection for each request: the registration's is not one kept alive after the nonce,
+    // which the client would take for stale and send again at once.
+    const through = await proxy({ closeEach: true });
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-register-'));
+    dirs.push(dir);
+    const signer = generatePrivateKey();
+    const wallet = privateKeyToAccount(signer).address;
+    const run = (url: string, args: string[], privateKey = signer) =>
+      runCli(args, {
+        AGENTCTL_CONFIG_DIR: dir,
+        AGENTCTL_BASE_URL: url,
+        AGENTCTL_PRIVATE_KEY: privateKey,
+      });
+    const key = 'ci-run-9/register';
+    const command = ['register', '--name', 'Lost Answer', '--yes', '--idempotency-key', key];
+    const agentsBefore = await totalAgents();
+    /** The handshake's requests since `from` (the health check and wallet read aside). */
+    const registrations = (from: number) =>
+      through.requests.slice(from).filter(({ line }) => line.includes(' /api/v1/agent/auth/'));
+    /** The last answer to a keyed write (only those carry Idempotent-Replayed). */
+    const lastKeyedAnswer = () =>
+      through.answers.filter(({ replayed }) => replayed !== undefined).at(-1);
+
+    // The service is not known to honour keys here: one try, its answer cut after the commit.
+    through.cut(1, '/api/v1/agent/auth/register');
+    const lost = await run(through.url, command);
+    expect(lost.code).toBe(7);
+    expect(lost.stderr).toContain(
+      `idempotency key: ${key}\n` +
+        `finish it: run the same command again with --idempotency-key ${key}: it sends the same signed registration again, which a service that honours the key answers with what it did, the API key included`,
+    );
+    expect(registrations(0)).toEqual([
+      { line: `GET /api/v1/agent/auth/lookup?wallet=${wallet} HTTP/1.1`, key: undefined },
+      { line: `GET /api/v1/agent/auth/nonce?wallet=${wallet} HTTP/1.1`, key: undefined },
+      { line: 'POST /api/v1/agent/auth/register HTTP/1.1', key },
+    ]);
+    expect(through.answers.filter(({ cut }) => cut)).toEqual([
+      { status: 200, replayed: 'false', cut: true },
+    ]);
+    expect((await lookUp(wallet)).registered).toBe(true);
+    // The signed request is kept, its owner's alone, under a name that is not the key.
+    const keptDir = join(dir, 'pending-registrations');
+    expect(statSync(keptDir).mode & 0o777).toBe(0o700);
+    const [keptName, ...others] = readdirSync(keptDir);
+    expect(others).toEqual([]);
+    expect(keptName).toMatch(/^[0-9a-f]{64}\.json$/);
+    expect(statSync(join(keptDir, keptName as string)).mode & 0o777).toBe(0o600);
+    const { signature } = JSON.parse(readFileSync(join(keptDir, keptName as string), 'utf8'))
+      .body as { signature: string };
+
+    // What was kept for this wallet is not another's: a second wallet with the same key (into
+    // another profile) signs a request of its own.
+    const second = generatePrivateKey();
+    const secondWallet = privateKeyToAccount(second).address;
+    const sentBefore = through.requests.length;
+    const other = await run(
+      through.url,
+      ['--profile', 'second', 'register', '--name', 'Same Key', '--yes', '--idempotency-key', key],
+      second,
+    );
+    expect(other.code).toBe(0);
+    expect(other.stderr).not.toMatch(/sending the registration/);
+    expect(registrations(sentBefore)).toEqual([
+      { line: `GET /api/v1/agent/auth/lookup?wallet=${secondWallet} HTTP/1.1`, key: undefined },
+      { line: `GET /api/v1/agent/auth/nonce?wallet=${secondWallet} HTTP/1.1`, key: undefined },
+      { line: 'POST /api/v1/agent/auth/register HTTP/1.1', key },
+    ]);
+    expect(lastKeyedAnswer()).toEqual({ status: 200, replayed: 'false', cut: false });
+    expect(readdirSync(keptDir)).toEqual([keptName]);
+
+    // The rerun may not change what is sent again: another name is refused, nothing sent.
+    const sentBeforeRefusal = through.requests.length;
+    const renamed = await run(through.url, [
+      ...command.slice(0, 2),
+      'Renamed',
+      ...command.slice(3),
+    ]);
+    expect(renamed.code).toBe(2);
+    expect(renamed.stderr).toContain(
+      `the registration of ${wallet} kept for this --idempotency-key has another --name`,
+    );
+    expect(registrations(sentBeforeRefusal)).toEqual([]);
+
+    // The printed rerun: the kept request sent again (no new nonce), its stored answer replayed.
+    const sentBeforeRerun = through.requests.length;
+    const finished = await run(through.url, command);
+    expect(finished.code).toBe(0);
+    expect(finished.stderr).toMatch(
+      new RegExp(
+        `^agentctl: sending the registration of ${wallet} kept for this Idempotency-Key since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC again, not signing a new one$`,
+        'm',
+      ),
+    );
+    expect(registrations(sentBeforeRerun)).toEqual([
+      { line: 'POST /api/v1/agent/auth/register HTTP/1.1', key },
+    ]);
+    expect(lastKeyedAnswer()).toEqual({ status: 200, replayed: 'true', cut: false });
+    expect(finished.stdout).toMatch(
+      new RegExp(
+        `^registered Lost Answer \\(${wallet}\\) as agent [0-9a-f-]{36}, tier unverified$`,
+        'm',
+      ),
+    );
+    for (const text of [lost, other, renamed, finished].flatMap((r) => [r.stdout, r.stderr])) {
+      expect(text).not.toContain(signature);
+    }
+    // Its outcome known, nothing is kept; the API key is in the profile, as a register puts it.
+    expect(readdirSync(keptDir)).toEqual([]);
+    const profile = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')).profiles.default;
+    expect(profile).toMatchObject({ wallet_address: wallet, base_url: through.url });
+    expect(profile.api_key.startsWith((await lookUp(wallet)).api_key_prefix)).toBe(true);
+    const whoami = await run(through.url, ['whoami']);
+    expect(whoami.code).toBe(0);
+    expect(whoami.stdout).toContain('Lost Answer');
+    // One agent for each wallet: the lost one and the second.
+    expect(await totalAgents()).toBe(agentsBefore + 2);
+  });
+});
+
 describe('sandbox seed', () => {
   it('keys its writes KEY:1, KEY:2, … in order: run again with the key, each is answered as it was', async () => {
     const through = await proxy();
@@ -185,6 +318,49 @@ describe('sandbox seed', () => {
     // The same map: the same balance and the same clock, nothing done twice.
     expect(again.stdout).toBe(first.stdout);
   });
+  it('registers an agent whose answer was lost once: the run made again with its key sends the kept request', async () => {
+    const through = await proxy({ closeEach: true });
+    const cli = commandLine();
+    const file = join(cli.dir, 'agents.json');
+    const privateKey = generatePrivateKey();
+    const wallet = privateKeyToAccount(privateKey).address;
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        steps: [{ name: 'carol', agent: { agent_name: 'Carol Lost', private_key: privateKey } }],
+      }),
+    );
+    const seed = ['sandbox', 'seed', file, '--idempotency-key', 'seed-agents'];
+    through.cut(1, '/api/v1/agent/auth/register');
+    const lost = await cli.run(through.url, seed);
+    expect(lost.code).toBe(7);
+    expect(lost.stderr).toContain(
+      'finish it: run the same command again with --idempotency-key seed-agents: it sends the same signed registration again',
+    );
+    const again = await cli.run(through.url, seed);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toContain(`agentctl: sending the registration of ${wallet} kept for`);
+    const registrations = through.requests.filter(({ line }) => line.includes('/auth/'));
+    // One nonce and one signature: the second run sent the first's request under its key.
+    expect(
+      registrations.map(({ line, key }) => `${line.split(/[ ?]/, 2).join(' ')} ${key}`),
+    ).toEqual([
+      'GET /api/v1/agent/auth/nonce undefined',
+      'POST /api/v1/agent/auth/register seed-agents:1',
+      'POST /api/v1/agent/auth/register seed-agents:1',
+    ]);
+    expect(through.answers.filter(({ replayed }) => replayed !== undefined)).toEqual([
+      { status: 200, replayed: 'false', cut: true },
+      { status: 200, replayed: 'true', cut: false },
+    ]);
+    // The map holds the agent's API key: it works.
+    const { carol } = JSON.parse(again.stdout) as { carol: { api_key: string } };
+    const whoami = await fetch(`${sandbox.url}/api/v1/agent/wallet`, {
+      headers: { 'x-api-key': carol.api_key },
+    });
+    expect(whoami.status).toBe(200);
+  });
 });
 
 describe('a service that ignores the key', () => {
@@ -217,6 +393,42 @@ describe('a service that ignores the key', () => {
     } finally {
       server.close();
     }
+  });
+});
+
+describe('agentctl api --idempotency-key', () => {
+  it('sends the key with a write as given and once, even when its answer is lost; the same key again gets the kept answer', async () => {
+    const through = await proxy({ closeEach: true });
+    const cli = commandLine();
+    const key = 'ci-81 raw faucet';
+    const faucet = ['api', 'POST', '/api/v1/agent/faucet', '--idempotency-key', key];
+    through.cut(1, '/api/v1/agent/faucet');
+    const lost = await cli.run(through.url, faucet);
+    expect(lost.code).toBe(6);
+    expect(lost.stderr).not.toMatch(/retrying/);
+    const replayed = await cli.run(through.url, faucet);
+    expect(replayed.code).toBe(0);
+    expect(JSON.parse(replayed.stdout)).toMatchObject({ success: true });
+    expect(await cli.run(through.url, faucet)).toEqual(replayed);
+    expect(through.requests).toEqual(
+      Array(3).fill({ line: 'POST /api/v1/agent/faucet HTTP/1.1', key }),
+    );
+    expect(through.answers).toEqual([
+      { status: 200, replayed: 'false', cut: true },
+      { status: 200, replayed: 'true', cut: false },
+      { status: 200, replayed: 'true', cut: false },
+    ]);
+
+    const read = await cli.run(through.url, [
+      'api',
+      'GET',
+      '/api/v1/agent/wallet',
+      '--idempotency-key',
+      key,
+    ]);
+    expect(read.code).toBe(2);
+    expect(read.stderr).toContain('agentctl: --idempotency-key: a GET is not a write');
+    expect(through.requests).toHaveLength(3);
   });
 });
 

@@ -5,7 +5,7 @@ import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
  * as it is, reads each request's Idempotency-Key and each answer's Idempotent-Replayed on the
  * way, and can reset the client's connection once the service has answered (the answer lost
  * after the write was done), or take Idempotent-Replayed off the answers (a service that
- * ignores keys).
+ * ignores keys), or close each connection after its answer.
  */
 export interface CutProxy {
   url: string;
@@ -13,8 +13,11 @@ export interface CutProxy {
   requests: Array<{ line: string; key: string | undefined }>;
   /** Each answer the service gave: its status, its Idempotent-Replayed, and whether it was cut. */
   answers: Array<{ status: number; replayed: string | undefined; cut: boolean }>;
-  /** The next `count` answers are not relayed: the client's connection is reset instead. */
-  cut(count: number): void;
+  /**
+   * The next `count` answers (to requests for `path` only, when given) are not relayed: the
+   * client's connection is reset instead.
+   */
+  cut(count: number, path?: string): void;
   close(): Promise<void>;
 }
 
@@ -67,15 +70,26 @@ function messages(onHead: (head: string) => string | null, pass: (data: Buffer) 
 
 export async function cutProxy(
   target: string,
-  options: { stripReplayed?: boolean } = {},
+  options: {
+    stripReplayed?: boolean;
+    /**
+     * Each answer says `Connection: close`, so each request has a connection of its own: a
+     * write's lost answer is then never taken for a kept-alive connection gone stale (which
+     * the client sends again, see src/api/transport.ts).
+     */
+    closeEach?: boolean;
+  } = {},
 ): Promise<CutProxy> {
   const { hostname, port } = new URL(target);
   const requests: CutProxy['requests'] = [];
   const answers: CutProxy['answers'] = [];
   let cuts = 0;
+  let cutPath: string | undefined;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
     const upstream = connect(Number(port), hostname);
+    /** This connection's requests not answered yet, in order (HTTP/1.1 answers in order). */
+    const unanswered: string[] = [];
     for (const socket of [client, upstream]) {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
@@ -87,6 +101,7 @@ export async function cutProxy(
         (head) => {
           const { line, header } = parseHead(head);
           requests.push({ line, key: header('idempotency-key') });
+          unanswered.push(line);
           return head;
         },
         (data) => upstream.write(data),
@@ -97,7 +112,8 @@ export async function cutProxy(
       messages(
         (head) => {
           const { line, header } = parseHead(head);
-          const cut = cuts > 0;
+          const path = unanswered.shift()?.split(' ')[1]?.split('?')[0];
+          const cut = cuts > 0 && (cutPath === undefined || path === cutPath);
           answers.push({
             status: Number(line.split(' ')[1]),
             replayed: header('idempotent-replayed'),
@@ -109,11 +125,14 @@ export async function cutProxy(
             upstream.destroy();
             return null;
           }
-          if (!options.stripReplayed) return head;
-          return head
+          const dropped = [
+            ...(options.stripReplayed ? ['idempotent-replayed:'] : []),
+            ...(options.closeEach ? ['connection:', 'keep-alive:'] : []),
+          ];
+          const fields = head
             .split('\r\n')
-            .filter((field) => !field.toLowerCase().startsWith('idempotent-replayed:'))
-            .join('\r\n');
+            .filter((field) => !dropped.some((name) => field.toLowerCase().startsWith(name)));
+          return [...fields, ...(options.closeEach ? ['Connection: close'] : [])].join('\r\n');
         },
         (data) => client.write(data),
       ),
@@ -126,8 +145,9 @@ export async function cutProxy(
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
     answers,
-    cut(count) {
+    cut(count, path) {
       cuts = count;
+      cutPath = path;
     },
     async close() {
       for (const socket of sockets) socket.destroy();

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError, UnexpectedResponseError, UnreachableError } from '../../src/api/errors.ts';
+import {
+  ApiError,
+  OutcomeUnknownError,
+  UnexpectedResponseError,
+  UnreachableError,
+} from '../../src/api/errors.ts';
 import { describeFailure } from '../../src/cli/errors.ts';
 import { CliError, EXIT } from '../../src/cli/exit-codes.ts';
 import { canPrompt } from '../../src/cli/tty.ts';
@@ -22,6 +27,29 @@ describe('describeFailure', () => {
     const failure = api(status);
     expect(failure.exitCode).toBe(exitCode);
     expect(failure.json).toEqual({ error: 'x', status, code });
+  });
+
+  it("says a registration's unknown outcome is finished by its rerun, which recovers the API key", () => {
+    const lost = (honoured: boolean) =>
+      describeFailure(
+        new OutcomeUnknownError({
+          write: 'POST /api/v1/agent/auth/register',
+          idempotencyKey: 'k-1',
+          rerunKey: 'k-1',
+          reason: 'the connection was closed after it was sent',
+          tries: honoured ? 4 : 1,
+          honoured,
+        }),
+      );
+    expect(lost(true).exitCode).toBe(EXIT.outcomeUnknown);
+    expect(lost(true).message.split('\n').slice(1)).toEqual([
+      'idempotency key: k-1',
+      'finish it: run the same command again with --idempotency-key k-1: it sends the same signed registration again, which the service answers with what it did, the API key included',
+    ]);
+    expect(lost(false).message).toContain(
+      'which a service that honours the key answers with what it did, the API key included',
+    );
+    expect(lost(false).json).toMatchObject({ code: 'outcome_unknown', idempotency_key: 'k-1' });
   });
 
   it('maps the spec 503 "no API keys" to exit 4', () => {

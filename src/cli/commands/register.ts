@@ -250,29 +250,39 @@ export async function run(options: RegisterOptions, context: Context): Promise<v
     unlocking: (name, work) => out.progress(`unlocking key ${name}`, work),
   });
   const wallet = signer.account.address;
-  // Before any question: a wallet registers once.
-  const known = await client.lookup(wallet);
-  if (known.data.registered) {
-    throw new CliError(
-      `wallet ${wallet} is already registered, as ${known.data.agent_name}; register another key, or store this agent's API key with \`agentctl config set api_key\``,
-      EXIT.usage,
-      'conflict',
-    );
-  }
-  if (prompting) flags = await askFields(flags, wallet);
-  const fields: Record<string, string> = { operator_address: wallet, ...fieldsFrom(flags) };
-  await checkFields(fields);
-  if (prompting && !flags.yes) {
-    const { confirm } = await import('@inquirer/prompts');
-    const go = await confirm({
-      message: `Register ${fields.agent_name} with wallet ${wallet} on ${client.baseUrl} (profile ${context.profileName})?`,
-      default: true,
-    });
-    if (!go) throw new CliError('cancelled', EXIT.cancelled);
+  const { apiKeyOf, prepareRegistration, sendRegistration } = await import('../registration.ts');
+  const kept = await context.keptRegistrations();
+  // An earlier run's registration kept under --idempotency-key, its outcome unknown: sent
+  // again as it was, so that the service answers what it did (the API key included).
+  const prepared = prepareRegistration(client, wallet, kept);
+  let fields: Record<string, string>;
+  if (prepared.kept) {
+    fields = {};
+    refuseOtherFields(flags, prepared.kept.body, wallet);
+  } else {
+    // Before any question: a wallet registers once.
+    const known = await client.lookup(wallet);
+    if (known.data.registered) {
+      throw new CliError(
+        `wallet ${wallet} is already registered, as ${known.data.agent_name}; register another key, or store this agent's API key with \`agentctl config set api_key\``,
+        EXIT.usage,
+        'conflict',
+      );
+    }
+    if (prompting) flags = await askFields(flags, wallet);
+    fields = { operator_address: wallet, ...fieldsFrom(flags) };
+    await checkFields(fields);
+    if (prompting && !flags.yes) {
+      const { confirm } = await import('@inquirer/prompts');
+      const go = await confirm({
+        message: `Register ${fields.agent_name} with wallet ${wallet} on ${client.baseUrl} (profile ${context.profileName})?`,
+        default: true,
+      });
+      if (!go) throw new CliError('cancelled', EXIT.cancelled);
+    }
   }
 
-  const { signAndRegister, apiKeyOf } = await import('../registration.ts');
-  const response = await signAndRegister(client, signer.account, fields);
+  const response = await sendRegistration(client, prepared, signer.account, fields, kept);
   // The key is shown once: print the body first with --json, and never drop the key.
   if (out.json) out.raw(response.text);
   const apiKey = apiKeyOf(response);
@@ -301,6 +311,26 @@ export async function run(options: RegisterOptions, context: Context): Promise<v
   out.info(
     `API key ${apiKey.slice(0, 12)}… stored in profile "${context.profileName}" (${config.path})`,
   );
+}
+
+/**
+ * A rerun sends the registration kept under its key as it was: fields given on the rerun that
+ * differ from it are refused (exit 2) rather than silently not sent.
+ */
+function refuseOtherFields(
+  flags: RegisterOptions,
+  kept: Record<string, unknown>,
+  wallet: string,
+): void {
+  const differing = Object.entries(fieldsFrom(flags))
+    .filter(([field, value]) => kept[field] !== value)
+    .map(([field]) => FLAG_OF[field] ?? field);
+  if (differing.length > 0) {
+    throw new CliError(
+      `the registration of ${wallet} kept for this --idempotency-key has another ${differing.join(', ')}: it is sent again as it was, so run the command with the same values (or without them)`,
+      EXIT.usage,
+    );
+  }
 }
 
 type Client = Awaited<ReturnType<Context['client']>>;

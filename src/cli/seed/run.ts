@@ -7,7 +7,7 @@ import { VOTE_SUPPORT } from '../../api/schemas/values.ts';
 import { adminPost } from '../admin.ts';
 import { exactJsonNumber } from '../args.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { apiKeyOf, signAndRegister } from '../registration.ts';
+import { apiKeyOf, type KeptRegistrations, signAndRegister } from '../registration.ts';
 import {
   hasReference,
   lifecyclePath,
@@ -37,6 +37,11 @@ export interface SeedDeps {
   client: ApiClient;
   clientWithKey(apiKey: string): Promise<ApiClient>;
   adminToken: string | undefined;
+  /**
+   * Where each agent's signed registration is kept until its outcome is known: the run made
+   * again with its key sends it again (see src/cli/registration.ts).
+   */
+  keptRegistrations?: KeptRegistrations;
   /** Called after each step, for progress. */
   done?(step: SeedStep, result: StepResult): void;
 }
@@ -188,10 +193,12 @@ async function runStep(
     case 'agent': {
       const { tier, private_key, key_index, ...fields } = checked('agent', raw);
       const account = agentAccount(file, { private_key, key_index, ...fields });
-      const response = await signAndRegister(deps.client, account, {
-        operator_address: account.address,
-        ...fields,
-      }).catch((error: unknown) => {
+      const response = await signAndRegister(
+        deps.client,
+        account,
+        { operator_address: account.address, ...fields },
+        deps.keptRegistrations,
+      ).catch((error: unknown) => {
         // The usual cause: the file has run against this sandbox already.
         if (!(error instanceof ApiError) || error.status !== 409) throw error;
         throw new ApiError(

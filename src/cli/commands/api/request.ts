@@ -58,14 +58,14 @@ export function requestCommand(): Command {
   return new Command('api')
     .summary('a raw call to the service, with the API key attached')
     .description(
-      "Call any endpoint and print the body as received. The profile's API key is sent when there is one. GETs are retried like every other command's; other methods never are.",
+      "Call any endpoint and print the body as received. The profile's API key is sent when there is one. GETs are retried like every other command's; other methods never are. --idempotency-key KEY goes with a write as its Idempotency-Key, as given (a repeat with the same key and body gets the kept answer where the service honours keys).",
     )
     .argument('<method>', 'HTTP method', parseMethod)
     .argument('<path>', 'path, for example /api/v1/agent/wallet, or a full URL on the service')
     .option('--data <json>', 'JSON request body', parseData)
     .addHelpText(
       'after',
-      `\nExamples:\n  agentctl api GET /api/v1/agent/wallet\n  agentctl api graphql --query '{ protocolStats { totalTvl } }'\n  agentctl api GET http://127.0.0.1:8787/api/v1/vaults\n  agentctl api POST /api/v1/agent/vault/deposit \\\n    --data '{"vault_id":"moderate","amount_usdc":100}'`,
+      `\nExamples:\n  agentctl api GET /api/v1/agent/wallet\n  agentctl api graphql --query '{ protocolStats { totalTvl } }'\n  agentctl api GET http://127.0.0.1:8787/api/v1/vaults\n  agentctl api POST /api/v1/agent/vault/deposit \\\n    --data '{"vault_id":"moderate","amount_usdc":100}' \\\n    --idempotency-key ci-81-deposit`,
     )
     .action(
       action((context, command) => {
@@ -75,12 +75,25 @@ export function requestCommand(): Command {
     );
 }
 
+/** Methods that only read: an Idempotency-Key means nothing to them. */
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
 export async function run(options: ApiRequestOptions, context: Context): Promise<void> {
+  // --idempotency-key goes verbatim with a write; the request is still sent once, as every
+  // `api` write is (this command does not know which service honours keys for which route).
+  const key = context.globals.idempotencyKey;
+  if (key !== undefined && READ_METHODS.has(options.method)) {
+    throw new CliError(
+      `--idempotency-key: a ${options.method} is not a write; the key goes with POST, PUT, PATCH or DELETE`,
+      EXIT.usage,
+    );
+  }
   const client = await context.client();
   const response = await client.raw(
     options.method,
     pathOn(client.baseUrl, options.target),
     options.data,
+    key === undefined ? undefined : { 'idempotency-key': key },
   );
   const out = await context.output();
   if (response.text === '') return;

@@ -128,6 +128,7 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
       client: await context.client(),
       clientWithKey: (apiKey) => context.clientWithKey(apiKey),
       adminToken,
+      keptRegistrations: await context.keptRegistrations(),
       done: (step, result) => output.info(`${step.name}: ${describeResult(step.kind, result)}`),
     });
   } catch (error) {
