@@ -178,6 +178,8 @@ export function createApiClient(options: ApiClientOptions) {
       download?: () => Writable;
       /** A write that changes something: it carries an Idempotency-Key (see above). */
       keyed?: boolean;
+      /** A request that may change something the client cannot tell (`agentctl api`). */
+      mayWrite?: boolean;
       /** A keyed write's key, taken beforehand with nextWriteKey(); else the next one. */
       writeKey?: WriteKey;
     },
@@ -242,9 +244,13 @@ export function createApiClient(options: ApiClientOptions) {
       let keptAnswer = false;
       try {
         const started = performance.now();
+        // A write that a resend could carry out twice (a keyed one to a service not known to
+        // honour keys, or any other but a GET through `agentctl api`) goes on a new connection.
+        const once = method !== 'GET' && (key ? !(await honoursKeys()) : Boolean(init.mayWrite));
         const answer = await transport.exchange(url, {
           method,
           headers,
+          ...(once && { newConnection: true }),
           // One deadline covers connecting, the headers and the whole body: each try of a
           // GET gets timeoutMs (within the budget), each try of a write the write timeout.
           timeoutMs: Math.max(
@@ -434,6 +440,7 @@ export function createApiClient(options: ApiClientOptions) {
         body,
         auth: true,
         json: false,
+        mayWrite: method !== 'GET',
         ...(headers && { headers }),
       }),
     /**

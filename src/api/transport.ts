@@ -37,6 +37,12 @@ export interface ExchangeOptions {
    * memory, so MAX_RESPONSE_BYTES does not apply. An error answer is read as text as usual.
    */
   download?: () => Writable;
+  /**
+   * Sent on a connection of its own, never a kept-alive one, and so never sent again after a
+   * reset: for a write that a resend could carry out twice (one to a service not known to
+   * honour Idempotency-Key). A kept-alive connection can be reset after the service read it.
+   */
+  newConnection?: boolean;
 }
 
 /** Refused before reading more: no answer of the service comes near this. */
@@ -70,8 +76,9 @@ export function createTransport(): Transport {
 
   /**
    * One try. A kept-alive connection the server closed while idle fails at once with a reset
-   * and no answer; the request never reached the service then, so it is sent once more on a
-   * new connection (what Node's documentation advises), a POST included.
+   * and no answer; the request most likely never reached the service then, so it is sent once
+   * more on a new connection (what Node's documentation advises). A write that must not be
+   * sent twice asks for `newConnection`, and is never sent again here.
    */
   function send(url: URL, options: ExchangeOptions, deadline: number, fresh: boolean) {
     const http: typeof import('node:https') =
@@ -95,7 +102,7 @@ export function createTransport(): Transport {
             'content-length': String(Buffer.byteLength(options.body)),
           }),
         },
-        agent: agentFor(url.protocol),
+        agent: options.newConnection ? false : agentFor(url.protocol),
       });
       const answerTimer = setTimeout(
         () =>
@@ -108,7 +115,8 @@ export function createTransport(): Transport {
         clearTimeout(answerTimer);
         if (exchange && !error) return resolve(exchange);
         const code = (error as NodeJS.ErrnoException | undefined)?.code;
-        if (!failure && !answered && !fresh && request.reusedSocket && code === 'ECONNRESET') {
+        const resendable = !fresh && !options.newConnection && request.reusedSocket;
+        if (!failure && !answered && resendable && code === 'ECONNRESET') {
           return resolve(send(url, options, deadline, true));
         }
         reject(failure ?? error);

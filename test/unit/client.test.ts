@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApiClient } from '../../src/api/client.ts';
-import { UnreachableError } from '../../src/api/errors.ts';
+import { OutcomeUnknownError, UnreachableError } from '../../src/api/errors.ts';
 
 const servers: Server[] = [];
 afterEach(() => {
@@ -66,7 +66,7 @@ describe('the HTTP client on node:http', () => {
     }
   });
 
-  it('sends a request again, once, when a kept-alive connection was reset before any answer', async () => {
+  it('sends a read again, once, when a kept-alive connection was reset before any answer', async () => {
     // Answers the first request on each connection, and resets at the second: what a server
     // does when it closes an idle connection just as the client reuses it.
     const requests: number[] = [];
@@ -84,9 +84,46 @@ describe('the HTTP client on node:http', () => {
     const client = clientOf(url, {});
     try {
       expect((await client.raw('GET', '/one')).text).toBe('{}');
-      // A POST too: it never reached the service, so sending it again is safe.
-      expect((await client.raw('POST', '/two', {})).text).toBe('{}');
+      expect((await client.raw('GET', '/two')).text).toBe('{}');
       expect(requests).toEqual([1, 2, 1]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('never sends a write again after a reset, where keys are not known to be honoured: the service may have read it', async () => {
+    // Answers GETs, and resets a connection as soon as it has read a write: a service that
+    // died (or a proxy that cut the answer) after the write reached it.
+    const writes: string[] = [];
+    const url = await listen(
+      createNetServer((socket: Socket) => {
+        socket.on('data', (chunk) => {
+          const line = chunk.toString().split('\r\n')[0] as string;
+          if (line.startsWith('GET')) {
+            socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nkeep-alive: timeout=5\r\n\r\n{}');
+            return;
+          }
+          writes.push(line);
+          socket.resetAndDestroy();
+        });
+      }),
+    );
+    const client = clientOf(url, {});
+    try {
+      // A kept-alive connection first, which a write must not be resent over.
+      expect((await client.raw('GET', '/one')).text).toBe('{}');
+      await expect(client.raw('POST', '/api/v1/agent/vault/deposit', {})).rejects.toThrow(
+        UnreachableError,
+      );
+      expect(writes).toHaveLength(1);
+      expect((await client.raw('GET', '/two')).text).toBe('{}');
+      await expect(client.deposit({ vault_id: 'moderate', amount_usdc: 1 })).rejects.toThrow(
+        OutcomeUnknownError,
+      );
+      expect(writes).toEqual([
+        'POST /api/v1/agent/vault/deposit HTTP/1.1',
+        'POST /api/v1/agent/vault/deposit HTTP/1.1',
+      ]);
     } finally {
       await client.close();
     }
