@@ -13,6 +13,8 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    // A throwaway PostgreSQL for the files that ask for one, started on first use.
+    globalSetup: ['test/helpers/postgres-global.ts'],
     // Most files spend much of their time waiting on child processes (anvil, a spawned serve,
     // the built CLI), so on a 2-core machine vitest's default of cores - 1 workers leaves half
     // of it idle: two workers take npm test from about 6 minutes to about 4.
