@@ -300,6 +300,33 @@ describe('snapshots', () => {
     expect((await deposit(frank.apiKey, 1)).statusCode).toBe(200);
   });
 
+  it("restores a snapshot of an earlier agentctl's schema, brought up to date on a copy", async () => {
+    const hana = await chainAgent(sandbox);
+    expect((await snapshotAs('earlier-schema')).statusCode).toBe(200);
+    // What version 5 (before Idempotency-Key) wrote: no idempotency_keys table.
+    const path = join(sandbox.dir, 'snapshots', 'earlier-schema', 'sandbox.db');
+    const copy = new DatabaseSync(path);
+    copy.exec('DROP TABLE idempotency_keys; PRAGMA user_version = 5');
+    copy.close();
+    expect((await deposit(hana.apiKey, 1)).statusCode).toBe(200);
+    const restored = await restore('earlier-schema');
+    expect(restored.statusCode, restored.body).toBe(200);
+    // The agent is back, and keyed writes work on the restored state.
+    const keyed = await sandbox.app.inject({
+      method: 'POST',
+      url: '/api/v1/agent/vault/deposit',
+      headers: { 'x-api-key': hana.apiKey, 'idempotency-key': 'after-an-old-snapshot' },
+      payload: { vault_id: 'moderate', amount_usdc: 1 },
+    });
+    expect(keyed.statusCode, keyed.body).toBe(200);
+    expect(keyed.headers['idempotent-replayed']).toBe('false');
+    // The snapshot's own file is left as it was.
+    const after = new DatabaseSync(path, { readOnly: true });
+    expect(after.prepare('PRAGMA user_version').get()).toEqual({ user_version: 5 });
+    after.close();
+    expect(readdirSync(sandbox.dir).filter((file) => file.startsWith('upgrading-'))).toEqual([]);
+  });
+
   it('restores a snapshot whose index.db cannot be put in place, and indexes the chain again', async () => {
     const gina = await chainAgent(sandbox);
     expect((await deposit(gina.apiKey, 3)).statusCode).toBe(200);

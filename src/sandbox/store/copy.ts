@@ -1,6 +1,8 @@
-import { closeSync, openSync } from 'node:fs';
-import type { DatabaseSync } from 'node:sqlite';
-import { transaction } from './db.ts';
+import { randomBytes } from 'node:crypto';
+import { closeSync, copyFileSync, openSync, rmSync } from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
+import { migrate, transaction } from './db.ts';
+import { MIGRATIONS } from './migrations.ts';
 
 /**
  * Copying a live SQLite database whole, and replacing one's rows with another's: how a
@@ -82,6 +84,45 @@ function checkTables(ours: Map<string, string>, theirs: Map<string, string>): vo
     throw new SchemaMismatchError(
       `its table ${first} is not this version's (it was made by another agentctl version)`,
     );
+  }
+}
+
+/**
+ * Runs `use` with the database file `from` at this version's schema: `from` itself when it is
+ * at it, else a copy in `workDir` brought up to date by the same migrations a start runs (a
+ * snapshot or an export made by an earlier agentctl), removed afterwards. `from` is never
+ * changed. A newer schema throws SchemaMismatchError.
+ */
+export function atThisSchema<T>(from: string, workDir: string, use: (path: string) => T): T {
+  const version = schemaVersionOf(from);
+  if (version === MIGRATIONS.length) return use(from);
+  if (version > MIGRATIONS.length) {
+    throw new SchemaMismatchError(
+      `is of schema version ${version}, newer than this agentctl knows (${MIGRATIONS.length}): upgrade agentctl`,
+    );
+  }
+  const copy = `${workDir}/upgrading-${randomBytes(8).toString('hex')}.db.tmp`;
+  try {
+    copyFileSync(from, copy);
+    const db = new DatabaseSync(copy);
+    try {
+      migrate(db);
+    } finally {
+      db.close();
+    }
+    return use(copy);
+  } finally {
+    for (const suffix of ['', '-wal', '-shm', '-journal'])
+      rmSync(`${copy}${suffix}`, { force: true });
+  }
+}
+
+function schemaVersionOf(path: string): number {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    return (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
+  } finally {
+    db.close();
   }
 }
 

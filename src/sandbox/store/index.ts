@@ -1,6 +1,7 @@
+import { dirname } from 'node:path';
 import { createAgentStore } from './agents.ts';
 import { createChainLogStore } from './chain-log.ts';
-import { checkSameTables, copyDatabase, replaceRows } from './copy.ts';
+import { atThisSchema, checkSameTables, copyDatabase, replaceRows } from './copy.ts';
 import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
 import { createIdempotencyStore } from './idempotency.ts';
@@ -125,15 +126,20 @@ export function openStore(
     replaceFrom(from: string | undefined): void {
       // A new database (serve --from) has no identity yet: it takes the copy's.
       const kept = IDENTITY_META.filter((key) => meta.get(key) !== undefined);
-      replaceRows(db, from, [
-        { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
-        // Snapshot files and restores are not undone by a restore: nor are their keys.
-        { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
-      ]);
+      const replace = (source: string | undefined) =>
+        replaceRows(db, source, [
+          { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
+          // Snapshot files and restores are not undone by a restore: nor are their keys.
+          { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
+        ]);
+      // A snapshot of an earlier agentctl is brought to this schema first (a copy).
+      if (from === undefined) replace(undefined);
+      else atThisSchema(from, dirname(path), replace);
       agents.replaced();
     },
     /** Throws SchemaMismatchError unless replaceFrom(from) could put the rows of `from` in. */
-    checkReplaceable: (from: string) => checkSameTables(db, from),
+    checkReplaceable: (from: string) =>
+      atThisSchema(from, dirname(path), (source) => checkSameTables(db, source)),
     /** Resolves once everything committed so far is fsynced. */
     sync: wal.sync,
     async close(): Promise<void> {
