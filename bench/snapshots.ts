@@ -20,7 +20,8 @@ export interface SnapshotFigures {
   sizeBytes: number;
 }
 
-async function admin(base: string, method: string, path: string, body?: object) {
+/** An admin API request; anything but 200 throws. */
+export async function admin(base: string, method: string, path: string, body?: object) {
   const response = await fetch(`${base}${path}`, {
     method,
     headers: {

@@ -1,18 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Address, decodeFunctionData, type Hex } from 'viem';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
+import { describe, expect, it } from 'vitest';
 import { SandboxVault } from '../../src/sandbox/chain/contracts/artifacts.ts';
 import {
   registerOver,
   requestOver,
   rpcCall,
   type ServeProcess,
-  startServe,
   until,
+  useServes,
 } from '../helpers/serve.ts';
 
 /**
@@ -22,36 +20,13 @@ import {
  * none. The chain is read over JSON-RPC, not through the sandbox's own answers.
  */
 const TOKEN = 'idempotency-test-admin';
-let dir: string;
-let state: string;
-const running: ServeProcess[] = [];
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-idempotency-'));
-  state = join(dir, 'state');
-});
-afterEach(async () => {
-  for (const serve of running.splice(0)) {
-    serve.child.kill('SIGTERM');
-    await serve.exited;
-  }
-  // The anvil of a serve a test killed with kill -9 outlives it, as it would for a user.
-  for (const pid of anvilsStartedFor(state)) process.kill(pid, 'SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function serve(env: NodeJS.ProcessEnv = {}) {
-  const started = await startServe(
-    ['--state', state, '--admin-token', TOKEN, '--log-level', 'warn', '--rate-limit', 'off'],
-    env,
-  );
-  running.push(started);
-  return started;
-}
+const serves = useServes('serve-idempotency', TOKEN);
+const serve = (env: NodeJS.ProcessEnv = {}) => serves.stateServe(env);
 
 /** Waits for a serve killed with kill -9 (by itself or by the test) to be gone. */
 async function killed(serve: ServeProcess) {
   expect(await serve.exited).toBe('SIGKILL');
-  running.splice(running.indexOf(serve), 1);
+  serves.forget(serve);
 }
 
 const call = (url: string, method: string, path: string, body?: object, key?: string) =>
@@ -244,7 +219,7 @@ describe('a keyed deposit through kill -9', () => {
   it('with anvil killed in the middle of a burst: every key retried until answered is one deposit on the chain', async () => {
     const sandbox = await serve();
     const writes = await burstOf(sandbox.url, 4, 6);
-    const anvilPid = Number(readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ')[0]);
+    const anvilPid = Number(readFileSync(join(serves.state(), 'anvil.pid'), 'utf8').split(' ')[0]);
     const before = await sendBurst(sandbox.url, writes, {
       answers: 8,
       kill: () => process.kill(anvilPid, 'SIGKILL'),

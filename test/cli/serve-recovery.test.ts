@@ -1,19 +1,16 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatUnits, type Hex, parseEther, parseUnits } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CHAIN_ID } from '../../src/api/schemas/index.ts';
-import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
 import {
   depositOver,
   registerOver,
   requestOver,
   rpcCall,
-  type ServeProcess,
-  startServe,
   until,
+  useServes,
 } from '../helpers/serve.ts';
 
 /**
@@ -22,32 +19,10 @@ import {
  * and nothing is answered from a chain that is only partly rebuilt.
  */
 const TOKEN = 'recovery-test-admin';
-let dir: string;
-let state: string;
-const running: ServeProcess[] = [];
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-serve-recovery-'));
-  state = join(dir, 'state');
-});
-afterEach(async () => {
-  for (const serve of running.splice(0)) {
-    serve.child.kill('SIGTERM');
-    await serve.exited;
-  }
-  // The anvil of a serve a test killed with kill -9 outlives it, as it would for a user.
-  for (const pid of anvilsStartedFor(state)) process.kill(pid, 'SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
-
+const serves = useServes('serve-recovery', TOKEN);
 /** serve on the test's state dir; AGENTCTL_CHECKPOINTS=manual keeps every block in the log. */
-async function serve(env: NodeJS.ProcessEnv = {}) {
-  const started = await startServe(
-    ['--state', state, '--admin-token', TOKEN, '--log-level', 'warn', '--rate-limit', 'off'],
-    { AGENTCTL_CHECKPOINTS: 'manual', ...env },
-  );
-  running.push(started);
-  return started;
-}
+const serve = (env: NodeJS.ProcessEnv = {}) =>
+  serves.stateServe({ AGENTCTL_CHECKPOINTS: 'manual', ...env });
 
 const request = (url: string, method: string, path: string, body?: object, key?: string) =>
   requestOver(url, TOKEN, method, path, body, key);
@@ -142,7 +117,9 @@ describe('a chain no one else can stall', () => {
 
     // Every block of theirs was logged: a rebuild (anvil killed) brings all of them back.
     const before = Number(await rpcCall(rpcUrl, 'eth_blockNumber'));
-    const [anvilPid] = readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ').map(Number);
+    const [anvilPid] = readFileSync(join(serves.state(), 'anvil.pid'), 'utf8')
+      .split(' ')
+      .map(Number);
     process.kill(anvilPid as number, 'SIGKILL');
     await until(async () => sandbox.stderr().includes('the chain is back'));
     expect(Number(await rpcCall(rpcUrl, 'eth_blockNumber'))).toBeGreaterThanOrEqual(before);
@@ -177,7 +154,7 @@ describe('a chain no one else can stall', () => {
         (await request(sandbox.url, 'GET', '/sandbox/info')).body.standby.status === 'following',
     );
     const [anvilPid, standbyPid] = ['anvil.pid', 'anvil-standby.pid'].map((file) =>
-      Number(readFileSync(join(state, file), 'utf8').split(' ')[0]),
+      Number(readFileSync(join(serves.state(), file), 'utf8').split(' ')[0]),
     );
     process.kill(standbyPid as number, 'SIGKILL');
     process.kill(anvilPid as number, 'SIGKILL');
@@ -262,12 +239,12 @@ describe('kill -9 of serve', () => {
     const first = await serve();
     const { apiKey } = await registerOver(first.url);
     const made = await deposit(first.url, apiKey, 21);
-    const [anvilPid, , port] = readFileSync(join(state, 'anvil.pid'), 'utf8')
+    const [anvilPid, , port] = readFileSync(join(serves.state(), 'anvil.pid'), 'utf8')
       .split(' ')
       .map(Number);
     first.child.kill('SIGKILL');
     await first.exited;
-    running.splice(running.indexOf(first), 1);
+    serves.forget(first);
 
     // What no serve acknowledged: a block mined after the last logged one, and a transaction
     // waiting in the pool.
@@ -283,7 +260,9 @@ describe('kill -9 of serve', () => {
     await rpcCall(direct, 'eth_sendRawTransaction', [await thirdPartyTransfer(direct)]);
 
     const second = await serve();
-    expect(Number(readFileSync(join(state, 'anvil.pid'), 'utf8').split(' ')[0])).toBe(anvilPid);
+    expect(Number(readFileSync(join(serves.state(), 'anvil.pid'), 'utf8').split(' ')[0])).toBe(
+      anvilPid,
+    );
     expect(second.stderr()).toContain(
       'dropped 1 block(s) anvil had mined after the last logged one',
     );

@@ -173,6 +173,27 @@ export async function registeredAgent(app: App, fields: Record<string, unknown> 
   return { account, apiKey: body.api_key, body };
 }
 
+/** A write sent with `Idempotency-Key: key`, as an agent (its API key) or as the admin. */
+export function keyedWrite(
+  app: App,
+  key: string,
+  url: string,
+  payload: object | undefined,
+  auth: { apiKey?: string; admin?: boolean },
+  method: 'POST' | 'DELETE' = 'POST',
+): Promise<LightMyRequestResponse> {
+  return app.inject({
+    method,
+    url,
+    headers: {
+      'idempotency-key': key,
+      ...(auth.apiKey && { 'x-api-key': auth.apiKey }),
+      ...(auth.admin && { 'x-admin-token': ADMIN_TOKEN }),
+    },
+    ...(payload && { payload }),
+  });
+}
+
 export function admin(app: App, method: 'GET' | 'POST', url: string, payload?: object) {
   return app.inject({
     method,

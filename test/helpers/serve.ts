@@ -7,6 +7,7 @@ import type { Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, expect } from 'vitest';
 import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
+import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
 
 export const BIN = fileURLToPath(new URL('../../bin/agentctl.js', import.meta.url));
 
@@ -175,6 +176,8 @@ export function useServes(name: string, adminToken: string) {
       serve.child.kill('SIGTERM');
       await serve.exited;
     }
+    // The anvil of a serve a test killed with kill -9 outlives it, as it would for a user.
+    for (const pid of anvilsStartedFor(join(dir, 'state'))) process.kill(pid, 'SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   });
   const forget = (serve: ServeProcess) => {
@@ -184,9 +187,27 @@ export function useServes(name: string, adminToken: string) {
     if (index === -1) throw new Error('this serve was not started by serve(), or was forgotten');
     running.splice(index, 1);
   };
+  const state = () => join(dir, 'state');
   return {
     /** This test's directory. */
     dir: () => dir,
+    /** The test's state dir (`--state`), in its directory: see stateServe. */
+    state,
+    /**
+     * serve on the test's state dir, rate limits off: the same sandbox across the serves of a
+     * test (a kill -9, then a restart, say).
+     */
+    async stateServe(env: NodeJS.ProcessEnv = {}, args: string[] = []): Promise<ServeProcess> {
+      const started = await startServe(
+        [
+          ...['--state', state(), '--admin-token', adminToken, '--log-level', 'warn'],
+          ...['--rate-limit', 'off', ...args],
+        ],
+        env,
+      );
+      running.push(started);
+      return started;
+    },
     async serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
       const started = await startServe(
         ['--admin-token', adminToken, '--log-level', 'warn', ...args],

@@ -4,14 +4,13 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { LightMyRequestResponse } from 'fastify';
 import { type Address, createPublicClient, erc20Abi, http } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/sandbox/app.ts';
 import { type AnvilProcess, startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
 import { type ChainReader, chainAgent, useChainSandbox } from '../helpers/chain.ts';
-import { ADMIN_TOKEN, createTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
+import { createTestSandbox, keyedWrite, type TestSandbox } from '../helpers/sandbox.ts';
 
 /**
  * An outside review of Idempotency-Key (issue 24): each test is a way found to break the
@@ -22,25 +21,14 @@ useChainSandbox((started) => {
   sandbox = started;
 });
 
-function keyed(
+const keyed = (
   on: TestSandbox,
   key: string,
   url: string,
   payload: object | undefined,
   auth: { apiKey?: string; admin?: boolean },
   method: 'POST' | 'DELETE' = 'POST',
-): Promise<LightMyRequestResponse> {
-  return on.app.inject({
-    method,
-    url,
-    headers: {
-      'idempotency-key': key,
-      ...(auth.apiKey && { 'x-api-key': auth.apiKey }),
-      ...(auth.admin && { 'x-admin-token': ADMIN_TOKEN }),
-    },
-    ...(payload && { payload }),
-  });
-}
+) => keyedWrite(on.app, key, url, payload, auth, method);
 
 const usdcOf = (on: TestSandbox, client: ChainReader, address: Address) =>
   client.readContract({

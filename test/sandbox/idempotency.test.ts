@@ -6,8 +6,8 @@ import { type Address, erc20Abi } from 'viem';
 import { describe, expect, it } from 'vitest';
 import { type ChainReader, chainAgent, useChainSandbox } from '../helpers/chain.ts';
 import {
-  ADMIN_TOKEN,
   getNonce,
+  keyedWrite,
   newAccount,
   postRegister,
   signedBody,
@@ -25,23 +25,12 @@ useChainSandbox((started, chainReader) => {
   reader = chainReader;
 });
 
-function keyed(
+const keyed = (
   key: string,
   url: string,
   payload: object | undefined,
   auth: { apiKey?: string; admin?: boolean },
-): Promise<LightMyRequestResponse> {
-  return sandbox.app.inject({
-    method: 'POST',
-    url,
-    headers: {
-      'idempotency-key': key,
-      ...(auth.apiKey && { 'x-api-key': auth.apiKey }),
-      ...(auth.admin && { 'x-admin-token': ADMIN_TOKEN }),
-    },
-    ...(payload && { payload }),
-  });
-}
+) => keyedWrite(sandbox.app, key, url, payload, auth);
 
 const deposit = (apiKey: string, key: string, amount: number) =>
   keyed(
