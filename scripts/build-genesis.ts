@@ -26,6 +26,7 @@ import { deployProtocol } from '../src/sandbox/chain/deployment.ts';
 import { createBlockProducer } from '../src/sandbox/chain/producer.ts';
 import { createRpcClient } from '../src/sandbox/chain/rpc.ts';
 import { createServerWallet, GENESIS_KEYS } from '../src/sandbox/chain/wallets.ts';
+import type { StoreTx } from '../src/sandbox/store/index.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const GENESIS_PATH = join(root, 'src/sandbox/chain/genesis.ts');
@@ -61,7 +62,14 @@ export async function buildGenesis(): Promise<Genesis> {
       rpc,
       head: { number: Number(latest.number), hash: latest.hash, timestamp: GENESIS_TIMESTAMP },
       nowSeconds: () => GENESIS_TIMESTAMP,
-      commit: (_blocks, records) => records.map((record) => ({ ok: true, value: record() })),
+      // The genesis has no store: the deployment's sends record nothing (no record uses a tx).
+      commit: async (_blocks, records) => {
+        const noStore = undefined as unknown as StoreTx;
+        const outcomes = [];
+        for (const record of records)
+          outcomes.push({ ok: true as const, value: await record(noStore) });
+        return outcomes;
+      },
       sync: async () => {},
       revertReason: async () => 'the transaction reverted',
       onDiverged: (error) => {

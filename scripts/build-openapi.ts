@@ -31,7 +31,7 @@ async function servedDocument(): Promise<unknown> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-openapi-'));
   const quiet = { info() {}, warn() {}, error() {} };
   const store = openStore(join(dir, 'sandbox.db'), { durable: false });
-  const clock = createSandboxClock(store.meta);
+  const clock = await createSandboxClock(store.meta);
   const sandboxId = randomUUID();
   const runtime = await startRuntime({
     stateDir: dir,

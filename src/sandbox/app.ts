@@ -152,7 +152,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     snapshots.holdWritesWith(() => writes.hold());
     const unsubscribe = snapshots.onRestored(() => {
       // The restored state's keys are back, and those made since are gone.
-      keys.recount();
+      void keys.recount();
       live?.closeAll(CLOSE_SANDBOX_RESTORED, 'Sandbox restored');
     });
     app.addHook('onClose', async () => {

@@ -2,6 +2,11 @@ import type { MetaStore } from './store/meta.ts';
 
 const OFFSET_KEY = 'clock_offset_seconds';
 
+/** Where the offset persists: a transaction's repositories (the tx of the commit). */
+export interface ClockTx {
+  meta: Pick<MetaStore, 'set'>;
+}
+
 /**
  * Sandbox time: the real clock plus an offset that only moves forward.
  * Nonce expiry, cooldowns and chain time read this clock, so tests and operators can skip
@@ -11,23 +16,25 @@ export interface SandboxClock {
   nowMs(): number;
   nowSeconds(): number;
   offsetSeconds(): number;
-  /** Sets and persists the offset; call inside the transaction that commits its block. */
-  setOffset(seconds: number): void;
-  /** Moves the offset forward so that now is at least `seconds` (never back). */
-  raiseTo(seconds: number): void;
+  /** Sets and persists the offset, through `tx`: the transaction that commits its block. */
+  setOffset(tx: ClockTx, seconds: number): Promise<void>;
+  /** Moves the offset forward so that now is at least `seconds` (never back), through `tx`. */
+  raiseTo(tx: ClockTx, seconds: number): Promise<void>;
   /** Reads the offset again, after a restore put another one in the database. */
-  reload(): void;
+  reload(): Promise<void>;
 }
 
-export function createSandboxClock(
-  meta: MetaStore,
+/** The clock, at the offset `meta` holds. */
+export async function createSandboxClock(
+  meta: Pick<MetaStore, 'get'>,
   realNowMs: () => number = Date.now,
-): SandboxClock {
-  let offset = Number(meta.get(OFFSET_KEY) ?? 0);
+): Promise<SandboxClock> {
+  const read = async () => Number((await meta.get(OFFSET_KEY)) ?? 0);
+  let offset = await read();
   const nowMs = () => realNowMs() + offset * 1000;
   const nowSeconds = () => Math.floor(nowMs() / 1000);
-  const setOffset = (seconds: number) => {
-    meta.set(OFFSET_KEY, String(seconds));
+  const setOffset = async (tx: ClockTx, seconds: number) => {
+    await tx.meta.set(OFFSET_KEY, String(seconds));
     offset = seconds;
   };
   return {
@@ -35,12 +42,12 @@ export function createSandboxClock(
     nowSeconds,
     offsetSeconds: () => offset,
     setOffset,
-    raiseTo(seconds) {
+    async raiseTo(tx, seconds) {
       const behind = seconds - nowSeconds();
-      if (behind > 0) setOffset(offset + behind);
+      if (behind > 0) await setOffset(tx, offset + behind);
     },
-    reload() {
-      offset = Number(meta.get(OFFSET_KEY) ?? 0);
+    async reload() {
+      offset = await read();
     },
   };
 }

@@ -11,7 +11,7 @@ import type { SandboxClock } from './clock.ts';
 import { HttpError } from './errors.ts';
 import type { Onboarder } from './operator/onboarding.ts';
 import type { SignerPool } from './signatures/pool.ts';
-import type { Store } from './store/index.ts';
+import type { Store, StoreTx } from './store/index.ts';
 import type { NonceRow } from './store/nonces.ts';
 
 /** A registration's answer: it holds the new API key, shown this once. */
@@ -42,7 +42,12 @@ export function registrationMessage(
 }
 
 /** Issues a 256-bit nonce bound to `wallet` and returns the message to sign. */
-export function issueNonce(store: Store, clock: SandboxClock, wallet: string, domain: string) {
+export async function issueNonce(
+  store: Store,
+  clock: SandboxClock,
+  wallet: string,
+  domain: string,
+) {
   const issuedAt = clock.nowSeconds();
   const row = {
     nonce: randomBytes(32).toString('hex'),
@@ -51,7 +56,7 @@ export function issueNonce(store: Store, clock: SandboxClock, wallet: string, do
     issued_at: issuedAt,
     expires_at: issuedAt + NONCE_TTL_SECONDS,
   };
-  store.nonces.issue(row);
+  await store.nonces.issue(row);
   return {
     nonce: row.nonce,
     message: registrationMessage(row),
@@ -106,14 +111,14 @@ export async function registerAgent(
   onboarder: Pick<Onboarder, 'add'>,
   signerOf: SignerPool['signerOf'],
   /** Runs in the commit that registers the agent, with the answer (Idempotency-Key). */
-  commitAnswer: (answer: Registered) => void = () => {},
+  commitAnswer: (tx: StoreTx, answer: Registered) => Promise<void> = async () => {},
 ): Promise<Registered> {
   const wallet = request.wallet_address.toLowerCase();
-  if (store.agents.findByWallet(wallet)) {
+  if (await store.agents.findByWallet(wallet)) {
     throw alreadyRegistered(wallet);
   }
   const row = usableNonce(
-    store.nonces.find(request.nonce.toLowerCase()),
+    await store.nonces.find(request.nonce.toLowerCase()),
     wallet,
     clock.nowSeconds(),
   );
@@ -138,19 +143,19 @@ export async function registerAgent(
     tier: 'unverified' as const,
     message: 'Agent registered. Store the API key now: it is shown only once.',
   };
-  const queued = await store.commitSoon(() => {
+  const queued = await store.commitSoon(async (tx) => {
     const now = clock.nowMs();
     // Checked again inside the commit: another request may have won the race since the reads above.
-    if (!store.nonces.consume(row.nonce, Math.floor(now / 1000))) {
-      usableNonce(store.nonces.find(row.nonce), wallet, Math.floor(now / 1000));
+    if (!(await tx.nonces.consume(row.nonce, Math.floor(now / 1000)))) {
+      usableNonce(await tx.nonces.find(row.nonce), wallet, Math.floor(now / 1000));
       throw new HttpError(401, 'nonce can no longer be used; request a new one');
     }
-    if (store.agents.findByWallet(wallet)) {
+    if (await tx.agents.findByWallet(wallet)) {
       throw alreadyRegistered(wallet);
     }
-    const walletIndex = store.takeWalletIndex(reserved);
+    const walletIndex = await tx.takeWalletIndex(reserved);
     const agentAddress = wallets.addressAt(walletIndex);
-    store.agents.insert(
+    await tx.agents.insert(
       {
         agent_id: agentId,
         wallet_address: getAddress(wallet),
@@ -176,8 +181,8 @@ export async function registerAgent(
       registered_wallet: getAddress(wallet),
       queued_at: now,
     };
-    store.onboarding.enqueue(outbox);
-    commitAnswer(answer);
+    await tx.onboarding.enqueue(outbox);
+    await commitAnswer(tx, answer);
     return outbox;
   });
   onboarder.add(queued);

@@ -125,7 +125,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
       store,
       log,
     });
-    onboarder.resume();
+    await onboarder.resume();
     // The sandbox operates the ERC-7540 vault where it can mine at will; elsewhere the
     // deployment's operator does. A restore starts a new one.
     const startFulfiller = () => {

@@ -70,8 +70,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     store = openStore(stateDir.databasePath, { durable: stateDir.persistent });
     // A restore a crash cut short is finished first (serve --from's is one).
     await resumeRestore(stateDir.path, store, join(stateDir.path, 'index.db'));
-    const sandboxId = sandboxIdOf(stateDir, store);
-    const clock = createSandboxClock(store.meta);
+    const sandboxId = await sandboxIdOf(stateDir, store);
+    const clock = await createSandboxClock(store.meta);
     runtime = await startRuntime({
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
@@ -87,7 +87,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       await store.sync();
       stateDir.markCreated(sandboxId);
     }
-    const admin = adminTokenFor(options.adminToken, stateDir.persistent ? store : undefined);
+    const admin = await adminTokenFor(options.adminToken, stateDir.persistent ? store : undefined);
     const { buildApp } = await loadingApp;
     const { chain } = runtime;
     const app = await buildApp({
@@ -133,7 +133,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     // Kept only now that the sandbox listens: a start that failed (a port in use, say) never
     // printed its token, and the next start must not point at it.
     if (admin.store) {
-      openedStore.meta.set('admin_token_sha256', admin.hash);
+      await openedStore.meta.set('admin_token_sha256', admin.hash);
       await openedStore.sync();
     }
     const address = app.server.address();
@@ -169,11 +169,11 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
  * else a new one, printed once. A given token replaces the kept one. `store` says the hash
  * is to be kept; the caller keeps it once the sandbox listens.
  */
-function adminTokenFor(
+async function adminTokenFor(
   given: string | undefined,
   store: Store | undefined,
-): { token: string | undefined; hash: string; generated: boolean; store: boolean } {
-  const kept = store?.meta.get('admin_token_sha256');
+): Promise<{ token: string | undefined; hash: string; generated: boolean; store: boolean }> {
+  const kept = await store?.meta.get('admin_token_sha256');
   if (given === undefined && kept !== undefined) {
     return { token: undefined, hash: kept, generated: false, store: false };
   }
@@ -187,13 +187,13 @@ function adminTokenFor(
  * The sandbox's id: the state's format file and sandbox.db must name the same one, or the
  * database is not this state's (lost and recreated, or copied from another sandbox).
  */
-function sandboxIdOf(stateDir: StateDir, store: Store): string {
-  const recorded = store.meta.get('sandbox_id');
+async function sandboxIdOf(stateDir: StateDir, store: Store): Promise<string> {
+  const recorded = await store.meta.get('sandbox_id');
   if (stateDir.sandboxId === undefined) {
     // A new state, or a first start that was cut short before it wrote the format file.
     if (recorded) return recorded;
     const id = randomUUID();
-    store.meta.set('sandbox_id', id);
+    await store.meta.set('sandbox_id', id);
     return id;
   }
   if (recorded === stateDir.sandboxId) return recorded;

@@ -58,7 +58,7 @@ export function createWalletAllocator(deps: {
       return oneAtATime('wallet index', async () => {
         // A chain being rebuilt may not have the history yet: the registration is retried.
         if (!(await chain.isConnected())) throw new ChainUnavailableError();
-        let index = Math.max(store.nextWalletIndex(), lastReserved + 1);
+        let index = Math.max(await store.nextWalletIndex(), lastReserved + 1);
         for (let skipped = 0; ; skipped++, index++) {
           const { address } = chain.wallet(index);
           if (!(await hasHistory(address))) break;

@@ -63,7 +63,7 @@ export async function createTestSandbox(
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
   const store = openStore(join(dir, 'sandbox.db'), { durable: false });
-  const clock = createSandboxClock(store.meta);
+  const clock = await createSandboxClock(store.meta);
   const sandboxId = randomUUID();
   const runtime = await startRuntime({
     stateDir: dir,

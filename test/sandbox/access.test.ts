@@ -169,7 +169,7 @@ describe('sandbox admin API', () => {
     expect(advanced.json().offset_seconds).toBe(3600);
     expect(advanced.json().now - before).toBeGreaterThanOrEqual(3600);
     await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 1 });
-    expect(sandbox.store.meta.get('clock_offset_seconds')).toBe('3601');
+    expect(await sandbox.store.meta.get('clock_offset_seconds')).toBe('3601');
   });
 
   it.each([[{ seconds: 0 }], [{ seconds: -5 }], [{ seconds: 1.5 }], [{ seconds: '60' }], [{}]])(

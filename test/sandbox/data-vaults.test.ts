@@ -568,7 +568,7 @@ describe('nodes and protocol stats', () => {
     expect(body).toMatchObject({
       totalTvl: vaults.totalTvl,
       vaults: 6,
-      agents: sandbox.store.agents.count(),
+      agents: await sandbox.store.agents.count(),
       blockNumber: Number(await reader.getBlockNumber({ cacheTime: 0 })),
     });
     expect(body).toMatchObject({

@@ -281,7 +281,7 @@ describe('a keyed registration', () => {
     // The stored answer holds the API key, which is stored only as a hash: not in the clear.
     const apiKey = first.json().api_key as string;
     const copy = join(sandbox.dir, `copy-${randomUUID()}.db`);
-    sandbox.store.copyTo(copy);
+    await sandbox.store.copyTo(copy);
     const bytes = readFileSync(copy);
     expect(bytes.includes(Buffer.from(apiKey))).toBe(false);
     expect(bytes.includes(Buffer.from(key))).toBe(false);

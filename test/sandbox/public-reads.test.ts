@@ -43,7 +43,7 @@ describe('GET /api/v1/agents', () => {
   it('defaults limit to 50 and honours any limit up to 100', async () => {
     // Straight into the store: 120 signed registrations would only slow the test down.
     for (let i = 0; i < 120; i++) {
-      sandbox.store.agents.insert(
+      await sandbox.store.agents.insert(
         {
           agent_id: `agent-${i}`,
           wallet_address: `0x${i.toString(16).padStart(40, '0')}`,

@@ -156,7 +156,7 @@ describe('POST /api/v1/agent/auth/register', () => {
     const { nonce, message } = await getNonce(sandbox.app, account.address);
     const body = await signedBody({ wallet: account.address, nonce, message, signer: account });
     expect((await postRegister(sandbox.app, body)).statusCode).toBe(200);
-    expect(sandbox.store.nonces.find(nonce)?.consumed_at).toEqual(expect.any(Number));
+    expect((await sandbox.store.nonces.find(nonce))?.consumed_at).toEqual(expect.any(Number));
     const reuse = await postRegister(sandbox.app, body);
     // The wallet is registered now, which is checked first.
     expect(reuse.statusCode).toBe(409);
@@ -344,24 +344,24 @@ describe('registration field rules', () => {
 
   it('defaults agent_type to custom', async () => {
     const { account } = await registeredAgent(sandbox.app);
-    expect(sandbox.store.agents.findByWallet(account.address)?.agent_type).toBe('custom');
+    expect((await sandbox.store.agents.findByWallet(account.address))?.agent_type).toBe('custom');
   });
 });
 
 describe('agent wallets', () => {
   it('skips an HD wallet that already has history on the chain, and never hands it out', async () => {
-    const next = sandbox.store.nextWalletIndex();
+    const next = await sandbox.store.nextWalletIndex();
     const used = sandbox.chain.wallet(next).address;
     // Someone gives the next wallet a balance over anvil's own JSON-RPC, before any agent has it.
     await rpcCall(sandbox.chain.rpcUrl, 'anvil_setBalance', [used, '0xde0b6b3a7640000']);
     const { account } = await registeredAgent(sandbox.app);
-    const agent = sandbox.store.agents.findByWallet(account.address.toLowerCase());
+    const agent = await sandbox.store.agents.findByWallet(account.address.toLowerCase());
     expect(agent?.wallet_index).toBe(next + 1);
     expect(getAddress(agent?.agent_address as string)).toBe(sandbox.chain.wallet(next + 1).address);
     // The skipped index stays skipped: the next agent gets the one after.
     const { account: second } = await registeredAgent(sandbox.app);
-    expect(sandbox.store.agents.findByWallet(second.address.toLowerCase())?.wallet_index).toBe(
-      next + 2,
-    );
+    expect(
+      (await sandbox.store.agents.findByWallet(second.address.toLowerCase()))?.wallet_index,
+    ).toBe(next + 2);
   });
 });

@@ -53,10 +53,10 @@ beforeEach(async () => {
     keys.keyed(
       (request) => (request.headers['x-caller'] as string | undefined) ?? 'writer',
       async (request) =>
-        store.commitSoon(() => {
+        store.commitSoon(async (tx) => {
           runs++;
           const answer = { run: runs };
-          keys.answerOf(request).commit(answer);
+          await keys.answerOf(request).commit(tx, answer);
           return answer;
         }),
     ),
@@ -87,13 +87,13 @@ describe('Idempotency-Key retention', () => {
     const key = randomUUID();
     expect((await write(key)).json()).toEqual({ run: 1 });
     wallMs += IDEMPOTENCY_RETENTION_SECONDS * 1000 - 1;
-    keys.recount();
+    await keys.recount();
     const kept = await write(key);
     expect(kept.headers['idempotent-replayed']).toBe('true');
     expect(kept.json()).toEqual({ run: 1 });
     wallMs += 2;
-    keys.recount();
-    expect(store.idempotency.count()).toBe(0);
+    await keys.recount();
+    expect(await store.idempotency.count()).toBe(0);
     const again = await write(key);
     expect(again.headers['idempotent-replayed']).toBe('false');
     expect(again.json()).toEqual({ run: 2 });
@@ -101,9 +101,9 @@ describe('Idempotency-Key retention', () => {
 
   it('refuses a new key at its bound with 429, not a write without a key, until keys expire', async () => {
     // Filled directly: as many keys as the bound, all fresh.
-    store.transaction(() => {
+    await store.transaction(async (tx) => {
       for (let i = 0; i < MAX_IDEMPOTENCY_KEYS; i++) {
-        store.idempotency.insert({
+        await tx.idempotency.insert({
           id: `filler-${i}`,
           // Spread over callers, so that only the bound of all keys is reached.
           scope: `caller-${i % 100}`,
@@ -115,7 +115,7 @@ describe('Idempotency-Key retention', () => {
         });
       }
     });
-    keys.recount();
+    await keys.recount();
     const refused = await write(randomUUID());
     expect(refused.statusCode).toBe(429);
     expect(refused.headers['retry-after']).toBe('60');
@@ -128,14 +128,14 @@ describe('Idempotency-Key retention', () => {
     wallMs += IDEMPOTENCY_RETENTION_SECONDS * 1000 + 1;
     const accepted = await write(randomUUID());
     expect(accepted.statusCode).toBe(200);
-    expect(store.idempotency.count()).toBe(1);
+    expect(await store.idempotency.count()).toBe(1);
   });
 
   it("bounds one caller's keys, so that one caller cannot take every key", async () => {
     const scope = createHash('sha256').update('writer').digest('hex');
-    store.transaction(() => {
+    await store.transaction(async (tx) => {
       for (let i = 0; i < MAX_IDEMPOTENCY_KEYS_PER_CALLER; i++) {
-        store.idempotency.insert({
+        await tx.idempotency.insert({
           id: `mine-${i}`,
           scope,
           fingerprint: 'x',
@@ -146,7 +146,7 @@ describe('Idempotency-Key retention', () => {
         });
       }
     });
-    keys.recount();
+    await keys.recount();
     const refused = await write(randomUUID());
     expect(refused.statusCode).toBe(429);
     expect(refused.json().message).toMatch(/this caller holds/);

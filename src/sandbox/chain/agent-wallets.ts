@@ -1,4 +1,5 @@
 import { type Address, type Hash, parseEther } from 'viem';
+import type { StoreTx } from '../store/index.ts';
 import { AgentPass, MockUSDC, ProtocolToken } from './contracts/artifacts.ts';
 import type { SandboxChain } from './index.ts';
 import { usdcBalanceOf } from './vaults.ts';
@@ -33,11 +34,11 @@ export async function balancesOf(chain: SandboxChain, address: Address) {
 export async function dripFromFaucet(
   chain: SandboxChain,
   to: Address,
-  record: (txHash: Hash) => void,
+  record: (tx: StoreTx, txHash: Hash) => Promise<void>,
 ): Promise<Hash> {
   const { receipts } = await chain.faucet.exclusive((session) =>
-    session.send([{ label: 'faucet drip', to, value: FAUCET_DRIP_WEI }], ([receipt]) =>
-      record((receipt as { transactionHash: Hash }).transactionHash),
+    session.send([{ label: 'faucet drip', to, value: FAUCET_DRIP_WEI }], (tx, [receipt]) =>
+      record(tx, (receipt as { transactionHash: Hash }).transactionHash),
     ),
   );
   return (receipts[0] as { transactionHash: Hash }).transactionHash;
@@ -48,7 +49,7 @@ export async function fundAddress(
   chain: SandboxChain,
   address: Address,
   amounts: { usdcRaw?: bigint; ethWei?: bigint },
-  record: (funded: Funded) => void = () => {},
+  record: (tx: StoreTx, funded: Funded) => Promise<void> = async () => {},
 ): Promise<Funded> {
   const requests = [
     ...(amounts.usdcRaw === undefined
@@ -69,14 +70,14 @@ export async function fundAddress(
   const { recorded } = await chain.treasury.exclusive((session) =>
     session.send<Funded, Funded['balances']>(
       requests,
-      (receipts, balances) => {
+      async (tx, receipts, balances) => {
         const hashes = receipts.map((receipt) => receipt.transactionHash);
         const funded: Funded = {
           usdc: amounts.usdcRaw === undefined ? null : (hashes.shift() ?? null),
           eth: amounts.ethWei === undefined ? null : (hashes.shift() ?? null),
           balances,
         };
-        record(funded);
+        await record(tx, funded);
         return funded;
       },
       // The balances the answer reports, on the block that funded them.

@@ -1,5 +1,6 @@
 import { type Address, type Hash, parseEventLogs, type TransactionReceipt } from 'viem';
 import { HttpError } from '../errors.ts';
+import type { StoreTx } from '../store/index.ts';
 import { AgentGovernor } from './contracts/artifacts.ts';
 import { revertReason } from './errors.ts';
 import type { SandboxChain } from './index.ts';
@@ -20,7 +21,7 @@ export async function createProposal(
   chain: SandboxChain,
   title: string,
   description: string,
-  record: (proposal: CreatedProposal) => void = () => {},
+  record: (tx: StoreTx, proposal: CreatedProposal) => Promise<void> = async () => {},
 ): Promise<CreatedProposal> {
   const governor = chain.deployment.governor;
   const { recorded } = await chain.treasury.exclusive((session) =>
@@ -34,9 +35,9 @@ export async function createProposal(
           args: [title, description],
         },
       ],
-      ([receipt]) => {
+      async (tx, [receipt]) => {
         const created = createdFrom(receipt as TransactionReceipt);
-        record(created);
+        await record(tx, created);
         return created;
       },
     ),
@@ -115,7 +116,7 @@ export async function castVote(
   chain: SandboxChain,
   walletIndex: number,
   vote: { proposalId: number; support: 0 | 1 | 2; reason: string },
-  record: (cast: CastVote) => void,
+  record: (tx: StoreTx, cast: CastVote) => Promise<void>,
 ): Promise<CastVote> {
   const governor = chain.deployment.governor;
   const id = BigInt(vote.proposalId);
@@ -152,13 +153,13 @@ export async function castVote(
           args: [id, vote.support, vote.reason],
         },
       ],
-      ([receipt]) => {
+      async (tx, [receipt]) => {
         const cast: CastVote = {
           supportLabel: SUPPORT_LABELS[vote.support],
           txHash: (receipt as TransactionReceipt).transactionHash,
           blockNumber: Number((receipt as TransactionReceipt).blockNumber),
         };
-        record(cast);
+        await record(tx, cast);
         return cast;
       },
     );

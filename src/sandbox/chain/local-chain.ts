@@ -4,7 +4,7 @@ import type { Address, Hash, Hex } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
-import type { Store } from '../store/index.ts';
+import type { Store, StoreTx } from '../store/index.ts';
 import type { LoggedBlock } from '../store/types.ts';
 import {
   type AnvilProcess,
@@ -188,12 +188,12 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     rpc: chainRpc,
     head,
     nowSeconds: () => options.clock.nowSeconds(),
-    commit: (blocks, records) => {
+    commit: async (blocks, records) => {
       // The clock catches up in the commit that logs the blocks, after the writes' records
       // (a clock advance's own offset comes first).
-      const outcomes = store.commitBlocks(blocks, [
+      const outcomes = await store.commitBlocks(blocks, [
         ...records,
-        () => catchUpClock(options.clock, blocks, log),
+        (tx) => catchUpClock(tx, options.clock, blocks, log),
       ]);
       if (records.length > 0) crashAt('crash-after-commit');
       return outcomes.slice(0, records.length);
@@ -291,7 +291,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       return checkpointing.catch(() => undefined).then(() => checkpoint(request));
     }
     checkpointing ??= (async () => {
-      const pointer = readPointer(store);
+      const pointer = await readPointer(store);
       let taken: { at: BlockHead; state: Hex; observed: Observed | undefined } | undefined;
       for (let tries = 1; ; tries++) {
         const paused = performance.now();
@@ -330,9 +330,9 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       // on rather than start again from a copy; never more than CHECKPOINT_EVERY_BLOCKS.
       const needed = standby.neededAfter() ?? at.number;
       const through = Math.max(at.number - CHECKPOINT_EVERY_BLOCKS, Math.min(at.number, needed));
-      store.transaction(() => {
-        writePointer(store, { block: at.number, hash: at.hash });
-        store.chainLog.truncateThrough(through);
+      await store.transaction(async (tx) => {
+        await writePointer(tx, { block: at.number, hash: at.hash });
+        await tx.chainLog.truncateThrough(through);
       });
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
@@ -400,15 +400,22 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
     !closing &&
     performance.now() - lastCheckpoint.at >=
       Math.max(sinceMs, CHECKPOINT_SPACING * lastCheckpoint.pauseMs);
-  const checkpointIfDue = () => {
-    if (spaced(0) && producer.head().number - readPointer(store).block >= CHECKPOINT_EVERY_BLOCKS) {
-      checkpointInBackground();
+  /** Never rejects: a failure to read the pointer is logged (the next block tries again). */
+  const checkpointIfDue = async (): Promise<void> => {
+    if (!spaced(0)) return;
+    try {
+      const pointer = await readPointer(store);
+      if (spaced(0) && producer.head().number - pointer.block >= CHECKPOINT_EVERY_BLOCKS) {
+        checkpointInBackground();
+      }
+    } catch (error) {
+      log.error(`reading the checkpoint failed: ${(error as Error).message}`);
     }
   };
   /** After blocks were logged: the standby mines them too, and a checkpoint may be due. */
   const afterCommit = () => {
     standby.follow();
-    checkpointIfDue();
+    return checkpointIfDue();
   };
   const poller = setInterval(() => {
     if (recovering || closing) return;
@@ -424,9 +431,13 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
   poller.unref();
   const afterMs = options.checkpointAfterMs ?? CHECKPOINT_AFTER_MS;
   const timer = setInterval(() => {
-    if (spaced(afterMs) && producer.head().number > readPointer(store).block) {
-      checkpointInBackground();
-    }
+    if (!spaced(afterMs)) return;
+    readPointer(store).then(
+      (pointer) => {
+        if (spaced(afterMs) && producer.head().number > pointer.block) checkpointInBackground();
+      },
+      (error: unknown) => log.error(`reading the checkpoint failed: ${(error as Error).message}`),
+    );
   }, afterMs / 4);
   timer.unref();
   /**
@@ -518,7 +529,9 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
   // The standby starts with the first block logged, or now if the log already holds some (a
   // sandbox that never writes needs none: it restarts from its checkpoint alone), or goes on
   // from where the one a killed serve left running is.
-  if (survivors.standby || producer.head().number > readPointer(store).block) standby.follow();
+  if (survivors.standby || producer.head().number > (await readPointer(store)).block) {
+    standby.follow();
+  }
 
   return {
     /** The RPC URL others use (the gateway's). */
@@ -568,12 +581,17 @@ export type LocalChain = Awaited<ReturnType<typeof startLocalChain>>;
  * until the clock caught up, for days perhaps. Sandbox time moves up to it instead, as it
  * does at start. Runs inside the commit that logs `blocks`.
  */
-function catchUpClock(clock: SandboxClock, blocks: LoggedBlock[], log: ChainLogger): void {
+async function catchUpClock(
+  tx: StoreTx,
+  clock: SandboxClock,
+  blocks: LoggedBlock[],
+  log: ChainLogger,
+): Promise<void> {
   const last = blocks.at(-1);
   if (!last) return;
   const behind = last.timestamp - clock.nowSeconds();
   if (behind <= 0) return;
-  clock.raiseTo(last.timestamp);
+  await clock.raiseTo(tx, last.timestamp);
   log.warn(
     `block ${last.number} carries a time ${behind} s ahead of the sandbox clock (mined over the RPC URL?): the clock moves up to it`,
   );
@@ -591,13 +609,13 @@ async function takeOver(
   adopted: (anvil: AnvilProcess) => void,
 ): Promise<{ deployment: Deployment; head: BlockHead } | undefined> {
   const { store, stateDir, log } = options;
-  const known = store.meta.get(META_DEPLOYMENT);
+  const known = await store.meta.get(META_DEPLOYMENT);
   if (!found) return undefined;
   const anvil = adoptAnvil(stateDir, found, 'primary');
   const rpc = createRpcClient(anvil.rpcUrl);
   try {
-    currentPointer(options);
-    const last = lastLogged(store);
+    await currentPointer(options);
+    const last = await lastLogged(store);
     if (known === undefined) throw new Error('the database does not name its contracts');
     const deployment = JSON.parse(known) as Deployment;
     const [chainId, latest, logged] = await rpc.batch([

@@ -6,12 +6,12 @@ import { createMnemonic, mnemonicFingerprint, mnemonicPath, readMnemonic } from 
  * wallet.mnemonic, created with a new sandbox and checked against the database ever after:
  * every agent's wallet derives from it, so a missing or swapped file is refused.
  */
-export function openMnemonic(stateDir: string, store: Store): string {
-  const fingerprint = store.meta.get('mnemonic_fingerprint');
+export async function openMnemonic(stateDir: string, store: Store): Promise<string> {
+  const fingerprint = await store.meta.get('mnemonic_fingerprint');
   const mnemonic = readMnemonic(stateDir);
   if (fingerprint === undefined) {
     const created = mnemonic ?? createMnemonic(stateDir);
-    store.meta.set('mnemonic_fingerprint', mnemonicFingerprint(created));
+    await store.meta.set('mnemonic_fingerprint', mnemonicFingerprint(created));
     return created;
   }
   if (mnemonic === undefined) {

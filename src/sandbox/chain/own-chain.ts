@@ -50,7 +50,7 @@ export async function startOwnChain<Observed>(
   const submitter: TxSubmitter = {
     async submit(submission) {
       const submitted = await local.producer.submit(submission);
-      local.afterCommit();
+      void local.afterCommit();
       await hooks.afterWrite(local.producer.head().number);
       return submitted;
     },
@@ -95,7 +95,7 @@ export async function startOwnChain<Observed>(
               functionName: 'accrue',
               gas: ACCRUE_GAS,
             })),
-            (_receipts, blockTime: number) => record(blockTime),
+            (tx, _receipts, blockTime: number) => record(tx, blockTime),
             {
               advance: seconds,
               // The block's time, which the answer reports (it may be past sandbox time
@@ -133,7 +133,7 @@ export async function startOwnChain<Observed>(
     },
     async afterIndexOpened() {
       await checkAgentsAgainstChain(options.store, publicClient, local.deployment);
-      catchUpClock(options.clock, options.store, local.producer.head().timestamp);
+      await catchUpClock(options.clock, options.store, local.producer.head().timestamp);
     },
     abandon: () => local.close({ checkpoint: false }),
     local,
@@ -156,7 +156,7 @@ async function checkAgentsAgainstChain(
     functionName: 'onboardedCount',
   });
   // Agents in the onboarding outbox are registered but not funded yet.
-  const known = store.agents.count() - store.onboarding.count();
+  const known = (await store.agents.count()) - (await store.onboarding.count());
   if (BigInt(known) !== onboarded) {
     throw new StartupError(
       `the chain holds ${onboarded} onboarded agents but sandbox.db knows ${known}: ` +
@@ -167,8 +167,12 @@ async function checkAgentsAgainstChain(
 }
 
 /** Chain time never goes back: the sandbox clock moves up to just past the chain's last block. */
-function catchUpClock(clock: SandboxClock, store: Store, latestTimestamp: number): void {
+async function catchUpClock(
+  clock: SandboxClock,
+  store: Store,
+  latestTimestamp: number,
+): Promise<void> {
   if (clock.nowSeconds() <= latestTimestamp) {
-    store.transaction(() => clock.raiseTo(latestTimestamp + 1));
+    await store.transaction((tx) => clock.raiseTo(tx, latestTimestamp + 1));
   }
 }

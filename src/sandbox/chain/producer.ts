@@ -6,6 +6,7 @@ import {
   type TransactionReceipt,
 } from 'viem';
 import { createKeyedLock } from '../keyed-lock.ts';
+import type { StoreRecord, StoreTx } from '../store/index.ts';
 import type { LoggedBlock, RecordOutcome } from '../store/types.ts';
 import { ChainUnavailableError, TransactionFailedError } from './errors.ts';
 import {
@@ -40,10 +41,11 @@ export interface Submission<T, S = unknown> {
    */
   settle?: (receipts: TransactionReceipt[]) => Promise<S>;
   /**
-   * Runs inside the SQLite transaction that makes the block durable, once every transaction
-   * has succeeded: the write's off-chain rows and the chain log then commit together.
+   * Runs inside the transaction that makes the block durable, once every transaction has
+   * succeeded: the write's off-chain rows (written through `tx`) and the chain log then commit
+   * together.
    */
-  record?: (receipts: TransactionReceipt[], settled: S) => T;
+  record?: (tx: StoreTx, receipts: TransactionReceipt[], settled: S) => Promise<T>;
   /**
    * Seconds the block moves chain time on by, past the later of sandbox time and its parent's
    * time (a clock advance): the chain moves by that much even when it ran ahead of the clock.
@@ -72,7 +74,7 @@ export interface BlockProducerOptions {
    * Makes `blocks` durable in one transaction, running each of `records` inside it (each
    * on its own savepoint, so that one failing record loses only its own rows).
    */
-  commit(blocks: LoggedBlock[], records: Array<() => unknown>): RecordOutcome[];
+  commit(blocks: LoggedBlock[], records: StoreRecord[]): Promise<RecordOutcome[]>;
   /** Resolves once what `commit` committed is on disk; writes are answered after it. */
   sync(): Promise<void>;
   /** Turns a reverted transaction into the reason it reverted. */
@@ -101,7 +103,7 @@ const MAX_WRITES_PER_BLOCK = 256;
  * The sandbox's only block producer (anvil runs with --no-mining). Writes submit signed
  * transactions; the producer sends every waiting write's transactions at once, mines one block
  * at sandbox time, and commits the block to the chain log together with each successful
- * write's off-chain rows, in one SQLite transaction. A write resolves only once that commit is
+ * write's off-chain rows, in one store transaction. A write resolves only once that commit is
  * fsynced; the next block may be made meanwhile. Writes that arrive while a block is being
  * made share the next one (group commit).
  *
@@ -196,12 +198,12 @@ export function createBlockProducer(options: BlockProducerOptions) {
     }
     let outcomes: RecordOutcome[];
     try {
-      outcomes = options.commit(
+      outcomes = await options.commit(
         blocks,
         succeeded.map(
           ({ pending, receipts: own }, i) =>
-            () =>
-              pending.submission.record?.(own, settled[i]),
+            async (tx: StoreTx) =>
+              pending.submission.record?.(tx, own, settled[i]),
         ),
       );
     } catch (error) {
@@ -479,7 +481,7 @@ export function createBlockProducer(options: BlockProducerOptions) {
         ? (await mineIncluding(new Map(), 0)).blocks
         : await readFrom(head, new Map(), Number(top.number));
     if (blocks.length === 0) return;
-    options.commit(blocks, []);
+    await options.commit(blocks, []);
     await options.sync();
     const last = blocks.at(-1) as LoggedBlock;
     head = { number: last.number, hash: last.hash, timestamp: last.timestamp };

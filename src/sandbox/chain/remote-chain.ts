@@ -111,7 +111,7 @@ export async function connectRemote<Observed>(
       );
     }
     // Deploying afresh would orphan every agent's wallet, shares and strategies.
-    if (options.store.agents.hasAny()) {
+    if (await options.store.agents.hasAny()) {
       throw new StartupError(
         `the protocol's contracts are gone from ${rpcUrl} (was the chain reset?); start with a new --state directory`,
       );
@@ -141,11 +141,11 @@ export async function connectRemote<Observed>(
       async advanceTime(seconds, record) {
         const target = options.clock.nowSeconds() + seconds;
         await syncTime(target);
-        const [outcome] = options.store.commitBlocks([], [() => record(target)]);
+        const [outcome] = await options.store.commitBlocks([], [(tx) => record(tx, target)]);
         if (!outcome?.ok) throw outcome?.error;
         await options.store.sync();
         await options.hooks.afterWrite(undefined);
-        return outcome.value as ReturnType<typeof record>;
+        return outcome.value as Awaited<ReturnType<typeof record>>;
       },
       isConnected: connectionCheck(rpc, () => false),
       nowSeconds: () => options.clock.nowSeconds(),
@@ -191,7 +191,10 @@ export function createDirectSubmitter(
         receipts.push(receipt);
       }
       const settled = (await submission.settle?.(receipts)) as S;
-      const [outcome] = store.commitBlocks([], [() => submission.record?.(receipts, settled)]);
+      const [outcome] = await store.commitBlocks(
+        [],
+        [async (tx) => submission.record?.(tx, receipts, settled)],
+      );
       if (!outcome?.ok) throw outcome?.error;
       await store.sync();
       await afterWrite(Math.max(0, ...receipts.map((receipt) => Number(receipt.blockNumber))));

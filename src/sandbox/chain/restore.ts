@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import type { Hash, Hex } from 'viem';
 import { StartupError } from '../errors.ts';
-import type { Store } from '../store/index.ts';
+import type { Store, StoreTx } from '../store/index.ts';
 import type { LoggedBlock } from '../store/types.ts';
 import { AnvilMissingError } from './anvil.ts';
 import {
@@ -51,54 +51,58 @@ export interface RestoreOptions {
   log: { warn(message: string): void };
 }
 
-export function readPointer(store: Store): CheckpointPointer {
-  const raw = store.meta.get(META_CHECKPOINT);
+export async function readPointer(store: Pick<Store, 'meta'>): Promise<CheckpointPointer> {
+  const raw = await store.meta.get(META_CHECKPOINT);
   return raw
     ? (JSON.parse(raw) as CheckpointPointer)
     : { block: GENESIS.block_number, hash: GENESIS.block_hash as Hash };
 }
 
 /** The chain's last logged block: the newest in the log, or the checkpoint's when none is past it. */
-export function lastLogged(store: Store): { number: number; hash: Hash } {
-  const pointer = readPointer(store);
-  const newest = store.chainLog.last();
+export async function lastLogged(store: Store): Promise<{ number: number; hash: Hash }> {
+  const pointer = await readPointer(store);
+  const newest = await store.chainLog.last();
   return newest && newest.number > pointer.block
     ? { number: newest.number, hash: newest.hash }
     : { number: pointer.block, hash: pointer.hash };
 }
 
-export function writePointer(store: Store, pointer: CheckpointPointer): void {
-  store.meta.set(META_CHECKPOINT, JSON.stringify(pointer));
+/** Call inside a transaction (`tx`), with the log's truncation. */
+export async function writePointer(
+  tx: Pick<StoreTx, 'meta'>,
+  pointer: CheckpointPointer,
+): Promise<void> {
+  await tx.meta.set(META_CHECKPOINT, JSON.stringify(pointer));
 }
 
 /**
  * The checkpoint the database points to, after adopting one a crash wrote but did not record
  * (the log still has its block); any other file in chain/ is removed. For a start only.
  */
-export function currentPointer(options: RestoreOptions): CheckpointPointer {
-  const pointer = adoptNewerCheckpoint(options);
+export async function currentPointer(options: RestoreOptions): Promise<CheckpointPointer> {
+  const pointer = await adoptNewerCheckpoint(options);
   // Whatever a crash left beside the checkpoint in use: temp files, superseded checkpoints.
   removeCheckpointsExcept(options.stateDir, pointer.block);
   return pointer;
 }
 
-function adoptNewerCheckpoint(options: RestoreOptions): CheckpointPointer {
+async function adoptNewerCheckpoint(options: RestoreOptions): Promise<CheckpointPointer> {
   const { store, stateDir } = options;
-  const pointer = readPointer(store);
+  const pointer = await readPointer(store);
   const newest = listCheckpoints(stateDir)[0];
   if (newest !== undefined && newest > pointer.block) {
     // A checkpoint newer than the database's: a crash between writing it and recording it
     // (the log still has its block), or a database older than the chain.
     const file = readCheckpoint(stateDir, newest);
-    if (store.chainLog.find(newest)?.hash !== file.block_hash) {
+    if ((await store.chainLog.find(newest))?.hash !== file.block_hash) {
       throw new StartupError(
         `${stateDir}/sandbox.db is older than the chain checkpoint at block ${newest} beside it ` +
           '(was an older copy of the database restored?); restore the database and chain/ from the same backup',
       );
     }
-    store.transaction(() => {
-      writePointer(store, { block: newest, hash: file.block_hash });
-      store.chainLog.truncateThrough(newest);
+    await store.transaction(async (tx) => {
+      await writePointer(tx, { block: newest, hash: file.block_hash });
+      await tx.chainLog.truncateThrough(newest);
     });
     return readPointer(store);
   }
@@ -143,7 +147,7 @@ export async function loadChain(
   kind: 'checkpoint' | 'copy' = 'checkpoint',
 ): Promise<{ rpc: RpcClient; loaded: BlockHead }> {
   const { stateDir } = options;
-  const pointer = readPointer(options.store);
+  const pointer = await readPointer(options.store);
   // anvil loads the state from a file at start: anvil_loadState refuses a request body over a
   // few MB, which a chain of a few hundred busy blocks already is. The file is the dump's JSON
   // (anvil_dumpState gzips it), removed again once anvil has read it; it is written on the
@@ -211,11 +215,11 @@ export async function restore(
   launch: (loadState: string) => Promise<RpcClient>,
 ): Promise<{ deployment: Deployment; head: BlockHead }> {
   const { store } = options;
-  const pointer = currentPointer(options);
+  const pointer = await currentPointer(options);
   const source = await checkpointCopy(options, pointer);
   const { rpc, loaded } = await loadChain(options, source, launch, PRIMARY_LOAD_FILE);
-  const head = await replayLog(rpc, loaded, [...store.chainLog.after(pointer.block)], options);
-  store.meta.set(META_DEPLOYMENT, JSON.stringify(source.deployment));
+  const head = await replayLog(rpc, loaded, await store.chainLog.after(pointer.block), options);
+  await store.meta.set(META_DEPLOYMENT, JSON.stringify(source.deployment));
   return { deployment: source.deployment, head };
 }
 
@@ -305,9 +309,9 @@ export async function replayLog(
         'the chain had been changed outside transactions (anvil cheat methods over the RPC URL?); ' +
         'their transactions are all kept, in blocks of the same numbers',
     );
-    options.store.transaction(() => {
+    await options.store.transaction(async (tx) => {
       for (const block of rehashed) {
-        options.store.chainLog.rehash(block.number, block.hash, block.parentHash);
+        await tx.chainLog.rehash(block.number, block.hash, block.parentHash);
       }
     });
     head = await latestHead(rpc);

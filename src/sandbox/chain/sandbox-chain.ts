@@ -1,7 +1,7 @@
 import type { Chain, Hash, PublicClient, Transport } from 'viem';
 import type { StandbyStatus } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
-import type { Store } from '../store/index.ts';
+import type { Store, StoreTx } from '../store/index.ts';
 import type { Deployment } from './deployment.ts';
 import type { ChainLogger, LocalChain, LocalChainOptions } from './local-chain.ts';
 import type { TxSubmitter } from './producer.ts';
@@ -68,7 +68,10 @@ export interface SandboxChain {
    * time and the chain's last block) and runs `record` in the commit that makes the block
    * durable, with the time the block carries (sandbox time is at least that once it is in).
    */
-  advanceTime<T>(seconds: number, record: (blockTime: number) => T): Promise<T>;
+  advanceTime<T>(
+    seconds: number,
+    record: (tx: StoreTx, blockTime: number) => Promise<T>,
+  ): Promise<T>;
   /** False while the RPC endpoint does not answer, or the chain is being rebuilt. */
   isConnected(): Promise<boolean>;
   /** Sandbox time, which chain time follows: the timestamp the next block will carry. */

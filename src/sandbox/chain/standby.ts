@@ -148,7 +148,7 @@ export function createStandby(options: StandbyOptions) {
     if (closed) return;
     starting = true;
     let anvil: AnvilProcess | undefined;
-    const pointer = readPointer(store);
+    const pointer = await readPointer(store);
     try {
       let copy: ChainCopy;
       if (!mustCopy && options.logHead() - pointer.block <= REPLAY_AT_MOST) {
@@ -179,7 +179,7 @@ export function createStandby(options: StandbyOptions) {
       await anvil?.stop().catch(() => undefined);
       // A checkpoint replaced the one it read meanwhile (and removed its file): no failure,
       // the next round starts from the new one.
-      if (readPointer(store).block !== pointer.block) {
+      if ((await readPointer(store)).block !== pointer.block) {
         wanted = true;
         return;
       }
@@ -206,11 +206,11 @@ export function createStandby(options: StandbyOptions) {
       const current = follower;
       // A shutdown does not wait for a long catch-up.
       if (!current || closed) return;
-      const blocks = store.chainLog.next(current.head.number, FOLLOW_BATCH);
+      const blocks = await store.chainLog.next(current.head.number, FOLLOW_BATCH);
       const first = blocks[0];
       // A checkpoint keeps in the log what the standby has yet to mine (neededAfter), but
       // only so much: one that lagged further behind has lost its next block.
-      const cut = !first && current.head.number < readPointer(store).block;
+      const cut = !first && current.head.number < (await readPointer(store)).block;
       if (!first && !cut) {
         if (performance.now() - current.since >= HEALTHY_AFTER_MS) failures = 0;
         return;
@@ -298,15 +298,17 @@ export function createStandby(options: StandbyOptions) {
       try {
         const [chainId, head] = await Promise.all([rpc.call('eth_chainId'), latestHead(rpc)]);
         if (Number(chainId) !== GENESIS.chain_id) throw new Error('it is not the sandbox chain');
-        const pointer = readPointer(store);
-        const last = lastLogged(store);
+        const pointer = await readPointer(store);
+        const last = await lastLogged(store);
         if (head.number > last.number) {
           // It only ever mines logged blocks: the log lost some (sandbox.db-wal damaged).
           options.checkUnlogged?.(last);
           throw new Error(`it holds blocks past the log's last, ${last.number}`);
         }
         const known =
-          head.number === pointer.block ? pointer.hash : store.chainLog.find(head.number)?.hash;
+          head.number === pointer.block
+            ? pointer.hash
+            : (await store.chainLog.find(head.number))?.hash;
         if (known === undefined && head.number < pointer.block) {
           throw new Error(
             `its head, block ${head.number}, is behind the checkpoint (${pointer.block})`,

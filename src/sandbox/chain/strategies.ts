@@ -9,6 +9,7 @@ import {
 } from 'viem';
 import { STRATEGY_STATUSES } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
+import type { StoreTx } from '../store/index.ts';
 import { StrategyRegistryV3 } from './contracts/artifacts.ts';
 import { revertReason } from './errors.ts';
 import type { SandboxChain } from './index.ts';
@@ -61,7 +62,7 @@ export async function submitStrategy(
     dna: Hex | ((sequence: bigint) => Hex);
     risk: RiskParams;
   },
-  record: (submitted: SubmittedStrategy) => void,
+  record: (tx: StoreTx, submitted: SubmittedStrategy) => Promise<void>,
 ): Promise<SubmittedStrategy> {
   const registry = chain.deployment.strategy_registry;
   const { risk } = strategy;
@@ -93,9 +94,9 @@ export async function submitStrategy(
           ],
         },
       ],
-      ([receipt]) => {
+      async (tx, [receipt]) => {
         const submitted = submittedFrom(registry, dna, receipt as TransactionReceipt);
-        record(submitted);
+        await record(tx, submitted);
         return submitted;
       },
     );
@@ -192,7 +193,10 @@ export async function setStrategyStatus(
   chain: SandboxChain,
   strategyId: Hex,
   to: StrategyStatus,
-  record: (moved: { from: StrategyStatus; txHash: Hash }) => void = () => {},
+  record: (
+    tx: StoreTx,
+    moved: { from: StrategyStatus; txHash: Hash },
+  ) => Promise<void> = async () => {},
 ) {
   const registry = chain.deployment.strategy_registry;
   // The check and the send share the treasury's lock, so two concurrent moves of one
@@ -236,9 +240,9 @@ export async function setStrategyStatus(
           args: [strategyId, target],
         },
       ],
-      ([receipt]) => {
+      async (tx, [receipt]) => {
         const moved = { from, txHash: (receipt as TransactionReceipt).transactionHash };
-        record(moved);
+        await record(tx, moved);
         return moved;
       },
     );

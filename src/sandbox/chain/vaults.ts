@@ -1,6 +1,7 @@
 import { type Address, formatUnits, type Hash, parseEventLogs, parseUnits } from 'viem';
 import { VAULT_IDS, type VaultId } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
+import type { StoreTx } from '../store/index.ts';
 import { ConfigurableVault, MockUSDC, SandboxVault } from './contracts/artifacts.ts';
 import { VAULT_CONFIG } from './deployment.ts';
 import type { SandboxChain } from './index.ts';
@@ -116,7 +117,7 @@ export async function depositToVault(
   walletIndex: number,
   vaultId: VaultId,
   amountRaw: bigint,
-  record: (deposit: Deposit) => void,
+  record: (tx: StoreTx, deposit: Deposit) => Promise<void>,
 ): Promise<Deposit> {
   const vault = chain.deployment.vaults[vaultId];
   const async = VAULT_CONFIG[vaultId].async;
@@ -158,7 +159,7 @@ export async function depositToVault(
         },
         deposit,
       ],
-      (receipts, settled) => {
+      async (tx, receipts, settled) => {
         const outcome: Deposit = {
           agentAddress: session.address,
           approveTx: receipts[0]?.transactionHash as Hash,
@@ -167,7 +168,7 @@ export async function depositToVault(
           vault,
           vaultName: VAULT_CONFIG[vaultId].name,
         };
-        record(outcome);
+        await record(tx, outcome);
         return outcome;
       },
       {
@@ -230,7 +231,7 @@ export async function setFulfillmentDelay(
   chain: SandboxChain,
   vaultId: VaultId,
   seconds: number,
-  record: (set: { vault: Address; txHash: Hash }) => void = () => {},
+  record: (tx: StoreTx, set: { vault: Address; txHash: Hash }) => Promise<void> = async () => {},
 ) {
   if (!VAULT_CONFIG[vaultId].async) {
     throw new HttpError(
@@ -250,9 +251,9 @@ export async function setFulfillmentDelay(
           args: [BigInt(seconds)],
         },
       ],
-      ([receipt]) => {
+      async (tx, [receipt]) => {
         const set = { vault, txHash: receipt?.transactionHash as Hash };
-        record(set);
+        await record(tx, set);
         return set;
       },
     ),

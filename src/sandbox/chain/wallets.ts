@@ -20,6 +20,7 @@ import {
 import { english, generateMnemonic, HDKey, privateKeyToAccount } from 'viem/accounts';
 import { HttpError, StartupError } from '../errors.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
+import type { StoreTx } from '../store/index.ts';
 import { StaleNonceError, TransactionFailedError } from './errors.ts';
 import type { SignedTx, Submitted, TxSubmitter } from './producer.ts';
 
@@ -145,7 +146,7 @@ export interface WalletSession {
    */
   send<T = undefined, S = undefined>(
     requests: TxRequest[],
-    record?: (receipts: TransactionReceipt[], settled: S) => T,
+    record?: (tx: StoreTx, receipts: TransactionReceipt[], settled: S) => Promise<T>,
     options?: SendOptions<S>,
   ): Promise<Submitted<T>>;
 }
@@ -203,7 +204,7 @@ export function createServerWallet(
 
   async function send<T, S>(
     requests: TxRequest[],
-    record?: (receipts: TransactionReceipt[], settled: S) => T,
+    record?: (tx: StoreTx, receipts: TransactionReceipt[], settled: S) => Promise<T>,
     options: SendOptions<S> = {},
   ): Promise<Submitted<T>> {
     // Someone else may have sent from this key (the sandbox's own keys are public): the
@@ -222,7 +223,7 @@ export function createServerWallet(
 
   async function sendOnce<T, S>(
     requests: TxRequest[],
-    record: ((receipts: TransactionReceipt[], settled: S) => T) | undefined,
+    record: ((tx: StoreTx, receipts: TransactionReceipt[], settled: S) => Promise<T>) | undefined,
     { advance, settle }: SendOptions<S>,
   ): Promise<Submitted<T>> {
     let nonce =

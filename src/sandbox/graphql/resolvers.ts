@@ -193,14 +193,17 @@ export function createResolvers(queries: DataQueries): IResolvers {
         }),
 
       strategies: (_root, args: { status?: string; minSharpe?: number }) =>
-        answer(() =>
-          queries
-            .strategyList({ status: lower(args.status), minSharpe: args.minSharpe ?? undefined })
-            .strategies.map((s) => ({ ...s, status: upper(s.status) })),
+        answer(async () =>
+          (
+            await queries.strategyList({
+              status: lower(args.status),
+              minSharpe: args.minSharpe ?? undefined,
+            })
+          ).strategies.map((s) => ({ ...s, status: upper(s.status) })),
         ),
 
       strategy: (_root, args: { id: string }) =>
-        answer(() => {
+        answer(async () => {
           if (!StrategyParams.safeParse({ id: args.id }).success) {
             throw graphqlError(
               'BAD_USER_INPUT',
@@ -208,7 +211,7 @@ export function createResolvers(queries: DataQueries): IResolvers {
               { argument: 'id' },
             );
           }
-          const found = queries.strategy(args.id);
+          const found = await queries.strategy(args.id);
           if (!found) throw graphqlError('NOT_FOUND', `no strategy ${args.id.toLowerCase()}`);
           return { ...found, status: upper(found.status) };
         }),

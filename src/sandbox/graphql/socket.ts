@@ -78,7 +78,7 @@ export interface SocketProtocolOptions {
   /** The Subscription fields' subscribe resolver: it answers a TopicStream. */
   subscribeResolver: GraphQLFieldResolver<unknown, unknown>;
   /** The caller for an API key (throws for a key that is none). */
-  callerOf(key: unknown, ip: string): DataCaller;
+  callerOf(key: unknown, ip: string): Promise<DataCaller>;
   /** Counts one request of `caller`; what was exceeded, or undefined. */
   count(request: FastifyRequest, caller: DataCaller): Promise<DataLimitExceeded | undefined>;
   /** Errors as they are answered (the standard shape, at most maxErrors). */
@@ -107,7 +107,7 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
 
   /** Counts one request of the socket's tier; closes it with 4290 when over. */
   async function countOrClose(state: SocketState, request: FastifyRequest): Promise<boolean> {
-    const exceeded = await options.count(request, options.callerOf(state.key, request.ip));
+    const exceeded = await options.count(request, await options.callerOf(state.key, request.ip));
     if (!exceeded) return true;
     live.close(state, CLOSE.rateLimited, `Rate limited: retry in ${exceeded.retryAfter} s`);
     return false;
@@ -125,7 +125,7 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
       const given = params.apiKey ?? params['x-api-key'] ?? headers['x-api-key'];
       const key = given ?? state.key;
       try {
-        options.callerOf(key, request.ip);
+        await options.callerOf(key, request.ip);
       } catch (error) {
         live.close(state, CLOSE.forbidden, `Forbidden: ${(error as Error).message}`.slice(0, 120));
         return false;
@@ -173,7 +173,7 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
     token: object,
   ): Promise<ExecutionArgs | readonly GraphQLError[]> {
     const { state, request } = extra;
-    const exceeded = await options.count(request, options.callerOf(state.key, request.ip));
+    const exceeded = await options.count(request, await options.callerOf(state.key, request.ip));
     if (exceeded) {
       return [
         graphqlError('RATE_LIMITED', `rate limit exceeded: retry in ${exceeded.retryAfter} s`, {
@@ -225,7 +225,7 @@ export function createSocketProtocol(options: SocketProtocolOptions) {
     }
     // Its cost counts when it starts, one request per subscriptionCostPerRequest (the
     // subscribe above was the first).
-    const caller = options.callerOf(state.key, request.ip);
+    const caller = await options.callerOf(state.key, request.ip);
     const cost = options.costOf(document, operationName);
     for (let n = 1; n < Math.ceil(cost / limits.subscriptionCostPerRequest); n++) {
       const over = await options.count(request, caller);

@@ -40,7 +40,7 @@ export async function nodeList(
     version: clientVersion ?? null,
   };
   const now = chain.nowSeconds() * 1000;
-  const registered = store.nodes.list().map((node) => {
+  const registered = (await store.nodes.list()).map((node) => {
     const seen = lastSeen.get(node.node_id);
     return {
       id: node.node_id,

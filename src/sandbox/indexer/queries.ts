@@ -107,16 +107,26 @@ export function createDataQueries(deps: {
     return found;
   }
 
-  /** An agent's name by its wallet, each looked up once per answer. */
-  const agentNames = () => {
-    const names = new Map<string, string>();
-    return (owner: string) => {
-      if (!names.has(owner)) {
-        names.set(owner, store.agents.findByAgentAddress(owner)?.agent_name ?? '');
-      }
-      return names.get(owner) || null;
-    };
-  };
+  /**
+   * The agents' names by their server-side wallets (as stored), and how many agents there
+   * are: read from the store before an answer reads the index, again only once an agent row
+   * changed (the answers that need them are cached per version anyway).
+   */
+  let directory: { version: number; names: Map<string, string>; count: number } | undefined;
+  async function agentDirectory() {
+    const version = store.agents.version();
+    if (directory?.version !== version) {
+      const rows = await store.agents.names();
+      directory = {
+        version,
+        names: new Map(rows.map((row) => [row.agent_address, row.agent_name])),
+        count: rows.length,
+      };
+    }
+    return directory;
+  }
+  /** An agent's name by its wallet, or null. */
+  const nameIn = (names: Map<string, string>) => (owner: string) => names.get(owner) || null;
 
   const answers = {
     /** Moves whenever any answer may change: the index committed, or an agent row changed. */
@@ -153,9 +163,12 @@ export function createDataQueries(deps: {
     },
 
     /** One strategy as /v1/strategies lists it (deprecated ones too); undefined if none. */
-    strategy(strategyId: string): z.input<typeof DataStrategy> | undefined {
-      const found = strategies().find((s) => s.id === strategyId.toLowerCase());
-      return found && strategyItem(found, agentNames()(found.owner));
+    async strategy(strategyId: string): Promise<z.input<typeof DataStrategy> | undefined> {
+      const { names } = await agentDirectory();
+      return readIndex(index, () => {
+        const found = strategies().find((s) => s.id === strategyId.toLowerCase());
+        return found && strategyItem(found, nameIn(names)(found.owner));
+      });
     },
 
     apys,
@@ -179,12 +192,12 @@ export function createDataQueries(deps: {
       return vaultHistory(index(), vaultAt(address), period, interval);
     },
 
-    strategyList(query: {
+    async strategyList(query: {
       status?: string | undefined;
       minSharpe?: number | undefined;
-    }): z.input<typeof DataStrategyList> {
-      const agentName = agentNames();
-      return {
+    }): Promise<z.input<typeof DataStrategyList>> {
+      const agentName = nameIn((await agentDirectory()).names);
+      return readIndex(index, () => ({
         strategies: strategies()
           .filter((s) => s.status !== 'deprecated')
           .filter((s) => query.status === undefined || s.status === query.status)
@@ -192,7 +205,7 @@ export function createDataQueries(deps: {
             (s) => query.minSharpe === undefined || s.performance.sharpeRatio >= query.minSharpe,
           )
           .map((s) => strategyItem(s, agentName(s.owner))),
-      };
+      }));
     },
 
     strategyPerformance(strategyId: string): z.input<typeof StrategyPerformance> {
@@ -217,10 +230,13 @@ export function createDataQueries(deps: {
       return { nodes: await nodeList(chain, store, nodeSeen) };
     },
 
-    stats(): z.input<typeof ProtocolStats> {
+    async stats(): Promise<z.input<typeof ProtocolStats>> {
       // The agent count is the store's: it moves without a commit.
-      return perCommit(`stats:${store.agents.version()}`, () =>
-        protocolStats(index(), store, summaries(), strategies()),
+      const { version, count } = await agentDirectory();
+      return readIndex(index, () =>
+        perCommit(`stats:${version}`, () =>
+          protocolStats(index(), count, summaries(), strategies()),
+        ),
       );
     },
 
@@ -237,7 +253,16 @@ export function createDataQueries(deps: {
     },
   };
   // The node list is measured live; the rest comes from the index.
-  return readingIndex(answers, index, ['version', 'nodeSeen', 'forgetNodesSeen', 'nodes']);
+  // The node list is measured live; those that read the store first read the index themselves.
+  return readingIndex(answers, index, [
+    'version',
+    'nodeSeen',
+    'forgetNodesSeen',
+    'nodes',
+    'strategy',
+    'strategyList',
+    'stats',
+  ]);
 }
 
 /**
@@ -253,16 +278,19 @@ function readingIndex<T extends object>(
   const reading = { ...answers } as Record<string, unknown>;
   for (const [key, value] of Object.entries(answers)) {
     if (typeof value !== 'function' || apart.includes(key as keyof T)) continue;
-    reading[key] = (...args: unknown[]) => {
-      try {
-        return index().read(() => value(...args));
-      } catch (error) {
-        if (!(error instanceof IndexUnavailableError)) throw error;
-        throw new DataApiError('INDEX_UNAVAILABLE', error.message);
-      }
-    };
+    reading[key] = (...args: unknown[]) => readIndex(index, () => value(...args));
   }
   return reading as T;
+}
+
+/** `work` as a read of the index (see readingIndex). */
+function readIndex<T>(index: () => Indexer, work: () => T): T {
+  try {
+    return index().read(work);
+  } catch (error) {
+    if (!(error instanceof IndexUnavailableError)) throw error;
+    throw new DataApiError('INDEX_UNAVAILABLE', error.message);
+  }
 }
 export type DataQueries = ReturnType<typeof createDataQueries>;
 

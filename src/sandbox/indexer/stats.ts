@@ -1,6 +1,5 @@
 import type { z } from 'zod';
 import type { ProtocolStats } from '../../api/schemas/index.ts';
-import type { Store } from '../store/index.ts';
 import type { Indexer } from './indexer.ts';
 import { indexTime, isoTime } from './reads.ts';
 import { statement } from './statements.ts';
@@ -14,7 +13,8 @@ import { usdOf, type VaultSummary } from './vaults.ts';
  */
 export function protocolStats(
   index: Indexer,
-  store: Store,
+  /** How many agents the store holds. */
+  agents: number,
   vaults: VaultSummary[],
   strategies: IndexedStrategy[],
 ): z.input<typeof ProtocolStats> {
@@ -34,7 +34,7 @@ export function protocolStats(
     vaults: vaults.length,
     strategies: strategies.length,
     liveStrategies: strategies.filter((s) => s.status === 'live').length,
-    agents: store.agents.count(),
+    agents,
     users: count('SELECT COUNT(DISTINCT user_address) AS n FROM transactions'),
     transactions: count('SELECT COUNT(*) AS n FROM transactions'),
     volume24h: recent.reduce((sum, row) => sum + BigInt(row.amount), 0n).toString(),

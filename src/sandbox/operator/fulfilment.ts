@@ -90,9 +90,9 @@ export function createFulfiller(options: FulfillerOptions) {
   /** The last transaction looked through for agents' requests, by its index key. */
   let seen = { block: 0, logIndex: 0 };
 
-  const agentOf = (user: string) => {
+  const agentOf = async (user: string) => {
     const controller = getAddress(user);
-    const agent = store.agents.findByAgentAddress(controller);
+    const agent = await store.agents.findByAgentAddress(controller);
     return agent && { controller, walletIndex: agent.wallet_index };
   };
   const follow = (row: { vault: string; request_id: string; timestamp: number }) => {
@@ -104,8 +104,8 @@ export function createFulfiller(options: FulfillerOptions) {
       });
     }
   };
-  const claimFor = (user: string, vault: string) => {
-    const agent = agentOf(user);
+  const claimFor = async (user: string, vault: string) => {
+    const agent = await agentOf(user);
     if (agent) claims.set(`${agent.controller}:${vault}`, { ...agent, vault });
   };
 
@@ -113,21 +113,23 @@ export function createFulfiller(options: FulfillerOptions) {
    * Once, at start: the agents' pending requests and unclaimed fulfilments already indexed
    * (the index was caught up before the fulfiller starts; later ones are found by takeNew).
    */
-  function seed(): void {
+  async function seed(): Promise<void> {
     seen = { block: index.checkpoint()?.number ?? 0, logIndex: Number.MAX_SAFE_INTEGER };
-    for (const row of reads.pendingRequests()) if (agentOf(row.user_address)) follow(row);
-    for (const row of reads.claimablePositions()) claimFor(row.user_address, row.vault);
+    const pending = reads.pendingRequests();
+    const claimable = reads.claimablePositions();
+    for (const row of pending) if (await agentOf(row.user_address)) follow(row);
+    for (const row of claimable) await claimFor(row.user_address, row.vault);
   }
 
   /**
    * The agents' requests among the transactions indexed since the last look, at most
    * scanPerLook of them (the rest at the next look).
    */
-  function takeNew(): void {
+  async function takeNew(): Promise<void> {
     const rows = reads.indexedAfter(seen.block, seen.logIndex, limits.scanPerLook);
     for (const row of rows) {
       const { request_id: requestId } = row;
-      if (requestId && row.status === 'pending' && agentOf(row.user_address)) {
+      if (requestId && row.status === 'pending' && (await agentOf(row.user_address))) {
         follow({ ...row, request_id: requestId });
       }
     }
@@ -136,7 +138,7 @@ export function createFulfiller(options: FulfillerOptions) {
   }
 
   /** The followed requests of `vault` that are due; those no longer pending stop being followed. */
-  function followedDue(vault: string, dueBy: number): bigint[] {
+  async function followedDue(vault: string, dueBy: number): Promise<bigint[]> {
     const ids: bigint[] = [];
     for (const [key, entry] of followed) {
       if (entry.vault !== vault || entry.requestedAt > dueBy) continue;
@@ -146,7 +148,7 @@ export function createFulfiller(options: FulfillerOptions) {
         continue;
       }
       // Fulfilled by someone else (the operator's key is public), or gone with a reorg.
-      if (row?.status === 'fulfilled') claimFor(row.user_address, vault);
+      if (row?.status === 'fulfilled') await claimFor(row.user_address, vault);
       followed.delete(key);
     }
     return ids;
@@ -158,7 +160,9 @@ export function createFulfiller(options: FulfillerOptions) {
     for (const { address: vault, fulfillment_delay: delay } of vaults) {
       const dueBy = now - Number(delay);
       const limit = FULFIL_BATCH * FULFIL_TXS_PER_LOOK;
-      const ids = [...new Set([...followedDue(vault, dueBy), ...dueIds(vault, dueBy, limit)])];
+      const ids = [
+        ...new Set([...(await followedDue(vault, dueBy)), ...dueIds(vault, dueBy, limit)]),
+      ];
       if (ids.length === 0) continue;
       const batches: bigint[][] = [];
       for (let i = 0; i < Math.min(ids.length, limit); i += FULFIL_BATCH) {
@@ -182,7 +186,7 @@ export function createFulfiller(options: FulfillerOptions) {
         logs: receipts.flatMap((receipt) => receipt.logs),
       });
       for (const event of fulfilled) {
-        claimFor(event.args.controller, vault);
+        await claimFor(event.args.controller, vault);
         followed.delete(`${vault}:${event.args.requestId}`);
       }
       // The vault skips an id that is not due onchain (say, its delay was raised since): it
@@ -250,7 +254,7 @@ export function createFulfiller(options: FulfillerOptions) {
   async function work(): Promise<void> {
     if (stopped || Date.now() < pausedUntil) return;
     try {
-      takeNew();
+      await takeNew();
       await fulfilDue();
       if (!stopped) await claimForAgents();
     } catch (error) {
@@ -271,7 +275,14 @@ export function createFulfiller(options: FulfillerOptions) {
   return {
     run,
     start(): void {
-      seed();
+      // The requests already indexed, read now; the agents they belong to are looked up
+      // before the first look for due requests.
+      const seeding = seed();
+      working = working
+        .then(() => seeding)
+        .catch((error: unknown) =>
+          log.warn(`reading the agents' pending requests failed: ${(error as Error).message}`),
+        );
       unsubscribe = index.onCommit((changes) => {
         // A reorg cut the index back: what is indexed again after the new head is new.
         const head = index.checkpoint()?.number ?? 0;

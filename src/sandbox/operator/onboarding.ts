@@ -104,7 +104,7 @@ export function createOnboarder(deps: {
             value: AGENT_FUNDING.eth * BigInt(rows.length),
           },
         ],
-        () => deps.store.onboarding.remove(rows.map((row) => row.agent_id)),
+        (tx) => tx.onboarding.remove(rows.map((row) => row.agent_id)),
       ),
     );
   }
@@ -129,8 +129,8 @@ export function createOnboarder(deps: {
     /** Queues an agent whose row and outbox row are committed. */
     add,
     /** Queues every agent the outbox still holds (at start). */
-    resume(): void {
-      for (const row of deps.store.onboarding.waiting()) add(row);
+    async resume(): Promise<void> {
+      for (const row of await deps.store.onboarding.waiting()) add(row);
     },
     /** Resolves once the agent's wallet is funded (at once if it is). */
     ready: (agentId: string) => wait(agentId),
@@ -149,12 +149,13 @@ export function createOnboarder(deps: {
      * After a restore: forgets whom it was funding (their waiters are let go) and queues whom
      * the restored outbox holds.
      */
-    restart(): void {
+    async restart(): Promise<void> {
       for (const entry of waiting.values()) entry.resolve();
       waiting.clear();
       byAddress.clear();
+      const rows = await deps.store.onboarding.waiting();
       stopped = false;
-      for (const row of deps.store.onboarding.waiting()) add(row);
+      for (const row of rows) add(row);
     },
     async stop(timeoutMs = 5000): Promise<void> {
       const deadline = Date.now() + timeoutMs;

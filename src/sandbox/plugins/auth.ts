@@ -26,18 +26,21 @@ export function callerOf(request: FastifyRequest): AgentRow {
  */
 export function createAuthGuards(store: Store, onboarder: Pick<Onboarder, 'ready'>) {
   const authenticate: onRequestAsyncHookHandler = async (request) => {
-    if (!store.agents.hasAnyApiKey()) {
-      throw new HttpError(
-        503,
-        'no API keys are configured on this server yet: register an agent first',
-      );
-    }
     const key = request.headers['x-api-key'];
-    if (typeof key !== 'string' || key.length === 0) {
-      throw new HttpError(401, 'missing API key: send it in the X-API-Key header');
+    const given = typeof key === 'string' && key.length > 0;
+    // One query for a known key (every authenticated request); the 503 is looked for only
+    // when the key is missing or unknown, where it takes precedence over the 401.
+    const agent = given ? await store.agents.findByKeyHash(hashApiKey(key)) : undefined;
+    if (!agent) {
+      if (!(await store.agents.hasAnyApiKey())) {
+        throw new HttpError(
+          503,
+          'no API keys are configured on this server yet: register an agent first',
+        );
+      }
+      if (!given) throw new HttpError(401, 'missing API key: send it in the X-API-Key header');
+      throw new HttpError(401, 'invalid API key');
     }
-    const agent = store.agents.findByKeyHash(hashApiKey(key));
-    if (!agent) throw new HttpError(401, 'invalid API key');
     // An agent registered a moment ago is answered once its wallet is funded.
     await onboarder.ready(agent.agent_id);
     request.agent = agent;

@@ -9,7 +9,8 @@ import {
   MAX_IDEMPOTENCY_KEYS_PER_CALLER,
 } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
-import type { Store } from '../store/index.ts';
+import { createKeyedLock } from '../keyed-lock.ts';
+import type { Store, StoreTx } from '../store/index.ts';
 import { callerOf } from './auth.ts';
 
 /**
@@ -49,7 +50,7 @@ export interface IdempotencyDeps {
 
 /** What a handler calls inside the commit of its effects; does nothing for an unkeyed request. */
 export interface KeyedAnswer {
-  commit(body: unknown, status?: number): void;
+  commit(tx: StoreTx, body: unknown, status?: number): Promise<void>;
 }
 
 interface Running {
@@ -71,22 +72,26 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
   const running = new Map<string, Running>();
   const byRequest = new WeakMap<FastifyRequest, Running>();
   const retentionMs = IDEMPOTENCY_RETENTION_SECONDS * 1000;
-  let held = store.idempotency.count();
+  // Counted at start (purge), and kept up to date as keys are stored and purged.
+  let held = 0;
 
-  function purge(): void {
+  /** Serializes the checks of requests with the same key (see keyed). */
+  const checking = createKeyedLock();
+
+  async function purge(): Promise<void> {
     try {
-      store.idempotency.purge(nowMs() - retentionMs);
-      held = store.idempotency.count();
+      await store.idempotency.purge(nowMs() - retentionMs);
+      held = await store.idempotency.count();
     } catch (error) {
       log.warn({ err: error }, 'expired idempotency keys were not purged');
     }
   }
-  purge();
-  const purger = setInterval(purge, PURGE_EVERY_MS);
+  const counted = purge();
+  const purger = setInterval(() => void purge(), PURGE_EVERY_MS);
   purger.unref();
 
-  function storeRow(entry: Running, status: number, text: string): void {
-    store.idempotency.insert({
+  async function storeRow(tx: StoreTx, entry: Running, status: number, text: string) {
+    await tx.idempotency.insert({
       id: entry.id,
       scope: entry.scopeHash,
       fingerprint: entry.fingerprint,
@@ -130,61 +135,69 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
         const id = sha256(`${scope}\n${key}`);
         const fingerprint = fingerprintOf(request);
 
-        // Running first: its answer may be in a commit not yet fsynced (or one that fails),
-        // and is replayed only once the first request has been answered.
-        const other = running.get(id);
-        if (other) {
-          if (other.fingerprint !== fingerprint) throw mismatch();
-          reply.header('retry-after', '1');
-          throw new HttpError(
-            409,
-            'a request with this Idempotency-Key is still running; retry in a second for its answer',
-          );
-        }
-        const stored = store.idempotency.find(id);
-        if (stored) {
-          if (stored.fingerprint !== fingerprint) throw mismatch();
-          const entry = { id, scope, key };
-          return send(reply, stored.status, open(entry, stored.answer), true);
-        }
-        // Refusals that run nothing, as a rate limit's do (429: a client may wait and retry).
-        if (running.size >= MAX_RUNNING) {
-          reply.header('retry-after', '1');
-          throw new HttpError(429, 'too many keyed writes are running; retry in a second');
-        }
-        if (held >= MAX_IDEMPOTENCY_KEYS) {
-          purge();
+        // One request per key at a time between here and `running`: the reads below await,
+        // and a second request with the key must find the first running, or its answer stored.
+        const checked = await checking(id, async () => {
+          // Running first: its answer may be in a commit not yet fsynced (or one that fails),
+          // and is replayed only once the first request has been answered.
+          const other = running.get(id);
+          if (other) {
+            if (other.fingerprint !== fingerprint) throw mismatch();
+            reply.header('retry-after', '1');
+            throw new HttpError(
+              409,
+              'a request with this Idempotency-Key is still running; retry in a second for its answer',
+            );
+          }
+          const stored = await store.idempotency.find(id);
+          if (stored) {
+            if (stored.fingerprint !== fingerprint) throw mismatch();
+            const entry = { id, scope, key };
+            return { replayed: send(reply, stored.status, open(entry, stored.answer), true) };
+          }
+          // Refusals that run nothing, as a rate limit's do (429: a client may wait and retry).
+          await counted;
+          if (running.size >= MAX_RUNNING) {
+            reply.header('retry-after', '1');
+            throw new HttpError(429, 'too many keyed writes are running; retry in a second');
+          }
           if (held >= MAX_IDEMPOTENCY_KEYS) {
+            await purge();
+            if (held >= MAX_IDEMPOTENCY_KEYS) {
+              reply.header('retry-after', '60');
+              throw new HttpError(
+                429,
+                `the sandbox holds ${MAX_IDEMPOTENCY_KEYS} idempotency keys of the last 24 hours, its most; retry later, or send this write without a key`,
+              );
+            }
+          }
+          const scopeHash = sha256(scope);
+          if (
+            options.perCaller &&
+            (await store.idempotency.countOf(scopeHash)) >= MAX_IDEMPOTENCY_KEYS_PER_CALLER
+          ) {
             reply.header('retry-after', '60');
             throw new HttpError(
               429,
-              `the sandbox holds ${MAX_IDEMPOTENCY_KEYS} idempotency keys of the last 24 hours, its most; retry later, or send this write without a key`,
+              `this caller holds ${MAX_IDEMPOTENCY_KEYS_PER_CALLER} idempotency keys of the last 24 hours, its most; retry later, or send this write without a key`,
             );
           }
-        }
-        const scopeHash = sha256(scope);
-        if (
-          options.perCaller &&
-          store.idempotency.countOf(scopeHash) >= MAX_IDEMPOTENCY_KEYS_PER_CALLER
-        ) {
-          reply.header('retry-after', '60');
-          throw new HttpError(
-            429,
-            `this caller holds ${MAX_IDEMPOTENCY_KEYS_PER_CALLER} idempotency keys of the last 24 hours, its most; retry later, or send this write without a key`,
-          );
-        }
 
-        const entry: Running = {
-          id,
-          scope,
-          scopeHash,
-          key,
-          fingerprint,
-          outlivesRestore: options.outlivesRestore ?? false,
-          stored: undefined,
-        };
-        running.set(id, entry);
-        byRequest.set(request, entry);
+          const entry: Running = {
+            id,
+            scope,
+            scopeHash,
+            key,
+            fingerprint,
+            outlivesRestore: options.outlivesRestore ?? false,
+            stored: undefined,
+          };
+          running.set(id, entry);
+          byRequest.set(request, entry);
+          return entry;
+        });
+        if ('replayed' in checked) return checked.replayed;
+        const entry = checked;
         try {
           let result: unknown;
           try {
@@ -195,14 +208,14 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
             const told = entry.stored ? undefined : errorAnswer(error);
             if (!told || !storable(told.status, error)) throw error;
             const text = JSON.stringify({ error: told.message });
-            await store.commitSoon(() => storeRow(entry, told.status, text));
+            await store.commitSoon((tx) => storeRow(tx, entry, told.status, text));
             return send(reply, told.status, text, false);
           }
           if (entry.stored) return send(reply, entry.stored.status, entry.stored.text, false);
           const status = reply.statusCode;
           const text = serialize(request, status, result);
           if (storable(status, undefined)) {
-            await store.commitSoon(() => storeRow(entry, status, text));
+            await store.commitSoon((tx) => storeRow(tx, entry, status, text));
           }
           return send(reply, status, text, false);
         } finally {
@@ -215,9 +228,11 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
     /** The answer of `request`'s write, to commit with its effects. */
     answerOf(request: FastifyRequest): KeyedAnswer {
       return {
-        commit(body: unknown, status = 200): void {
+        async commit(tx: StoreTx, body: unknown, status = 200): Promise<void> {
           const entry = byRequest.get(request);
-          if (entry && !entry.stored) storeRow(entry, status, serialize(request, status, body));
+          if (entry && !entry.stored) {
+            await storeRow(tx, entry, status, serialize(request, status, body));
+          }
         },
       };
     },

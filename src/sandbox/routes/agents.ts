@@ -15,8 +15,8 @@ export function registerAgentRoutes(app: App, { store, limits, chain }: RouteDep
       onRequest: limits.public,
     },
     async (request, reply) =>
-      leaderboards.send(reply, request.query.limit, store.agents.version, () => {
-        const agents = store.agents.leaderboard(request.query.limit);
+      leaderboards.send(reply, request.query.limit, store.agents.version, async () => {
+        const agents = await store.agents.leaderboard(request.query.limit);
         return Leaderboard.parse({ agents, count: agents.length });
       }),
   );
@@ -36,7 +36,7 @@ export function registerAgentRoutes(app: App, { store, limits, chain }: RouteDep
             totalStrategies(chain),
           ]);
           return AgentStats.parse({
-            ...store.agents.totals(),
+            ...(await store.agents.totals()),
             strategies_submitted: Number(strategies),
             total_deposits_usdc: Number(formatUsdc(deposited)),
           });

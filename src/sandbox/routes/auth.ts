@@ -62,7 +62,7 @@ export function registerAuthRoutes(
             wallets,
             onboarder,
             signers.signerOf,
-            (answer) => keys.answerOf(request).commit(answer),
+            (tx, answer) => keys.answerOf(request).commit(tx, answer),
           ),
         ),
     ),
@@ -75,7 +75,7 @@ export function registerAuthRoutes(
       onRequest: limits.public,
     },
     async (request) => {
-      const agent = store.agents.findByWallet(request.query.wallet);
+      const agent = await store.agents.findByWallet(request.query.wallet);
       if (!agent) return { registered: false as const };
       return {
         registered: true as const,

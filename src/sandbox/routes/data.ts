@@ -65,15 +65,15 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
   const { queries } = deps.index;
 
   /** The caller's tier from an API key: a node key, an agent's API key, or none (per IP). */
-  function dataCaller(key: unknown, ip: string): DataCaller {
+  async function dataCaller(key: unknown, ip: string): Promise<DataCaller> {
     if (key === undefined) return { tier: 'public', id: ip };
     const hash = typeof key === 'string' && key.length > 0 ? hashApiKey(key) : '';
-    const node = hash ? store.nodes.findByKeyHash(hash) : undefined;
+    const node = hash ? await store.nodes.findByKeyHash(hash) : undefined;
     if (node) {
       queries.nodeSeen(node.node_id);
       return { tier: 'node', id: node.node_id };
     }
-    const agent = hash ? store.agents.findByKeyHash(hash) : undefined;
+    const agent = hash ? await store.agents.findByKeyHash(hash) : undefined;
     if (agent) return { tier: 'authenticated', id: agent.agent_id };
     throw new DataApiError(
       'INVALID_API_KEY',
@@ -92,7 +92,7 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
   const rateLimit = async (request: FastifyRequest, reply: FastifyReply) => {
     const exceeded = await countRequest(
       request,
-      dataCaller(request.headers['x-api-key'], request.ip),
+      await dataCaller(request.headers['x-api-key'], request.ip),
     );
     if (exceeded) {
       reply.header('retry-after', String(exceeded.retryAfter));
@@ -107,8 +107,8 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
     request: FastifyRequest,
     reply: FastifyReply,
     schema: S,
-    build: () => z.input<S>,
-  ) => answers.send(reply, request.url, queries.version, () => schema.parse(build()));
+    build: () => z.input<S> | Promise<z.input<S>>,
+  ) => answers.send(reply, request.url, queries.version, async () => schema.parse(await build()));
 
   app.register(
     async (scope) => {
@@ -237,7 +237,7 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
 export interface DataAccess {
   queries: DataQueries;
   /** The tier of a request that sent `key` (undefined: none) from `ip`; a bad key throws. */
-  dataCaller(key: unknown, ip: string): DataCaller;
+  dataCaller(key: unknown, ip: string): Promise<DataCaller>;
   countRequest(request: FastifyRequest, caller: DataCaller): Promise<DataLimitExceeded | undefined>;
 }
 

@@ -9,10 +9,7 @@ import { callerOf } from '../plugins/auth.ts';
 import { byAgent } from '../plugins/idempotency.ts';
 import type { App, RouteDeps } from './types.ts';
 
-export function registerGovernanceRoutes(
-  app: App,
-  { store, limits, auth, chain, keys }: RouteDeps,
-): void {
+export function registerGovernanceRoutes(app: App, { limits, auth, chain, keys }: RouteDeps): void {
   app.get(
     '/api/v1/proposals',
     { schema: { response: { 200: ProposalList } }, onRequest: limits.public },
@@ -46,9 +43,9 @@ export function registerGovernanceRoutes(
         chain,
         agent.wallet_index,
         { proposalId: proposal_id, support, reason },
-        (cast) => {
-          store.agents.recordActivity(agent.agent_id, { votes: 1 });
-          keys.answerOf(request).commit(answer(cast));
+        async (tx, cast) => {
+          await tx.agents.recordActivity(agent.agent_id, { votes: 1 });
+          await keys.answerOf(request).commit(tx, answer(cast));
         },
       );
       return answer(vote);

@@ -124,7 +124,7 @@ export async function registerGraphqlRoutes(
       );
     }
     // A key that is none is refused here (401), a WebSocket's too.
-    const caller = data.dataCaller(request.headers['x-api-key'], request.ip);
+    const caller = await data.dataCaller(request.headers['x-api-key'], request.ip);
     // Every request counts, a WebSocket's upgrade too (in its IP's tier, or its X-API-Key's).
     const exceeded = await data.countRequest(request, caller);
     if (request.ws) {

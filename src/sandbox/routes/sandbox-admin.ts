@@ -98,14 +98,14 @@ export function registerSandboxAdminRoutes(
       // (a block, so that views such as yield see it). It is computed in that commit, so
       // concurrent advances add up.
       const { seconds } = request.body;
-      return chain.advanceTime(seconds, (blockTime) => {
+      return chain.advanceTime(seconds, async (tx, blockTime) => {
         if (clock.offsetSeconds() + seconds > MAX_CLOCK_OFFSET_SECONDS) throw tooFar();
-        clock.setOffset(clock.offsetSeconds() + seconds);
+        await clock.setOffset(tx, clock.offsetSeconds() + seconds);
         // The block may carry a later time (one mined ahead over the RPC URL): the clock
         // catches up to it in this commit, before the answer is taken.
-        clock.raiseTo(blockTime);
+        await clock.raiseTo(tx, blockTime);
         const state = clockState();
-        keys.answerOf(request).commit(state);
+        await keys.answerOf(request).commit(tx, state);
         return state;
       });
     }),
@@ -141,14 +141,14 @@ export function registerSandboxAdminRoutes(
     },
     keyed(async (request) => {
       const { wallet_address, tier } = request.body;
-      await store.commitSoon(() => {
-        if (!store.agents.setTier(wallet_address, tier)) {
+      await store.commitSoon(async (tx) => {
+        if (!(await tx.agents.setTier(wallet_address, tier))) {
           throw new HttpError(
             404,
             `no agent has ${wallet_address} as its registered wallet or its server-side wallet`,
           );
         }
-        keys.answerOf(request).commit({ wallet_address, tier });
+        await keys.answerOf(request).commit(tx, { wallet_address, tier });
       });
       return { wallet_address, tier };
     }),
@@ -177,7 +177,7 @@ export function registerSandboxAdminRoutes(
           usdcRaw: usdc === undefined ? undefined : toUsdcRaw(usdc),
           ethWei: eth === undefined ? undefined : parseEther(eth),
         },
-        (made) => keys.answerOf(request).commit(answer(made)),
+        (tx, made) => keys.answerOf(request).commit(tx, answer(made)),
       );
       return answer(funded);
     }),
@@ -194,8 +194,8 @@ export function registerSandboxAdminRoutes(
       },
     },
     keyed(async (request) =>
-      createProposal(chain, request.body.title, request.body.description, (created) =>
-        keys.answerOf(request).commit(created),
+      createProposal(chain, request.body.title, request.body.description, (tx, created) =>
+        keys.answerOf(request).commit(tx, created),
       ),
     ),
   );
@@ -219,8 +219,8 @@ export function registerSandboxAdminRoutes(
         status,
         tx_hash: moved.txHash,
       });
-      const moved = await setStrategyStatus(chain, strategyId, status, (made) =>
-        keys.answerOf(request).commit(answer(made)),
+      const moved = await setStrategyStatus(chain, strategyId, status, (tx, made) =>
+        keys.answerOf(request).commit(tx, answer(made)),
       );
       return answer(moved);
     }),
@@ -244,8 +244,8 @@ export function registerSandboxAdminRoutes(
         fulfillment_delay: seconds,
         tx_hash: set.txHash,
       });
-      const set = await setFulfillmentDelay(chain, vault_id, seconds, (made) =>
-        keys.answerOf(request).commit(answer(made)),
+      const set = await setFulfillmentDelay(chain, vault_id, seconds, (tx, made) =>
+        keys.answerOf(request).commit(tx, answer(made)),
       );
       return answer(set);
     }),
@@ -261,8 +261,8 @@ export function registerSandboxAdminRoutes(
       const key = newNodeKey();
       const nodeId = randomUUID();
       const answer = { node_id: nodeId, node_key: key.key };
-      await store.commitSoon(() => {
-        store.nodes.insert(
+      await store.commitSoon(async (tx) => {
+        await tx.nodes.insert(
           {
             node_id: nodeId,
             name: request.body.name,
@@ -271,7 +271,7 @@ export function registerSandboxAdminRoutes(
           },
           key.hash,
         );
-        keys.answerOf(request).commit(answer);
+        await keys.answerOf(request).commit(tx, answer);
       });
       return answer;
     }),

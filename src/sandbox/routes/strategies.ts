@@ -17,7 +17,7 @@ import type { App, RouteDeps } from './types.ts';
 
 export function registerStrategyRoutes(
   app: App,
-  { store, clock, limits, auth, chain, keys }: RouteDeps,
+  { clock, limits, auth, chain, keys }: RouteDeps,
 ): void {
   app.post(
     '/api/v1/agent/strategy/submit',
@@ -54,9 +54,9 @@ export function registerStrategyRoutes(
         chain,
         agent.wallet_index,
         { name, description, dna, risk },
-        (made) => {
-          store.agents.recordActivity(agent.agent_id, { strategies: 1 });
-          keys.answerOf(request).commit(answer(made));
+        async (tx, made) => {
+          await tx.agents.recordActivity(agent.agent_id, { strategies: 1 });
+          await keys.answerOf(request).commit(tx, answer(made));
         },
       );
       return answer(submitted);

@@ -22,7 +22,7 @@ import type { App, RouteDeps } from './types.ts';
 
 export function registerVaultRoutes(
   app: App,
-  { store, limits, auth, chain, onboarder, keys }: RouteDeps,
+  { limits, auth, chain, onboarder, keys }: RouteDeps,
 ): void {
   app.get(
     '/api/v1/vaults',
@@ -92,9 +92,9 @@ export function registerVaultRoutes(
         agent.wallet_index,
         vault_id,
         amountRaw,
-        (made) => {
-          store.agents.recordActivity(agent.agent_id, { depositedUsdcRaw: amountRaw });
-          keys.answerOf(request).commit(answer(made));
+        async (tx, made) => {
+          await tx.agents.recordActivity(agent.agent_id, { depositedUsdcRaw: amountRaw });
+          await keys.answerOf(request).commit(tx, answer(made));
         },
       );
       return answer(deposit);

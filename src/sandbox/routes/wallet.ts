@@ -74,7 +74,7 @@ export function registerWalletRoutes(
       const agent = callerOf(request);
       const address = agent.agent_address as Address;
       return perAgent(agent.agent_id, async () => {
-        const last = store.faucet.lastDripAt(agent.agent_id);
+        const last = await store.faucet.lastDripAt(agent.agent_id);
         const now = clock.nowSeconds();
         if (last !== undefined && now < last + FAUCET_COOLDOWN_SECONDS) {
           const next = last + FAUCET_COOLDOWN_SECONDS;
@@ -95,9 +95,9 @@ export function registerWalletRoutes(
           drip_amount_wei: FAUCET_DRIP_WEI.toString(),
           drip_amount_eth: formatEther(FAUCET_DRIP_WEI),
         });
-        const txHash = await dripFromFaucet(chain, address, (hash) => {
-          store.faucet.recordDrip(agent.agent_id, clock.nowSeconds(), hash);
-          keys.answerOf(request).commit(answer(hash));
+        const txHash = await dripFromFaucet(chain, address, async (tx, hash) => {
+          await tx.faucet.recordDrip(agent.agent_id, clock.nowSeconds(), hash);
+          await keys.answerOf(request).commit(tx, answer(hash));
         });
         return answer(txHash);
       });

@@ -199,7 +199,7 @@ async function checkContent(exported: SandboxExport): Promise<string | undefined
     // This version's schema, in a database of its own, against the export's.
     const fresh = openStore(join(dir, 'fresh.db'), { durable: false });
     try {
-      fresh.checkReplaceable(path);
+      await fresh.checkReplaceable(path);
     } catch (error) {
       return `its ${SNAPSHOT_DB} ${(error as Error).message}`;
     } finally {

@@ -166,7 +166,7 @@ export function createSnapshots(deps: SnapshotDeps) {
             .syncTo(at.number)
             .then(() => deps.index.checkpoint()?.hash === at.hash)
             .catch(() => false);
-          store.copyTo(join(dir, SNAPSHOT_DB));
+          await store.copyTo(join(dir, SNAPSHOT_DB));
           return upToDate ? deps.index.copyTo(join(dir, SNAPSHOT_INDEX)) : false;
         });
         if (!indexed) rmSync(join(dir, SNAPSHOT_INDEX), { force: true });
@@ -211,7 +211,7 @@ export function createSnapshots(deps: SnapshotDeps) {
       const started = performance.now();
       // What can be refused is refused before anything changes: rows of another schema, a
       // chain file that cannot be read or linked.
-      stageRestore(stateDir, store, name);
+      await stageRestore(stateDir, store, name);
       const release = await holdWrites();
       /** Set when the restore stopped half way: writes stay refused until a restart finishes it. */
       let unfinished: string | undefined;
@@ -346,11 +346,11 @@ function stagedChainPath(stateDir: string): string {
  * RowsNotReplacedError, as a 409, when they do not) and puts its chain file beside chain/'s
  * checkpoint under a temporary name (a link: snapshot files are never changed).
  */
-function stageRestore(stateDir: string, store: Store, name: string): void {
+async function stageRestore(stateDir: string, store: Store, name: string): Promise<void> {
   if (name === GENESIS_SNAPSHOT) return;
   const dir = snapshotDir(stateDir, name);
   try {
-    store.checkReplaceable(join(dir, SNAPSHOT_DB));
+    await store.checkReplaceable(join(dir, SNAPSHOT_DB));
   } catch (error) {
     throw new HttpError(
       409,
@@ -381,7 +381,7 @@ async function putInPlace(
   const genesis = name === GENESIS_SNAPSHOT;
   const dir = snapshotDir(stateDir, name);
   try {
-    store.replaceFrom(genesis ? undefined : join(dir, SNAPSHOT_DB));
+    await store.replaceFrom(genesis ? undefined : join(dir, SNAPSHOT_DB));
   } catch (error) {
     throw new RowsNotReplacedError(
       `snapshot ${name} cannot be restored: its sandbox.db ${(error as Error).message}`,

@@ -1,5 +1,5 @@
 import type { Tier } from '../../api/schemas/index.ts';
-import type { Database } from './db.ts';
+import type { Sql } from './sql.ts';
 
 export interface AgentRow {
   agent_id: string;
@@ -41,113 +41,156 @@ export interface AgentWithKeyPrefix extends AgentRow {
   api_key_prefix: string;
 }
 
-/** Registered agents and their API keys (stored as SHA-256 hashes only). */
-export function createAgentStore(db: Database) {
-  const insertAgent = db.prepare(`
-    INSERT INTO agents (agent_id, wallet_address, wallet_key, agent_name, agent_type, description,
-      operator_address, operator_email, operator_name, framework, repo_url, tier, created_at,
-      wallet_index, agent_address)
-    VALUES (:agent_id, :wallet_address, :wallet_key, :agent_name, :agent_type, :description,
-      :operator_address, :operator_email, :operator_name, :framework, :repo_url, :tier, :created_at,
-      :wallet_index, :agent_address)`);
-  const insertKey = db.prepare(
-    'INSERT INTO api_keys (key_hash, key_prefix, agent_id, created_at) VALUES (?, ?, ?, ?)',
-  );
-  const byWallet = db.prepare(`
-    SELECT agents.*, (SELECT key_prefix FROM api_keys WHERE api_keys.agent_id = agents.agent_id
-                      ORDER BY created_at DESC LIMIT 1) AS api_key_prefix
-    FROM agents WHERE wallet_key = ?`);
-  const byAgentAddress = db.prepare(
-    'SELECT agent_id, agent_name, wallet_index FROM agents WHERE agent_address = ?',
-  );
-  const byKeyHash = db.prepare(
-    'SELECT agents.* FROM api_keys JOIN agents USING (agent_id) WHERE api_keys.key_hash = ?',
-  );
-  const anyKey = db.prepare('SELECT EXISTS (SELECT 1 FROM api_keys) AS present');
-  const anyAgent = db.prepare('SELECT EXISTS (SELECT 1 FROM agents) AS present');
-  const countAll = db.prepare('SELECT count(*) AS agents FROM agents');
-  const ranking = db.prepare(`
-    SELECT agent_name, tier, performance_score, strategies_submitted FROM agents
-    ORDER BY performance_score DESC, created_at ASC LIMIT ?`);
-  const totals = db.prepare(`
-    SELECT count(*) AS total_agents,
-           count(*) FILTER (WHERE status = 'active') AS active_agents,
-           coalesce(sum(strategies_submitted), 0) AS strategies_submitted
-    FROM agents`);
-  // By the registered wallet or the agent's server-side wallet (an admin call: a scan is fine).
-  const updateTier = db.prepare(
-    'UPDATE agents SET tier = :tier WHERE wallet_key = :wallet OR lower(agent_address) = :wallet',
-  );
-  const addActivity = db.prepare(`
-    UPDATE agents SET strategies_submitted = strategies_submitted + :strategies,
-                      deposited_usdc_raw = deposited_usdc_raw + :deposited,
-                      votes_cast = votes_cast + :votes
-    WHERE agent_id = :agent_id`);
+/** Moves with every change to an agent row: cached answers built from rows check it. */
+export interface AgentChanges {
+  count: number;
+}
 
-  // Moves with every change to an agent row: cached answers built from rows check it.
-  let changes = 0;
+/** Registered agents and their API keys (stored as SHA-256 hashes only). */
+export function createAgentStore(sql: Sql, changes: AgentChanges) {
+  // Moved before a write and after it: a read made meanwhile is never kept as the new version's
+  // (in a transaction, the store moves it again once the transaction ends).
+  const changing = async <T>(write: () => Promise<T>): Promise<T> => {
+    changes.count++;
+    try {
+      return await write();
+    } finally {
+      changes.count++;
+    }
+  };
   return {
     /** Changes to agent rows so far in this process (a rolled-back one counts too). */
-    version: () => changes,
+    version: () => changes.count,
     /** Says that every row may have changed (a restore replaced them). */
     replaced(): void {
-      changes++;
+      changes.count++;
     },
     /** Inserts the agent and its key. Call inside a transaction with the nonce consumption. */
-    insert(agent: NewAgent, key: { hash: string; prefix: string }): void {
-      changes++;
-      insertAgent.run({ ...agent });
-      insertKey.run(key.hash, key.prefix, agent.agent_id, agent.created_at);
+    insert(agent: NewAgent, key: { hash: string; prefix: string }): Promise<void> {
+      return changing(async () => {
+        await sql.run(
+          `INSERT INTO agents (agent_id, wallet_address, wallet_key, agent_name, agent_type, description,
+           operator_address, operator_email, operator_name, framework, repo_url, tier, created_at,
+           wallet_index, agent_address)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          agent.agent_id,
+          agent.wallet_address,
+          agent.wallet_key,
+          agent.agent_name,
+          agent.agent_type,
+          agent.description,
+          agent.operator_address,
+          agent.operator_email,
+          agent.operator_name,
+          agent.framework,
+          agent.repo_url,
+          agent.tier,
+          agent.created_at,
+          agent.wallet_index,
+          agent.agent_address,
+        );
+        await sql.run(
+          'INSERT INTO api_keys (key_hash, key_prefix, agent_id, created_at) VALUES (?, ?, ?, ?)',
+          key.hash,
+          key.prefix,
+          agent.agent_id,
+          agent.created_at,
+        );
+      });
     },
-    findByWallet(wallet: string): AgentWithKeyPrefix | undefined {
-      return byWallet.get(wallet.toLowerCase()) as AgentWithKeyPrefix | undefined;
+    findByWallet(wallet: string): Promise<AgentWithKeyPrefix | undefined> {
+      return sql.get<AgentWithKeyPrefix>(
+        `SELECT agents.*, (SELECT key_prefix FROM api_keys WHERE api_keys.agent_id = agents.agent_id
+                           ORDER BY created_at DESC LIMIT 1) AS api_key_prefix
+         FROM agents WHERE wallet_key = ?`,
+        wallet.toLowerCase(),
+      );
     },
     /** The agent whose server-side wallet is `address` (EIP-55, as stored). */
     findByAgentAddress(
       address: string,
-    ): Pick<AgentRow, 'agent_id' | 'agent_name' | 'wallet_index'> | undefined {
-      return byAgentAddress.get(address) as
-        | Pick<AgentRow, 'agent_id' | 'agent_name' | 'wallet_index'>
-        | undefined;
+    ): Promise<Pick<AgentRow, 'agent_id' | 'agent_name' | 'wallet_index'> | undefined> {
+      return sql.get(
+        'SELECT agent_id, agent_name, wallet_index FROM agents WHERE agent_address = ?',
+        address,
+      );
     },
-    findByKeyHash(hash: string): AgentRow | undefined {
-      return byKeyHash.get(hash) as AgentRow | undefined;
+    /** Every agent's name by its server-side wallet (the data API's strategy owners). */
+    names(): Promise<Array<Pick<AgentRow, 'agent_address' | 'agent_name'>>> {
+      return sql.all('SELECT agent_address, agent_name FROM agents');
     },
-    hasAnyApiKey(): boolean {
-      return (anyKey.get() as { present: number }).present === 1;
+    /** The hot path of every authenticated request: one query. */
+    findByKeyHash(hash: string): Promise<AgentRow | undefined> {
+      return sql.get<AgentRow>(
+        'SELECT agents.* FROM api_keys JOIN agents USING (agent_id) WHERE api_keys.key_hash = ?',
+        hash,
+      );
     },
-    hasAny(): boolean {
-      return (anyAgent.get() as { present: number }).present === 1;
+    async hasAnyApiKey(): Promise<boolean> {
+      const row = await sql.get<{ present: number }>(
+        'SELECT EXISTS (SELECT 1 FROM api_keys) AS present',
+      );
+      return Number(row?.present) === 1;
     },
-    count(): number {
-      return (countAll.get() as { agents: number }).agents;
+    async hasAny(): Promise<boolean> {
+      const row = await sql.get<{ present: number }>(
+        'SELECT EXISTS (SELECT 1 FROM agents) AS present',
+      );
+      return Number(row?.present) === 1;
+    },
+    async count(): Promise<number> {
+      const row = await sql.get<{ agents: number }>('SELECT count(*) AS agents FROM agents');
+      return Number(row?.agents ?? 0);
     },
     leaderboard(limit: number) {
-      return ranking.all(limit) as Array<
+      return sql.all<
         Pick<AgentRow, 'agent_name' | 'tier' | 'performance_score' | 'strategies_submitted'>
-      >;
+      >(
+        `SELECT agent_name, tier, performance_score, strategies_submitted FROM agents
+         ORDER BY performance_score DESC, created_at ASC LIMIT ?`,
+        limit,
+      );
     },
-    totals() {
-      return totals.get() as {
+    async totals() {
+      const row = await sql.get<{
         total_agents: number;
         active_agents: number;
         strategies_submitted: number;
-      };
+      }>(
+        `SELECT count(*) AS total_agents,
+                count(*) FILTER (WHERE status = 'active') AS active_agents,
+                coalesce(sum(strategies_submitted), 0) AS strategies_submitted
+         FROM agents`,
+      );
+      return row as NonNullable<typeof row>;
     },
     /** Adds confirmed onchain activity; performance_score follows from the counters. */
-    recordActivity(agentId: string, activity: Activity): void {
-      changes++;
-      addActivity.run({
-        agent_id: agentId,
-        strategies: activity.strategies ?? 0,
-        deposited: activity.depositedUsdcRaw ?? 0n,
-        votes: activity.votes ?? 0,
-      });
+    async recordActivity(agentId: string, activity: Activity): Promise<void> {
+      await changing(() =>
+        sql.run(
+          `UPDATE agents SET strategies_submitted = strategies_submitted + ?,
+                           deposited_usdc_raw = deposited_usdc_raw + ?,
+                           votes_cast = votes_cast + ?
+         WHERE agent_id = ?`,
+          activity.strategies ?? 0,
+          activity.depositedUsdcRaw ?? 0n,
+          activity.votes ?? 0,
+          agentId,
+        ),
+      );
     },
     /** Returns false when no agent has that wallet. */
-    setTier(wallet: string, tier: Tier): boolean {
-      changes++;
-      return updateTier.run({ tier, wallet: wallet.toLowerCase() }).changes === 1;
+    async setTier(wallet: string, tier: Tier): Promise<boolean> {
+      // By the registered wallet or the agent's server-side wallet (an admin call: a scan is fine).
+      const { changes: updated } = await changing(() =>
+        sql.run(
+          'UPDATE agents SET tier = ? WHERE wallet_key = ? OR lower(agent_address) = ?',
+          tier,
+          wallet.toLowerCase(),
+          wallet.toLowerCase(),
+        ),
+      );
+      return updated === 1;
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { Hash, Hex } from 'viem';
-import type { Database } from './db.ts';
+import type { Sql } from './sql.ts';
 import type { LoggedBlock } from './types.ts';
 
 interface BlockRow {
@@ -10,41 +10,30 @@ interface BlockRow {
   txs: string;
 }
 
+const toBlock = (row: BlockRow): LoggedBlock => {
+  const txs = JSON.parse(row.txs) as Hex[];
+  return {
+    number: row.number,
+    hash: row.hash as Hash,
+    parentHash: row.parent_hash as Hash,
+    timestamp: row.timestamp,
+    txs,
+    txHashes: [],
+  };
+};
+
 /**
  * The chain log: blocks since the last checkpoint. Appended inside the durable transaction of
  * the write that made each block; cut back once a newer checkpoint is on disk, to it or to the
  * few blocks before it that the warm standby has yet to mine.
  */
-export function createChainLogStore(db: Database) {
-  const insert = db.prepare(
-    'INSERT INTO chain_blocks (number, hash, parent_hash, timestamp, txs) VALUES (?, ?, ?, ?, ?)',
-  );
-  const after = db.prepare('SELECT * FROM chain_blocks WHERE number > ? ORDER BY number');
-  const afterLimited = db.prepare(
-    'SELECT * FROM chain_blocks WHERE number > ? ORDER BY number LIMIT ?',
-  );
-  const byNumber = db.prepare('SELECT * FROM chain_blocks WHERE number = ?');
-  const newest = db.prepare('SELECT * FROM chain_blocks ORDER BY number DESC LIMIT 1');
-  const truncate = db.prepare('DELETE FROM chain_blocks WHERE number <= ?');
-  const rehash = db.prepare('UPDATE chain_blocks SET hash = ?, parent_hash = ? WHERE number = ?');
-
-  const toBlock = (row: BlockRow): LoggedBlock => {
-    const txs = JSON.parse(row.txs) as Hex[];
-    return {
-      number: row.number,
-      hash: row.hash as Hash,
-      parentHash: row.parent_hash as Hash,
-      timestamp: row.timestamp,
-      txs,
-      txHashes: [],
-    };
-  };
-
+export function createChainLogStore(sql: Sql) {
   return {
     /** Call inside a transaction. */
-    append(blocks: LoggedBlock[]): void {
+    async append(blocks: LoggedBlock[]): Promise<void> {
       for (const block of blocks) {
-        insert.run(
+        await sql.run(
+          'INSERT INTO chain_blocks (number, hash, parent_hash, timestamp, txs) VALUES (?, ?, ?, ?, ?)',
           block.number,
           block.hash,
           block.parentHash,
@@ -54,29 +43,45 @@ export function createChainLogStore(db: Database) {
       }
     },
     /** Logged blocks after `number`, oldest first. */
-    *after(number: number): Generator<LoggedBlock> {
-      for (const row of after.iterate(number)) yield toBlock(row as unknown as BlockRow);
+    async after(number: number): Promise<LoggedBlock[]> {
+      const rows = await sql.all<BlockRow>(
+        'SELECT * FROM chain_blocks WHERE number > ? ORDER BY number',
+        number,
+      );
+      return rows.map(toBlock);
     },
     /** At most `limit` logged blocks after `number`, oldest first. */
-    next(number: number, limit: number): LoggedBlock[] {
-      return afterLimited.all(number, limit).map((row) => toBlock(row as unknown as BlockRow));
+    async next(number: number, limit: number): Promise<LoggedBlock[]> {
+      const rows = await sql.all<BlockRow>(
+        'SELECT * FROM chain_blocks WHERE number > ? ORDER BY number LIMIT ?',
+        number,
+        limit,
+      );
+      return rows.map(toBlock);
     },
     /** The newest logged block, if any. */
-    last(): LoggedBlock | undefined {
-      const row = newest.get() as BlockRow | undefined;
+    async last(): Promise<LoggedBlock | undefined> {
+      const row = await sql.get<BlockRow>(
+        'SELECT * FROM chain_blocks ORDER BY number DESC LIMIT 1',
+      );
       return row && toBlock(row);
     },
-    find(number: number): LoggedBlock | undefined {
-      const row = byNumber.get(number) as BlockRow | undefined;
+    async find(number: number): Promise<LoggedBlock | undefined> {
+      const row = await sql.get<BlockRow>('SELECT * FROM chain_blocks WHERE number = ?', number);
       return row && toBlock(row);
     },
     /** Records that block `number` was rebuilt with another hash. */
-    rehash(number: number, hash: Hash, parentHash: Hash): void {
-      rehash.run(hash, parentHash, number);
+    async rehash(number: number, hash: Hash, parentHash: Hash): Promise<void> {
+      await sql.run(
+        'UPDATE chain_blocks SET hash = ?, parent_hash = ? WHERE number = ?',
+        hash,
+        parentHash,
+        number,
+      );
     },
     /** Drops blocks a checkpoint now holds. Call inside a transaction. */
-    truncateThrough(number: number): void {
-      truncate.run(number);
+    async truncateThrough(number: number): Promise<void> {
+      await sql.run('DELETE FROM chain_blocks WHERE number <= ?', number);
     },
   };
 }

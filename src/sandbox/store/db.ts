@@ -163,26 +163,6 @@ export function createWalSync(
 }
 
 /**
- * Runs `work` on a savepoint inside the current transaction: if it throws, only its own
- * changes are undone, and the error is returned instead of thrown.
- */
-export function savepoint<T>(
-  db: Database,
-  work: () => T,
-): { ok: true; value: T } | { ok: false; error: unknown } {
-  db.exec('SAVEPOINT work');
-  try {
-    const value = work();
-    db.exec('RELEASE work');
-    return { ok: true, value };
-  } catch (error) {
-    db.exec('ROLLBACK TO work');
-    db.exec('RELEASE work');
-    return { ok: false, error };
-  }
-}
-
-/**
  * Runs `work` inside BEGIN IMMEDIATE … COMMIT, rolling back if it throws.
  * IMMEDIATE takes the write lock up front, so two writers never both read-then-write.
  */

@@ -1,4 +1,4 @@
-import type { Database } from './db.ts';
+import type { Sql } from './sql.ts';
 
 /** A keyed write's stored answer; see migration 6 for what each column holds. */
 export interface IdempotencyRow {
@@ -12,26 +12,21 @@ export interface IdempotencyRow {
 }
 
 /** The answers of keyed writes (Idempotency-Key), by a hash of the caller's scope and key. */
-export function createIdempotencyStore(db: Database) {
-  const select = db.prepare('SELECT * FROM idempotency_keys WHERE id = ?');
-  // A row already there can only have come back with a restore (a snapshot taken after a
-  // keyed restore holds its key): the answer given now is the one to keep.
-  const upsert = db.prepare(`
-    INSERT INTO idempotency_keys (id, scope, fingerprint, status, answer, created_ms, outlives_restore)
-    VALUES (?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
-      answer = excluded.answer, created_ms = excluded.created_ms,
-      outlives_restore = excluded.outlives_restore`);
-  const purge = db.prepare('DELETE FROM idempotency_keys WHERE created_ms < ?');
-  const count = db.prepare('SELECT count(*) AS n FROM idempotency_keys');
-  const countOf = db.prepare('SELECT count(*) AS n FROM idempotency_keys WHERE scope = ?');
+export function createIdempotencyStore(sql: Sql) {
   return {
-    find(id: string): IdempotencyRow | undefined {
-      return select.get(id) as IdempotencyRow | undefined;
+    find(id: string): Promise<IdempotencyRow | undefined> {
+      return sql.get<IdempotencyRow>('SELECT * FROM idempotency_keys WHERE id = ?', id);
     },
     /** Call inside the transaction that commits the write's own effects. */
-    insert(row: IdempotencyRow): void {
-      upsert.run(
+    async insert(row: IdempotencyRow): Promise<void> {
+      // A row already there can only have come back with a restore (a snapshot taken after a
+      // keyed restore holds its key): the answer given now is the one to keep.
+      await sql.run(
+        `INSERT INTO idempotency_keys (id, scope, fingerprint, status, answer, created_ms, outlives_restore)
+         VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
+           answer = excluded.answer, created_ms = excluded.created_ms,
+           outlives_restore = excluded.outlives_restore`,
         row.id,
         row.scope,
         row.fingerprint,
@@ -42,15 +37,24 @@ export function createIdempotencyStore(db: Database) {
       );
     },
     /** Deletes the keys made before `beforeMs` (wall clock); returns how many. */
-    purge(beforeMs: number): number {
-      return Number(purge.run(beforeMs).changes);
+    async purge(beforeMs: number): Promise<number> {
+      const { changes } = await sql.run(
+        'DELETE FROM idempotency_keys WHERE created_ms < ?',
+        beforeMs,
+      );
+      return changes;
     },
-    count(): number {
-      return Number((count.get() as { n: number }).n);
+    async count(): Promise<number> {
+      const row = await sql.get<{ n: number }>('SELECT count(*) AS n FROM idempotency_keys');
+      return Number(row?.n ?? 0);
     },
     /** Keys held for one caller (`scope` as stored: hashed). */
-    countOf(scope: string): number {
-      return Number((countOf.get(scope) as { n: number }).n);
+    async countOf(scope: string): Promise<number> {
+      const row = await sql.get<{ n: number }>(
+        'SELECT count(*) AS n FROM idempotency_keys WHERE scope = ?',
+        scope,
+      );
+      return Number(row?.n ?? 0);
     },
   };
 }

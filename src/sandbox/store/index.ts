@@ -1,14 +1,16 @@
 import { dirname } from 'node:path';
-import { createAgentStore } from './agents.ts';
+import { type AgentChanges, createAgentStore } from './agents.ts';
 import { createChainLogStore } from './chain-log.ts';
 import { atThisSchema, checkSameTables, copyDatabase, replaceRows } from './copy.ts';
-import { createWalSync, type Database, openDatabase, savepoint, transaction } from './db.ts';
+import { createWalSync, type Database, openDatabase } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
 import { createIdempotencyStore } from './idempotency.ts';
 import { createMetaStore } from './meta.ts';
 import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
 import { createOnboardingStore } from './onboarding.ts';
+import type { Sql, SqlTransaction } from './sql.ts';
+import { createSqliteBackend } from './sqlite.ts';
 import type { LoggedBlock, RecordOutcome } from './types.ts';
 
 /**
@@ -31,31 +33,100 @@ function exitOnSyncFailure(error: Error): void {
   process.exit(1);
 }
 
-/** The sandbox's off-chain state: one SQLite database, one repository per table group. */
+/** The repositories, on one connection: the store's (reads see what is committed) or a transaction's. */
+function repositories(sql: Sql, agentChanges: AgentChanges) {
+  const meta = createMetaStore(sql);
+  const nextWalletIndex = async () =>
+    Number((await meta.get('next_wallet_index')) ?? FIRST_AGENT_WALLET_INDEX);
+  return {
+    meta,
+    faucet: createFaucetStore(sql),
+    chainLog: createChainLogStore(sql),
+    /** The lowest HD index an agent wallet may still be given. */
+    nextWalletIndex,
+    /**
+     * Takes HD index `index` (at or past nextWalletIndex(), checked by the wallet allocator)
+     * for an agent wallet; call inside a transaction. Committed before the wallet is funded,
+     * so a crash mid-registration skips an index rather than reusing one.
+     */
+    async takeWalletIndex(index: number): Promise<number> {
+      await meta.set('next_wallet_index', String(Math.max(await nextWalletIndex(), index + 1)));
+      return index;
+    },
+    nonces: createNonceStore(sql),
+    agents: createAgentStore(sql, agentChanges),
+    onboarding: createOnboardingStore(sql),
+    nodes: createNodeStore(sql),
+    idempotency: createIdempotencyStore(sql),
+  };
+}
+export type Repositories = ReturnType<typeof repositories>;
+
+/**
+ * The repositories bound to one write transaction: what they read includes its own rows, and
+ * what they write commits with it. `savepoint` runs a record that may fail alone.
+ */
+export interface StoreTx extends Repositories {
+  savepoint<T>(work: (tx: StoreTx) => Promise<T>): Promise<RecordOutcome<T>>;
+}
+
+/** What a record run in a commit does: its rows go through `tx`. */
+export type StoreRecord<T = unknown> = (tx: StoreTx) => Promise<T>;
+
+/**
+ * The sandbox's off-chain state: one SQLite database, one repository per table group, behind
+ * the asynchronous interface a PostgreSQL backend will share (sql.ts).
+ */
 export function openStore(
   path: string,
   options: { durable?: boolean; onSyncFailure?: (error: Error) => void } = {},
 ) {
   const db: Database = openDatabase(path, options);
+  const backend = createSqliteBackend(path, db);
   const wal = createWalSync(
     path,
     options.durable ?? true,
     options.onSyncFailure ?? exitOnSyncFailure,
   );
-  const meta = createMetaStore(db);
-  const agents = createAgentStore(db);
-  const chainLog = createChainLogStore(db);
+  const agentChanges: AgentChanges = { count: 0 };
+  // takeWalletIndex reads then writes: only inside a transaction (tx.takeWalletIndex).
+  const { takeWalletIndex: _insideTransactionsOnly, ...repos } = repositories(
+    backend,
+    agentChanges,
+  );
+  const bind = (sql: SqlTransaction): StoreTx => {
+    const tx: StoreTx = {
+      ...repositories(sql, agentChanges),
+      savepoint: (work) => sql.savepoint(() => work(tx)),
+    };
+    return tx;
+  };
+  const transaction = async <T>(work: (tx: StoreTx) => Promise<T>): Promise<T> => {
+    const before = agentChanges.count;
+    try {
+      return await backend.transaction((sql) => work(bind(sql)));
+    } finally {
+      // Moved again once committed (or rolled back): an answer built from what was committed
+      // before, while the transaction ran, is then not kept as the newer version's.
+      if (agentChanges.count !== before) agentChanges.count++;
+    }
+  };
+
   interface QueuedCommit {
-    work: () => unknown;
+    work: StoreRecord;
     resolve(value: unknown): void;
     reject(error: unknown): void;
   }
   const queued: QueuedCommit[] = [];
-  const flushQueued = () => {
+  const flushQueued = async () => {
     const batch = queued.splice(0);
-    let outcomes: ReturnType<typeof savepoint>[];
+    let outcomes: RecordOutcome[];
     try {
-      outcomes = transaction(db, () => batch.map((commit) => savepoint(db, commit.work)));
+      outcomes = await transaction(async (tx) => {
+        const done: RecordOutcome[] = [];
+        for (const commit of batch) done.push(await tx.savepoint(commit.work));
+        return done;
+      });
     } catch (error) {
       for (const commit of batch) commit.reject(error);
       return;
@@ -63,7 +134,7 @@ export function openStore(
     wal.sync().then(
       () =>
         batch.forEach((commit, i) => {
-          const outcome = outcomes[i] as ReturnType<typeof savepoint>;
+          const outcome = outcomes[i] as RecordOutcome;
           if (outcome.ok) commit.resolve(outcome.value);
           else commit.reject(outcome.error);
         }),
@@ -72,37 +143,19 @@ export function openStore(
       },
     );
   };
-  const nextWalletIndex = () => Number(meta.get('next_wallet_index') ?? FIRST_AGENT_WALLET_INDEX);
   return {
-    meta,
-    faucet: createFaucetStore(db),
-    chainLog,
-    /** The lowest HD index an agent wallet may still be given. */
-    nextWalletIndex,
-    /**
-     * Takes HD index `index` (at or past nextWalletIndex(), checked by the wallet allocator)
-     * for an agent wallet; call inside a transaction. Committed before the wallet is funded,
-     * so a crash mid-registration skips an index rather than reusing one.
-     */
-    takeWalletIndex(index: number): number {
-      meta.set('next_wallet_index', String(Math.max(nextWalletIndex(), index + 1)));
-      return index;
-    },
-    nonces: createNonceStore(db),
-    agents,
-    onboarding: createOnboardingStore(db),
-    nodes: createNodeStore(db),
-    idempotency: createIdempotencyStore(db),
-    transaction: <T>(work: () => T): T => transaction(db, work),
+    ...repos,
+    /** Runs `work` in one write transaction (one at a time), committed when it resolves. */
+    transaction,
     /**
      * Runs `work` in one transaction with every other `commitSoon` of this turn of the event
      * loop, each on its own savepoint (one that throws rejects its own promise and loses only
      * its own rows), and resolves once the commit is fsynced.
      */
-    commitSoon<T>(work: () => T): Promise<T> {
+    commitSoon<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
       return new Promise((resolve, reject) => {
         queued.push({ work, resolve, reject } as QueuedCommit);
-        if (queued.length === 1) setImmediate(flushQueued);
+        if (queued.length === 1) setImmediate(() => void flushQueued());
       });
     },
     /**
@@ -110,39 +163,49 @@ export function openStore(
      * transaction: a write's off-chain rows are committed exactly when its blocks are. Call
      * `sync` before acknowledging what it committed.
      */
-    commitBlocks(blocks: LoggedBlock[], records: Array<() => unknown>): RecordOutcome[] {
-      return transaction(db, () => {
-        chainLog.append(blocks);
-        return records.map((record) => savepoint(db, record));
+    commitBlocks(blocks: LoggedBlock[], records: StoreRecord[]): Promise<RecordOutcome[]> {
+      return transaction(async (tx) => {
+        await tx.chainLog.append(blocks);
+        const outcomes: RecordOutcome[] = [];
+        for (const record of records) outcomes.push(await tx.savepoint(record));
+        return outcomes;
       });
     },
+    // SQLite's own, for now (snapshots are files): each runs while no transaction does.
     /** Writes a consistent copy of the whole database to `path`, a new file. */
-    copyTo: (path: string) => copyDatabase(db, path),
+    copyTo: (to: string) => backend.withWriter((writer) => copyDatabase(writer, to)),
     /**
      * Replaces every row with those of the copy at `from` (made by copyTo), or with none (a
      * new sandbox's state), in one transaction, except IDENTITY_META (when set). Throws
      * SchemaMismatchError, having changed nothing, when `from` has other tables.
      */
-    replaceFrom(from: string | undefined): void {
-      // A new database (serve --from) has no identity yet: it takes the copy's.
-      const kept = IDENTITY_META.filter((key) => meta.get(key) !== undefined);
-      const replace = (source: string | undefined) =>
-        replaceRows(db, source, [
-          { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
-          // Snapshot files and restores are not undone by a restore: nor are their keys.
-          { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
-        ]);
-      // A snapshot of an earlier agentctl is brought to this schema first (a copy).
-      if (from === undefined) replace(undefined);
-      else atThisSchema(from, dirname(path), replace);
-      agents.replaced();
+    async replaceFrom(from: string | undefined): Promise<void> {
+      await backend.withWriter((writer) => {
+        // A new database (serve --from) has no identity yet: it takes the copy's.
+        const kept = IDENTITY_META.filter(
+          (key) => writer.prepare('SELECT 1 FROM meta WHERE key = ?').get(key) !== undefined,
+        );
+        const replace = (source: string | undefined) =>
+          replaceRows(writer, source, [
+            { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
+            // Snapshot files and restores are not undone by a restore: nor are their keys.
+            { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
+          ]);
+        // A snapshot of an earlier agentctl is brought to this schema first (a copy).
+        if (from === undefined) replace(undefined);
+        else atThisSchema(from, dirname(path), replace);
+      });
+      repos.agents.replaced();
     },
     /** Throws SchemaMismatchError unless replaceFrom(from) could put the rows of `from` in. */
     checkReplaceable: (from: string) =>
-      atThisSchema(from, dirname(path), (source) => checkSameTables(db, source)),
+      backend.withWriter((writer) =>
+        atThisSchema(from, dirname(path), (source) => checkSameTables(writer, source)),
+      ),
     /** Resolves once everything committed so far is fsynced. */
     sync: wal.sync,
     async close(): Promise<void> {
+      await backend.close();
       await wal.close();
       db.close();
     },

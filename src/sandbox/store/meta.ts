@@ -1,18 +1,18 @@
-import type { Database } from './db.ts';
+import type { Sql } from './sql.ts';
 
 /** Small key/value settings that must survive restarts (the clock offset, for one). */
-export function createMetaStore(db: Database) {
-  const select = db.prepare('SELECT value FROM meta WHERE key = ?');
-  const upsert = db.prepare(
-    'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-  );
+export function createMetaStore(sql: Sql) {
   return {
-    get(key: string): string | undefined {
-      const row = select.get(key) as { value: string } | undefined;
+    async get(key: string): Promise<string | undefined> {
+      const row = await sql.get<{ value: string }>('SELECT value FROM meta WHERE key = ?', key);
       return row?.value;
     },
-    set(key: string, value: string): void {
-      upsert.run(key, value);
+    async set(key: string, value: string): Promise<void> {
+      await sql.run(
+        'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+        key,
+        value,
+      );
     },
   };
 }

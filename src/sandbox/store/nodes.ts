@@ -1,4 +1,4 @@
-import type { Database } from './db.ts';
+import type { Sql } from './sql.ts';
 
 export interface NodeRow {
   node_id: string;
@@ -8,25 +8,28 @@ export interface NodeRow {
 }
 
 /** Nodes registered for the data API's Node Operator tier; their keys are stored as hashes only. */
-export function createNodeStore(db: Database) {
-  const insert = db.prepare(
-    'INSERT INTO nodes (node_id, name, operator_address, key_hash, created_at) VALUES (?, ?, ?, ?, ?)',
-  );
-  const all = db.prepare(
-    'SELECT node_id, name, operator_address, created_at FROM nodes ORDER BY created_at, node_id',
-  );
-  const byKeyHash = db.prepare(
-    'SELECT node_id, name, operator_address, created_at FROM nodes WHERE key_hash = ?',
-  );
+export function createNodeStore(sql: Sql) {
   return {
-    insert(node: NodeRow, keyHash: string): void {
-      insert.run(node.node_id, node.name, node.operator_address, keyHash, node.created_at);
+    async insert(node: NodeRow, keyHash: string): Promise<void> {
+      await sql.run(
+        'INSERT INTO nodes (node_id, name, operator_address, key_hash, created_at) VALUES (?, ?, ?, ?, ?)',
+        node.node_id,
+        node.name,
+        node.operator_address,
+        keyHash,
+        node.created_at,
+      );
     },
-    list(): NodeRow[] {
-      return all.all() as unknown as NodeRow[];
+    list(): Promise<NodeRow[]> {
+      return sql.all<NodeRow>(
+        'SELECT node_id, name, operator_address, created_at FROM nodes ORDER BY created_at, node_id',
+      );
     },
-    findByKeyHash(hash: string): NodeRow | undefined {
-      return byKeyHash.get(hash) as NodeRow | undefined;
+    findByKeyHash(hash: string): Promise<NodeRow | undefined> {
+      return sql.get<NodeRow>(
+        'SELECT node_id, name, operator_address, created_at FROM nodes WHERE key_hash = ?',
+        hash,
+      );
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { Database } from './db.ts';
+import type { Sql } from './sql.ts';
 
 export interface NonceRow {
   nonce: string;
@@ -10,26 +10,31 @@ export interface NonceRow {
 }
 
 /** Registration nonces. Rows are kept an hour past expiry so late attempts get a precise error. */
-export function createNonceStore(db: Database) {
-  const insert = db.prepare(
-    'INSERT INTO nonces (nonce, wallet, domain, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)',
-  );
-  const prune = db.prepare('DELETE FROM nonces WHERE expires_at < ?');
-  const select = db.prepare('SELECT * FROM nonces WHERE nonce = ?');
-  const consume = db.prepare(
-    'UPDATE nonces SET consumed_at = ? WHERE nonce = ? AND consumed_at IS NULL AND expires_at > ?',
-  );
+export function createNonceStore(sql: Sql) {
   return {
-    issue(row: Omit<NonceRow, 'consumed_at'>): void {
-      prune.run(row.issued_at - 3600);
-      insert.run(row.nonce, row.wallet, row.domain, row.issued_at, row.expires_at);
+    async issue(row: Omit<NonceRow, 'consumed_at'>): Promise<void> {
+      await sql.run('DELETE FROM nonces WHERE expires_at < ?', row.issued_at - 3600);
+      await sql.run(
+        'INSERT INTO nonces (nonce, wallet, domain, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)',
+        row.nonce,
+        row.wallet,
+        row.domain,
+        row.issued_at,
+        row.expires_at,
+      );
     },
-    find(nonce: string): NonceRow | undefined {
-      return select.get(nonce) as NonceRow | undefined;
+    find(nonce: string): Promise<NonceRow | undefined> {
+      return sql.get<NonceRow>('SELECT * FROM nonces WHERE nonce = ?', nonce);
     },
     /** Marks the nonce used if it is still unused and unexpired; false otherwise. */
-    consume(nonce: string, nowSeconds: number): boolean {
-      return consume.run(nowSeconds, nonce, nowSeconds).changes === 1;
+    async consume(nonce: string, nowSeconds: number): Promise<boolean> {
+      const { changes } = await sql.run(
+        'UPDATE nonces SET consumed_at = ? WHERE nonce = ? AND consumed_at IS NULL AND expires_at > ?',
+        nowSeconds,
+        nonce,
+        nowSeconds,
+      );
+      return changes === 1;
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { Database } from './db.ts';
+import type { Sql } from './sql.ts';
 
 export interface OnboardingRow {
   agent_id: string;
@@ -8,27 +8,32 @@ export interface OnboardingRow {
 }
 
 /** Agents registered whose wallets the chain has not funded yet (an outbox). */
-export function createOnboardingStore(db: Database) {
-  const insert = db.prepare(
-    'INSERT INTO onboarding_queue (agent_id, agent_address, registered_wallet, queued_at) VALUES (?, ?, ?, ?)',
-  );
-  const remove = db.prepare('DELETE FROM onboarding_queue WHERE agent_id = ?');
-  const all = db.prepare('SELECT * FROM onboarding_queue ORDER BY queued_at, agent_id');
-  const count = db.prepare('SELECT count(*) AS waiting FROM onboarding_queue');
+export function createOnboardingStore(sql: Sql) {
   return {
     /** Call inside the transaction that inserts the agent. */
-    enqueue(row: OnboardingRow): void {
-      insert.run(row.agent_id, row.agent_address, row.registered_wallet, row.queued_at);
+    async enqueue(row: OnboardingRow): Promise<void> {
+      await sql.run(
+        'INSERT INTO onboarding_queue (agent_id, agent_address, registered_wallet, queued_at) VALUES (?, ?, ?, ?)',
+        row.agent_id,
+        row.agent_address,
+        row.registered_wallet,
+        row.queued_at,
+      );
     },
     /** Call inside the transaction that logs the onboarding block. */
-    remove(agentIds: string[]): void {
-      for (const id of agentIds) remove.run(id);
+    async remove(agentIds: string[]): Promise<void> {
+      for (const id of agentIds) {
+        await sql.run('DELETE FROM onboarding_queue WHERE agent_id = ?', id);
+      }
     },
-    waiting(): OnboardingRow[] {
-      return all.all() as unknown as OnboardingRow[];
+    waiting(): Promise<OnboardingRow[]> {
+      return sql.all<OnboardingRow>('SELECT * FROM onboarding_queue ORDER BY queued_at, agent_id');
     },
-    count(): number {
-      return (count.get() as { waiting: number }).waiting;
+    async count(): Promise<number> {
+      const row = await sql.get<{ waiting: number }>(
+        'SELECT count(*) AS waiting FROM onboarding_queue',
+      );
+      return Number(row?.waiting ?? 0);
     },
   };
 }

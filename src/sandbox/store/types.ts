@@ -18,4 +18,4 @@ export interface LoggedBlock {
 }
 
 /** What one record run inside a commit gave: its value, or the error that lost its rows. */
-export type RecordOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+export type RecordOutcome<T = unknown> = { ok: true; value: T } | { ok: false; error: unknown };

@@ -60,7 +60,7 @@ describe('the block producer', () => {
     expect(response.statusCode).toBe(200);
     const { approve_tx, deposit_tx } = response.json();
     const receipt = await reader.getTransactionReceipt({ hash: deposit_tx });
-    const logged = sandbox.store.chainLog.find(Number(receipt.blockNumber));
+    const logged = await sandbox.store.chainLog.find(Number(receipt.blockNumber));
     expect(logged?.hash).toBe(receipt.blockHash);
     // Both of the write's transactions were signed at once and mined in one block.
     expect(logged?.txs.map((raw) => keccak256(raw))).toEqual([approve_tx, deposit_tx]);
@@ -156,7 +156,9 @@ describe('the block producer', () => {
     expect(refused).toBe(1);
     expect(advance.statusCode).toBe(503);
     expect(sandbox.clock.offsetSeconds()).toBe(offsetBefore);
-    expect(sandbox.store.meta.get('clock_offset_seconds') ?? '0').toBe(String(offsetBefore));
+    expect((await sandbox.store.meta.get('clock_offset_seconds')) ?? '0').toBe(
+      String(offsetBefore),
+    );
     await chainIsBack();
     // The chain is back at the log's head: the block with the new time is gone.
     const head = await reader.getBlock({ blockTag: 'latest' });
@@ -173,6 +175,6 @@ describe('the block producer', () => {
     );
     expect(responses.map((response) => response.statusCode)).toEqual([200, 200, 200]);
     expect(sandbox.clock.offsetSeconds()).toBe(before + 600);
-    expect(sandbox.store.meta.get('clock_offset_seconds')).toBe(String(before + 600));
+    expect(await sandbox.store.meta.get('clock_offset_seconds')).toBe(String(before + 600));
   });
 });

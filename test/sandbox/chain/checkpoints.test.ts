@@ -34,14 +34,14 @@ describe('automatic checkpoints', () => {
     sandbox = started;
     const { rpcUrl } = started.chain;
     expect(listCheckpoints(started.dir)).toEqual([]);
-    const from = readPointer(started.store).block;
+    const from = (await readPointer(started.store)).block;
     // One block: far from the block count's trigger, so only the time's can take it.
     await rpcCall(rpcUrl, 'evm_mine');
     const mined = await head(rpcUrl);
     expect(mined.number).toBe(from + 1);
     // The database points at a checkpoint once its file is on disk.
-    await until(() => readPointer(started.store).block > from, 20_000);
-    expect(readPointer(started.store)).toEqual({ block: mined.number, hash: mined.hash });
+    await until(async () => (await readPointer(started.store)).block > from, 20_000);
+    expect(await readPointer(started.store)).toEqual({ block: mined.number, hash: mined.hash });
     expect(listCheckpoints(started.dir)).toEqual([mined.number]);
     expect(readCheckpoint(started.dir, mined.number).block_hash).toBe(mined.hash);
   });
@@ -51,7 +51,7 @@ describe('automatic checkpoints', () => {
     const started = await createTestSandbox({ checkpointAfterMs: 3_600_000 });
     sandbox = started;
     const { rpcUrl } = started.chain;
-    const from = readPointer(started.store).block;
+    const from = (await readPointer(started.store)).block;
     // One block short of the count, logged by the sandbox, and seen by what runs after a
     // commit: the standby follows the log from there, and a checkpoint due would be queued.
     await rpcCall(rpcUrl, 'anvil_mine', [toHex(CHECKPOINT_EVERY_BLOCKS - 1)]);
@@ -64,9 +64,9 @@ describe('automatic checkpoints', () => {
     expect(advanced.statusCode, advanced.body).toBe(200);
     const mined = await head(rpcUrl);
     expect(mined.number).toBe(from + CHECKPOINT_EVERY_BLOCKS);
-    await until(() => readPointer(started.store).block > from, 20_000);
+    await until(async () => (await readPointer(started.store)).block > from, 20_000);
     // Taken at the block that made the count, not before it.
-    expect(readPointer(started.store)).toEqual({ block: mined.number, hash: mined.hash });
+    expect(await readPointer(started.store)).toEqual({ block: mined.number, hash: mined.hash });
     expect(listCheckpoints(started.dir)).toEqual([mined.number]);
     expect(readCheckpoint(started.dir, mined.number).block_hash).toBe(mined.hash);
   });

@@ -39,7 +39,7 @@ const fund = (address: Address) =>
 /** The sandbox has logged (and so taken as its own) every block up to the node's head. */
 async function logged(): Promise<void> {
   const head = Number(await rpc.call<Hex>('eth_blockNumber'));
-  await until(() => sandbox.store.chainLog.find(head) !== undefined);
+  await until(async () => (await sandbox.store.chainLog.find(head)) !== undefined);
 }
 
 describe("the treasury's public key", () => {

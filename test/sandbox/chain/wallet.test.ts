@@ -247,7 +247,9 @@ describe('registration and the chain', () => {
     let moved = false;
     const spy = vi.spyOn(sandbox.store, 'commitSoon').mockImplementation(async (work) => {
       // Only the registration's commit: its nonce, checked on arrival, is not consumed yet.
-      if (moved || sandbox.store.nonces.find(nonce)?.consumed_at !== null) return commitSoon(work);
+      if (moved || (await sandbox.store.nonces.find(nonce))?.consumed_at !== null) {
+        return commitSoon(work);
+      }
       moved = true;
       if (when === 'before commit') await moveClock();
       const result = await commitSoon(work);

@@ -1,0 +1,37 @@
+import type { RecordOutcome } from './types.ts';
+
+/**
+ * The backend interface the repositories use: SQL written once, with `?` placeholders, run
+ * asynchronously. SQLite (sqlite.ts) implements it today; a PostgreSQL backend translates the
+ * placeholders and implements the same. Keep statements portable (ON CONFLICT, count(*)
+ * FILTER, no SQLite-only functions); where one cannot be, say so beside it.
+ */
+
+/** What a statement's `?` may be bound to. */
+export type SqlValue = string | number | bigint | null | Uint8Array;
+
+export interface Sql {
+  /** The first row, or undefined. */
+  get<T>(sql: string, ...params: SqlValue[]): Promise<T | undefined>;
+  all<T>(sql: string, ...params: SqlValue[]): Promise<T[]>;
+  run(sql: string, ...params: SqlValue[]): Promise<{ changes: number }>;
+}
+
+/** A connection inside a write transaction: every read and write sees the transaction's rows. */
+export interface SqlTransaction extends Sql {
+  /**
+   * Runs `work` on a savepoint: if it throws, only its own changes are undone, and the error
+   * is returned instead of thrown.
+   */
+  savepoint<T>(work: () => Promise<T>): Promise<RecordOutcome<T>>;
+}
+
+export interface SqlBackend extends Sql {
+  /**
+   * Runs `work` in one write transaction, committed when it resolves and rolled back when it
+   * throws. Write transactions run one at a time; nothing else writes meanwhile. Reads made
+   * outside it (through this object) see only what is committed.
+   */
+  transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}

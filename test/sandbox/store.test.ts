@@ -1,0 +1,155 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore, type Store, type StoreTx } from '../../src/sandbox/store/index.ts';
+
+/**
+ * The store's asynchronous interface on SQLite: what a transaction that awaits may and may not
+ * let others see, and how transactions keep out of each other's way.
+ */
+let dir = '';
+let store: Store;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agentctl-store-'));
+  store = openStore(join(dir, 'sandbox.db'), { durable: false });
+});
+
+afterEach(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A promise and the function that settles it. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+describe('the store', () => {
+  it('shows a transaction its own rows, and everyone else only once it has committed', async () => {
+    const held = gate();
+    const written = gate();
+    const running = store.transaction(async (tx) => {
+      await tx.meta.set('colour', 'blue');
+      expect(await tx.meta.get('colour')).toBe('blue');
+      written.open();
+      await held.opened;
+    });
+    await written.opened;
+    expect(await store.meta.get('colour')).toBeUndefined();
+    held.open();
+    await running;
+    expect(await store.meta.get('colour')).toBe('blue');
+  });
+
+  it('runs write transactions one at a time, in arrival order', async () => {
+    const events: string[] = [];
+    const held = gate();
+    const first = store.transaction(async (tx) => {
+      events.push('first begins');
+      await tx.meta.set('n', '1');
+      await held.opened;
+      events.push('first ends');
+    });
+    const second = store.transaction(async (tx) => {
+      events.push('second begins');
+      // It reads what the first committed: it began after that commit.
+      events.push(`second reads ${await tx.meta.get('n')}`);
+      await tx.meta.set('n', '2');
+    });
+    // A write outside any transaction waits its turn too.
+    const outside = store.meta.set('n', '3').then(() => events.push('outside written'));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(events).toEqual(['first begins']);
+    held.open();
+    await Promise.all([first, second, outside]);
+    expect(events).toEqual([
+      'first begins',
+      'first ends',
+      'second begins',
+      'second reads 1',
+      'outside written',
+    ]);
+    expect(await store.meta.get('n')).toBe('3');
+  });
+
+  it('rolls back every row of a transaction that throws', async () => {
+    const failed = store.transaction(async (tx) => {
+      await tx.meta.set('kept', 'no');
+      throw new Error('refused');
+    });
+    await expect(failed).rejects.toThrow('refused');
+    expect(await store.meta.get('kept')).toBeUndefined();
+    // The connection is usable again.
+    await store.transaction((tx) => tx.meta.set('kept', 'yes'));
+    expect(await store.meta.get('kept')).toBe('yes');
+  });
+
+  it('loses only the rows of the record that failed, in a commit with others', async () => {
+    const outcomes = await store.commitBlocks(
+      [],
+      [
+        async (tx) => {
+          await tx.meta.set('a', '1');
+          return 'a';
+        },
+        async (tx) => {
+          await tx.meta.set('b', '1');
+          throw new Error('b failed');
+        },
+        async (tx) => {
+          await tx.meta.set('c', '1');
+          return 'c';
+        },
+      ],
+    );
+    expect(outcomes.map((outcome) => (outcome.ok ? outcome.value : String(outcome.error)))).toEqual(
+      ['a', 'Error: b failed', 'c'],
+    );
+    expect([
+      await store.meta.get('a'),
+      await store.meta.get('b'),
+      await store.meta.get('c'),
+    ]).toEqual(['1', undefined, '1']);
+  });
+
+  it('refuses, rather than waits for ever, a write outside the transaction made from inside it', async () => {
+    await store.transaction(async (tx) => {
+      await expect(store.meta.set('outside', 'x')).rejects.toThrow(/use the transaction/);
+      await expect(store.transaction(async () => undefined)).rejects.toThrow(/use the transaction/);
+      await tx.meta.set('inside', 'x');
+    });
+    expect(await store.meta.get('inside')).toBe('x');
+    expect(await store.meta.get('outside')).toBeUndefined();
+  });
+
+  it('refuses a transaction used after it is over', async () => {
+    let kept: StoreTx | undefined;
+    await store.transaction(async (tx) => {
+      kept = tx;
+    });
+    await expect((kept as StoreTx).meta.set('late', 'x')).rejects.toThrow(/transaction is over/);
+    expect(await store.meta.get('late')).toBeUndefined();
+  });
+
+  it("moves the agents' version again once a transaction that changed one ends", async () => {
+    const held = gate();
+    const changed = gate();
+    const running = store.transaction(async (tx) => {
+      await tx.agents.setTier('0x0000000000000000000000000000000000000001', 'registered');
+      changed.open();
+      await held.opened;
+    });
+    await changed.opened;
+    // An answer built now, from what is committed, must not be kept as this version's.
+    const during = store.agents.version();
+    held.open();
+    await running;
+    expect(store.agents.version()).toBeGreaterThan(during);
+  });
+});
