@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   IDEMPOTENCY_RETENTION_SECONDS,
@@ -154,5 +154,21 @@ describe('Idempotency-Key retention', () => {
     // Another caller's key is taken.
     expect((await write(randomUUID(), 'another')).statusCode).toBe(200);
     expect(runs).toBe(1);
+  });
+});
+
+describe('Idempotency-Key when the store answers slowly', () => {
+  it('runs a key once when two requests with it look it up at the same time', async () => {
+    // A database across the network (PostgreSQL) answers after a while: both lookups are
+    // under way at once, and neither finds the key stored yet.
+    const find = store.idempotency.find.bind(store.idempotency);
+    vi.spyOn(store.idempotency, 'find').mockImplementation(async (id) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return find(id);
+    });
+    const key = randomUUID();
+    const answers = await Promise.all([write(key), write(key)]);
+    expect(runs).toBe(1);
+    expect(answers.map((answer) => answer.statusCode).sort()).toEqual([200, 409]);
   });
 });
