@@ -11,8 +11,8 @@ import { MIGRATIONS } from './migrations.ts';
  */
 
 /**
- * Writes a consistent copy of `db` to `path` (which must not exist) in one statement:
- * nothing committed meanwhile can be half in it, as the event loop is held.
+ * Writes a consistent copy of `db` to `path` (which must not exist) in one statement: the
+ * store runs it while no write transaction is open (withWriter), so none can be half in it.
  */
 export function copyDatabase(db: DatabaseSync, path: string): void {
   // VACUUM INTO takes an empty file: made first, so that the copy is 0600 (SQLite would
