@@ -44,7 +44,7 @@ export interface ApiClientOptions {
   idempotencyKey?: () => WriteKey;
   /**
    * Which services honour Idempotency-Key, by origin (scheme://host:port): `honours` is asked
-   * when a write fails, `learned` is told once an answer to a keyed write carried
+   * when a write is sent (for its connection) and when it fails, `learned` is told once an answer to a keyed write carried
    * Idempotent-Replayed. Without it, a service is trusted only once this client has seen that.
    */
   keyHonouring?: {
@@ -197,16 +197,26 @@ export function createApiClient(options: ApiClientOptions) {
     const key = init.keyed ? (init.writeKey ?? nextWriteKey()) : undefined;
     if (key) headers['idempotency-key'] = key.key;
     const write = `${method} ${path.split('?')[0]}`;
-    /** A keyed write's try that did not succeed: tried again, or the error it ends with. */
+    /** Why an earlier try of this write may have run (its answer lost, a 5xx), if one may have. */
+    let mayHaveRun: string | undefined;
+    /**
+     * A keyed write's try that did not succeed: tried again, or the error it ends with. `kept`:
+     * the answer carried Idempotent-Replayed, so it is what the key's write did.
+     */
     const afterWrite = async (
       attempt: number,
       tried: WriteTry,
       reason: string,
       error: Error,
       answer?: { status: number; body: ErrorBody },
+      kept = false,
     ): Promise<void> => {
       const honoured = await honoursKeys();
       const decision = decideAfterWrite(tried, attempt, honoured);
+      // Once a try may have run, only a kept answer says what happened: a later try refused
+      // before the key was looked up (a rate limit, a refused connection) says nothing of it.
+      const earlier = kept ? undefined : mayHaveRun;
+      if (decision.unknown) mayHaveRun ??= reason;
       if (decision.retry && !closed) {
         options.onRetry?.(reason, decision.waitMs, {
           method,
@@ -218,13 +228,13 @@ export function createApiClient(options: ApiClientOptions) {
         deadline = Date.now() + writeTimeoutMs;
         return;
       }
-      // At the end (or given up on by close()): unknown if it may have run.
-      if (decision.unknown && key) {
+      // At the end (or given up on by close()): unknown if this try or an earlier may have run.
+      if ((decision.unknown || earlier !== undefined) && key) {
         throw new OutcomeUnknownError({
           write,
           idempotencyKey: key.key,
           rerunKey: key.rerunKey,
-          reason,
+          reason: decision.unknown || earlier === undefined ? reason : `${earlier}, then ${reason}`,
           tries: attempt + 1,
           honoured,
           ...answer,
@@ -323,6 +333,7 @@ export function createApiClient(options: ApiClientOptions) {
           `HTTP ${status}`,
           error,
           { status, body },
+          keptAnswer,
         );
         continue;
       }

@@ -235,8 +235,8 @@ export function contextFrom(
         apiKey,
         userAgent: `agentctl/${VERSION}`,
         idempotencyKey: nextIdempotencyKey,
-        // Remembered in the configuration file: read only when a write failed, written once
-        // per service.
+        // Remembered in the configuration file: read when a write is sent (for its connection)
+        // and when it failed, written once per service.
         keyHonouring: {
           honours: async (origin) => (await context.config()).honoursIdempotencyKeys(origin),
           learned: async (origin) => (await context.config()).rememberIdempotencyKeys(origin),

@@ -276,6 +276,73 @@ describe('the client on keyed writes', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('stays unknown once a try may have run, though a later one never reached the service', async () => {
+    // The deposit's answer is lost (it may have been done), then the service is gone: the
+    // retry is refused. Exit 6 ("before it was sent") would hide the key of a done deposit.
+    const { url, seen } = await service((n) => {
+      if (n > 0) return VOTED;
+      for (const server of servers.splice(0)) server.close();
+      return 'reset';
+    });
+    const { client } = clientOf(url, {
+      idempotencyKey: () => ({ key: 'ci-9:deposit', rerunKey: 'ci-9:deposit' }),
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    let error: unknown;
+    try {
+      error = await client.deposit({ vault_id: 'moderate', amount_usdc: 1 }).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(seen).toHaveLength(1);
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    const failure = describeFailure(error);
+    expect(failure.exitCode).toBe(EXIT.outcomeUnknown);
+    expect(failure.message).toContain(
+      'the outcome is unknown (the connection was closed after it was sent, then connection refused (is the service running?); 2 tries)',
+    );
+    expect(failure.json).toMatchObject({ idempotency_key: 'ci-9:deposit', status: null });
+  });
+
+  it('stays unknown once a try may have run, though a later one was rate limited', async () => {
+    // A rate limit refuses before the key is looked up: it says nothing of the first try.
+    const { url, seen } = await service((n) =>
+      n === 0
+        ? 'reset'
+        : { status: 429, body: { error: 'slow down' }, headers: { 'retry-after': '60' } },
+    );
+    const { client } = clientOf(url, {
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    let error: unknown;
+    try {
+      error = await client.vote(vote).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(seen).toHaveLength(2);
+    const failure = describeFailure(error);
+    expect(failure.exitCode).toBe(EXIT.outcomeUnknown);
+    expect(failure.json).toMatchObject({ status: 429, idempotency_key: seen[0]?.key });
+  });
+
+  it('takes a later kept answer as the outcome, whatever came before', async () => {
+    const { url, seen } = await service((n) =>
+      n === 0 ? 'reset' : { status: 400, body: { error: 'no such proposal' }, headers: REPLAYED },
+    );
+    const { client } = clientOf(url, {
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    try {
+      const error = await client.vote(vote).catch((e) => e);
+      expect(error).toBeInstanceOf(ApiError);
+      expect(describeFailure(error).exitCode).toBe(EXIT.usage);
+    } finally {
+      await client.close();
+    }
+    expect(seen).toHaveLength(2);
+  });
+
   it('does not call a refusal unknown: a 4xx ends the write as it is', async () => {
     const { url, seen } = await service(() => ({ status: 422, body: { error: 'key reused' } }));
     const { client } = clientOf(url, {
