@@ -440,6 +440,7 @@ describe('--idempotency-key', () => {
       ['', 'must not be empty'],
       ['k'.repeat(256), 'must be at most 255 characters (it has 256)'],
       ['café', 'must be printable ASCII characters only'],
+      ['ci-81 ', 'must not begin or end with a space'],
     ] as const) {
       const refused = await cli.run(through.url, [
         'deposit',

@@ -101,6 +101,15 @@ describe('an Idempotency-Key', () => {
     }
   });
 
+  it('neither begins nor ends with a space: HTTP drops them, and " k" would be the key "k"', () => {
+    expect(idempotencyKeyProblem('ci 81 deposit')).toBeUndefined();
+    for (const spaced of [' ci-81', 'ci-81 ', ' ']) {
+      expect(idempotencyKeyProblem(spaced)).toBe(
+        'must not begin or end with a space (HTTP drops them: the service would see another key)',
+      );
+    }
+  });
+
   it('is remembered by origin: scheme, host and port', () => {
     expect(originOf('http://127.0.0.1:8787/')).toBe('http://127.0.0.1:8787');
     expect(originOf('https://api.example.com/base')).toBe('https://api.example.com:443');
