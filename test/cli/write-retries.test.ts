@@ -363,6 +363,53 @@ describe('sandbox seed', () => {
   });
 });
 
+describe('sandbox seed, finished as it says', () => {
+  it("is run again with the printed key after a deposit's answer was lost: its agent's registration is answered as it was", async () => {
+    // Every try's answer lost: exit 7 after the last.
+    const through = await proxy({ closeEach: true });
+    const cli = commandLine();
+    const file = join(cli.dir, 'agent-deposit.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        steps: [
+          { name: 'dan', agent: { agent_name: 'Dan Lost', private_key: generatePrivateKey() } },
+          { name: 'dan_usdc', fund: { address: '${dan.agent_address}', usdc: 10 } },
+          {
+            name: 'dan_deposit',
+            deposit: { api_key: '${dan.api_key}', vault_id: 'moderate', amount_usdc: 4 },
+          },
+        ],
+      }),
+    );
+    const seed = ['sandbox', 'seed', file, '--idempotency-key', 'seed-finish'];
+    through.cut(4, '/api/v1/agent/vault/deposit');
+    const lost = await cli.run(through.url, seed);
+    expect(lost.code).toBe(7);
+    expect(lost.stderr).toContain('run the same command again with --idempotency-key seed-finish');
+
+    const again = await cli.run(through.url, seed);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toContain('agentctl: sending the registration of');
+    // Register, fund, a deposit and its three retries (all four answers lost); then each
+    // write of the run made again replayed.
+    expect(
+      through.answers
+        .filter(({ replayed }) => replayed !== undefined)
+        .map(({ replayed }) => replayed),
+    ).toEqual(['false', 'false', 'false', 'true', 'true', 'true', 'true', 'true', 'true']);
+    // Deposited once: a new agent's 10 000 USDC, 10 funded, 4 deposited.
+    const { dan } = JSON.parse(again.stdout) as { dan: { api_key: string } };
+    const wallet = await fetch(`${sandbox.url}/api/v1/agent/wallet`, {
+      headers: { 'x-api-key': dan.api_key },
+    });
+    expect(((await wallet.json()) as { usdc_balance: number }).usdc_balance).toBe(10_006);
+    // The run done, nothing is kept.
+    expect(readdirSync(join(cli.dir, 'pending-registrations'))).toEqual([]);
+  });
+});
+
 describe('a service that ignores the key', () => {
   it('gets one try of a write it fails (5xx): exit 7, and --json carries the key', async () => {
     let received = 0;
