@@ -375,10 +375,10 @@ describe('sandbox seed, finished as it says', () => {
         version: 1,
         steps: [
           { name: 'dan', agent: { agent_name: 'Dan Lost', private_key: generatePrivateKey() } },
-          { name: 'dan_usdc', fund: { address: '${dan.agent_address}', usdc: 10 } },
+          { name: 'dan_usdc', fund: { address: `\${dan.agent_address}`, usdc: 10 } },
           {
             name: 'dan_deposit',
-            deposit: { api_key: '${dan.api_key}', vault_id: 'moderate', amount_usdc: 4 },
+            deposit: { api_key: `\${dan.api_key}`, vault_id: 'moderate', amount_usdc: 4 },
           },
         ],
       }),
