@@ -313,6 +313,38 @@ describe('the client on keyed writes', () => {
     expect(failure.json).toMatchObject({ idempotency_key: 'ci-9:deposit', status: null });
   });
 
+  it('stays unknown when the answer is lost on a kept-alive connection and the service is gone', async () => {
+    // A read first, so that the deposit goes on its kept-alive connection; the service is
+    // killed between the deposit's commit and its answer. The transport's own resend (for an
+    // idle connection the server closed) is refused: that says nothing of the first send.
+    const { url, seen } = await service((n, request) => {
+      if (request.method === 'GET') return { body: [] };
+      if (n > 1) return VOTED;
+      for (const server of servers.splice(0)) server.close();
+      return 'reset';
+    });
+    const { client } = clientOf(url, {
+      idempotencyKey: () => ({ key: 'ci-10:deposit', rerunKey: 'ci-10:deposit' }),
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    let error: unknown;
+    try {
+      await client.proposals();
+      error = await client.deposit({ vault_id: 'moderate', amount_usdc: 1 }).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(seen.map(({ path }) => path)).toEqual([
+      '/api/v1/proposals',
+      '/api/v1/agent/vault/deposit',
+    ]);
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    expect(describeFailure(error)).toMatchObject({
+      exitCode: EXIT.outcomeUnknown,
+      json: { idempotency_key: 'ci-10:deposit' },
+    });
+  });
+
   it('stays unknown once a try may have run, though a later one was rate limited', async () => {
     // A rate limit refuses before the key is looked up: it says nothing of the first try.
     const { url, seen } = await service((n) =>
