@@ -363,6 +363,47 @@ describe('sandbox seed', () => {
   });
 });
 
+describe('sandbox seed, its service killed between a commit and its answer', () => {
+  it('says the outcome is unknown with its key (not unreachable), though the retry is refused', async () => {
+    // Kept-alive connections: the advance goes on the fund's, and the service is gone at its
+    // answer, so the client's resend for a stale connection, and its retries, are refused.
+    const through = await proxy({ stopOnCut: true });
+    const cli = commandLine();
+    const file = join(cli.dir, 'killed.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        steps: [
+          {
+            name: 'funds',
+            fund: { address: '0x00000000000000000000000000000000000000b2', usdc: 1 },
+          },
+          { name: 'later', advance: { seconds: 3600 } },
+        ],
+      }),
+    );
+    const clock = async () =>
+      (
+        (await (
+          await fetch(`${sandbox.url}/sandbox/info`, { headers: { 'x-admin-token': ADMIN_TOKEN } })
+        ).json()) as { clock: { offset_seconds: number } }
+      ).clock.offset_seconds;
+    const before = await clock();
+    through.cut(1, '/sandbox/clock/advance');
+    const seed = ['sandbox', 'seed', file, '--idempotency-key', 'seed-killed'];
+    const killed = await cli.run(through.url, seed);
+    expect(killed.stderr).toContain('idempotency key: seed-killed\n');
+    expect(killed.code).toBe(7);
+    expect(await clock()).toBe(before + 3600);
+
+    // Finished as it says, straight to serve: each write answered as it was, none done again.
+    const finished = await cli.run(sandbox.url, seed);
+    expect(finished.code).toBe(0);
+    expect(await clock()).toBe(before + 3600);
+  });
+});
+
 describe('sandbox seed, finished as it says', () => {
   it("is run again with the printed key after a deposit's answer was lost: its agent's registration is answered as it was", async () => {
     // Every try's answer lost: exit 7 after the last.
