@@ -50,6 +50,11 @@ export interface ApiClientOptions {
   keyHonouring?: {
     honours(origin: string): Promise<boolean>;
     learned(origin: string): Promise<void>;
+    /**
+     * Told when a keyed write here was answered 2xx without Idempotent-Replayed: the service
+     * did it and ignores keys (another service on a remembered origin, say).
+     */
+    forgot?(origin: string): Promise<void>;
   };
   /** Called after each attempt that got an answer (for --verbose). */
   onExchange?: (method: string, url: string, status: number, ms: number) => void;
@@ -152,10 +157,21 @@ export function createApiClient(options: ApiClientOptions) {
   const nextWriteKey = (): WriteKey => (options.idempotencyKey ?? freshKey)();
   /** Set once an answer to a keyed write here carried Idempotent-Replayed. */
   let honouringSeen = false;
+  /** Set once a keyed write here was done (2xx) without it: this service ignores keys. */
+  let ignoringSeen = false;
   const honoursKeys = async () =>
-    honouringSeen || ((await options.keyHonouring?.honours(origin).catch(() => false)) ?? false);
+    !ignoringSeen &&
+    (honouringSeen || ((await options.keyHonouring?.honours(origin).catch(() => false)) ?? false));
+  async function sawIgnoring(): Promise<void> {
+    if (ignoringSeen) return;
+    ignoringSeen = true;
+    const hooks = options.keyHonouring;
+    if (hooks?.forgot && (await hooks.honours(origin).catch(() => false))) {
+      await hooks.forgot(origin).catch(() => undefined);
+    }
+  }
   async function sawHonouring(): Promise<void> {
-    if (honouringSeen) return;
+    if (honouringSeen || ignoringSeen) return;
     honouringSeen = true;
     const hooks = options.keyHonouring;
     // Remembered for later commands; a configuration that cannot be written only costs retries.
@@ -275,6 +291,8 @@ export function createApiClient(options: ApiClientOptions) {
         text = answer.text;
         keptAnswer = Boolean(key) && answer.headers['idempotent-replayed'] !== undefined;
         if (keptAnswer) await sawHonouring();
+        // Every keyed write of a service that honours keys says Idempotent-Replayed when done.
+        else if (key && status >= 200 && status < 300) await sawIgnoring();
         options.onExchange?.(method, url, status, Math.round(performance.now() - started));
         retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
         const stamped = Number(answer.headers['x-sandbox-time']);

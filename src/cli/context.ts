@@ -240,6 +240,7 @@ export function contextFrom(
         keyHonouring: {
           honours: async (origin) => (await context.config()).honoursIdempotencyKeys(origin),
           learned: async (origin) => (await context.config()).rememberIdempotencyKeys(origin),
+          forgot: async (origin) => (await context.config()).forgetIdempotencyKeys(origin),
         },
         onExchange: (method, requestUrl, status, ms) =>
           out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),

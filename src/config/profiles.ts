@@ -87,6 +87,13 @@ export function openConfig(env: NodeJS.ProcessEnv = process.env) {
         };
       });
     },
+    /** Forgets the service at `origin`: a keyed write's answer showed it ignores keys. */
+    forgetIdempotencyKeys(origin: string): Promise<void> {
+      return updateStored((current) => ({
+        ...current,
+        idempotency_key_services: keyHonouringServices(current).filter((known) => known !== origin),
+      }));
+    },
   };
 }
 export type Config = ReturnType<typeof openConfig>;

@@ -417,6 +417,35 @@ describe('the client on keyed writes', () => {
     expect(learned).toEqual([url]);
   });
 
+  it('forgets a remembered service once a keyed write of its is answered 2xx without Idempotent-Replayed', async () => {
+    // Another service on a remembered origin (a port-forward to the live one, say): a write it
+    // did without saying so shows it ignores keys, so a later lost answer is not sent again.
+    const { url, seen } = await service((n) => (n === 0 ? VOTED : 'reset'));
+    const forgot: string[] = [];
+    const { client, retries } = clientOf(url, {
+      keyHonouring: {
+        honours: async (origin) => !forgot.includes(origin),
+        learned: async () => {},
+        forgot: async (origin) => {
+          forgot.push(origin);
+        },
+      },
+    });
+    let error: unknown;
+    try {
+      await client.vote(vote);
+      error = await client.vote(vote).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(forgot).toEqual([url]);
+    expect(seen).toHaveLength(2);
+    expect(retries).toEqual([]);
+    expect(describeFailure(error).message).toContain(
+      '1 try: this service has not shown that it honours Idempotency-Key',
+    );
+  });
+
   it('sends no key with a read, and never one with `agentctl api`', async () => {
     const { url, seen } = await service(() => ({ body: { positions: [] } }));
     const { client } = clientOf(url);
@@ -465,6 +494,17 @@ describe('the services that honour keys, in the configuration file', () => {
     const stored = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
     expect(stored.idempotency_key_services).toHaveLength(MAX_KEY_HONOURING_SERVICES);
     expect(stored.profiles).toEqual({ default: { api_key: 'agk_x' } });
+  });
+
+  it('lose a service shown to ignore keys, and only that one', async () => {
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ profiles: {} }));
+    const config = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    await config.rememberIdempotencyKeys('http://a:1');
+    await config.rememberIdempotencyKeys('http://b:2');
+    await config.forgetIdempotencyKeys('http://a:1');
+    const again = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    expect(again.honoursIdempotencyKeys('http://a:1')).toBe(false);
+    expect(again.honoursIdempotencyKeys('http://b:2')).toBe(true);
   });
 
   it('count as none when the list is damaged (it is only a cache)', () => {
