@@ -496,6 +496,21 @@ describe('the services that honour keys, in the configuration file', () => {
     expect(stored.profiles).toEqual({ default: { api_key: 'agk_x' } });
   });
 
+  it('are learned without losing an API key another command stores at the same time', async () => {
+    // Two commands at once (a deposit learning its service, a register storing its one-time
+    // key), as two processes: each reads the file and writes it back with its change.
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ profiles: {} }));
+    const deposit = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    const register = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    await Promise.all([
+      deposit.rememberIdempotencyKeys('http://127.0.0.1:8799'),
+      register.set('bot', { api_key: 'agk_only_copy' }),
+    ]);
+    const stored = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+    expect(stored.profiles).toEqual({ bot: { api_key: 'agk_only_copy' } });
+    expect(stored.idempotency_key_services).toEqual(['http://127.0.0.1:8799']);
+  });
+
   it('lose a service shown to ignore keys, and only that one', async () => {
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ profiles: {} }));
     const config = openConfig({ AGENTCTL_CONFIG_DIR: dir });
