@@ -752,7 +752,10 @@ function writeTry(error: unknown): WriteTry | undefined {
     case TIMED_OUT_CONNECTING:
       return { kind: 'not-sent', transient: true };
     default:
-      return undefined;
+      // An answer that is not HTTP (llhttp's HPE_* codes) came after the request was sent.
+      return String((error as { code?: unknown }).code).startsWith('HPE_')
+        ? { kind: 'lost' }
+        : undefined;
   }
 }
 

@@ -1,6 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -456,6 +456,28 @@ describe('the client on keyed writes', () => {
       await client.close();
     }
     expect(seen.map(({ key }) => key)).toEqual([undefined, undefined]);
+  });
+
+  it('calls a write unknown when its answer cannot be read as HTTP: it was sent, and may have run', async () => {
+    const server = createNetServer((socket) => {
+      socket.once('data', () => socket.end('this is not HTTP\r\n\r\n'));
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { client } = clientOf(url, {
+      idempotencyKey: () => ({ key: 'ci-11:vote', rerunKey: 'ci-11:vote' }),
+    });
+    let error: unknown;
+    try {
+      error = await client.vote(vote).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(describeFailure(error)).toMatchObject({
+      exitCode: EXIT.outcomeUnknown,
+      json: { idempotency_key: 'ci-11:vote' },
+    });
   });
 
   it('says a keyed write that could not connect never reached the service (exit 6)', async () => {
