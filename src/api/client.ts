@@ -44,12 +44,17 @@ export interface ApiClientOptions {
   idempotencyKey?: () => WriteKey;
   /**
    * Which services honour Idempotency-Key, by origin (scheme://host:port): `honours` is asked
-   * when a write fails, `learned` is told once an answer to a keyed write carried
+   * when a write is sent (for its connection) and when it fails, `learned` is told once an answer to a keyed write carried
    * Idempotent-Replayed. Without it, a service is trusted only once this client has seen that.
    */
   keyHonouring?: {
     honours(origin: string): Promise<boolean>;
     learned(origin: string): Promise<void>;
+    /**
+     * Told when a keyed write here was answered 2xx without Idempotent-Replayed: the service
+     * did it and ignores keys (another service on a remembered origin, say).
+     */
+    forgot?(origin: string): Promise<void>;
   };
   /** Called after each attempt that got an answer (for --verbose). */
   onExchange?: (method: string, url: string, status: number, ms: number) => void;
@@ -152,10 +157,21 @@ export function createApiClient(options: ApiClientOptions) {
   const nextWriteKey = (): WriteKey => (options.idempotencyKey ?? freshKey)();
   /** Set once an answer to a keyed write here carried Idempotent-Replayed. */
   let honouringSeen = false;
+  /** Set once a keyed write here was done (2xx) without it: this service ignores keys. */
+  let ignoringSeen = false;
   const honoursKeys = async () =>
-    honouringSeen || ((await options.keyHonouring?.honours(origin).catch(() => false)) ?? false);
+    !ignoringSeen &&
+    (honouringSeen || ((await options.keyHonouring?.honours(origin).catch(() => false)) ?? false));
+  async function sawIgnoring(): Promise<void> {
+    if (ignoringSeen) return;
+    ignoringSeen = true;
+    const hooks = options.keyHonouring;
+    if (hooks?.forgot && (await hooks.honours(origin).catch(() => false))) {
+      await hooks.forgot(origin).catch(() => undefined);
+    }
+  }
   async function sawHonouring(): Promise<void> {
-    if (honouringSeen) return;
+    if (honouringSeen || ignoringSeen) return;
     honouringSeen = true;
     const hooks = options.keyHonouring;
     // Remembered for later commands; a configuration that cannot be written only costs retries.
@@ -197,16 +213,26 @@ export function createApiClient(options: ApiClientOptions) {
     const key = init.keyed ? (init.writeKey ?? nextWriteKey()) : undefined;
     if (key) headers['idempotency-key'] = key.key;
     const write = `${method} ${path.split('?')[0]}`;
-    /** A keyed write's try that did not succeed: tried again, or the error it ends with. */
+    /** Why an earlier try of this write may have run (its answer lost, a 5xx), if one may have. */
+    let mayHaveRun: string | undefined;
+    /**
+     * A keyed write's try that did not succeed: tried again, or the error it ends with. `kept`:
+     * the answer carried Idempotent-Replayed, so it is what the key's write did.
+     */
     const afterWrite = async (
       attempt: number,
       tried: WriteTry,
       reason: string,
       error: Error,
       answer?: { status: number; body: ErrorBody },
+      kept = false,
     ): Promise<void> => {
       const honoured = await honoursKeys();
       const decision = decideAfterWrite(tried, attempt, honoured);
+      // Once a try may have run, only a kept answer says what happened: a later try refused
+      // before the key was looked up (a rate limit, a refused connection) says nothing of it.
+      const earlier = kept ? undefined : mayHaveRun;
+      if (decision.unknown) mayHaveRun ??= reason;
       if (decision.retry && !closed) {
         options.onRetry?.(reason, decision.waitMs, {
           method,
@@ -218,13 +244,13 @@ export function createApiClient(options: ApiClientOptions) {
         deadline = Date.now() + writeTimeoutMs;
         return;
       }
-      // At the end (or given up on by close()): unknown if it may have run.
-      if (decision.unknown && key) {
+      // At the end (or given up on by close()): unknown if this try or an earlier may have run.
+      if ((decision.unknown || earlier !== undefined) && key) {
         throw new OutcomeUnknownError({
           write,
           idempotencyKey: key.key,
           rerunKey: key.rerunKey,
-          reason,
+          reason: decision.unknown || earlier === undefined ? reason : `${earlier}, then ${reason}`,
           tries: attempt + 1,
           honoured,
           ...answer,
@@ -265,6 +291,8 @@ export function createApiClient(options: ApiClientOptions) {
         text = answer.text;
         keptAnswer = Boolean(key) && answer.headers['idempotent-replayed'] !== undefined;
         if (keptAnswer) await sawHonouring();
+        // Every keyed write of a service that honours keys says Idempotent-Replayed when done.
+        else if (key && status >= 200 && status < 300) await sawIgnoring();
         options.onExchange?.(method, url, status, Math.round(performance.now() - started));
         retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
         const stamped = Number(answer.headers['x-sandbox-time']);
@@ -323,6 +351,7 @@ export function createApiClient(options: ApiClientOptions) {
           `HTTP ${status}`,
           error,
           { status, body },
+          keptAnswer,
         );
         continue;
       }
@@ -723,7 +752,10 @@ function writeTry(error: unknown): WriteTry | undefined {
     case TIMED_OUT_CONNECTING:
       return { kind: 'not-sent', transient: true };
     default:
-      return undefined;
+      // An answer that is not HTTP (llhttp's HPE_* codes) came after the request was sent.
+      return String((error as { code?: unknown }).code).startsWith('HPE_')
+        ? { kind: 'lost' }
+        : undefined;
   }
 }
 

@@ -19,12 +19,19 @@ export function isValidIdempotencyKey(key: string): boolean {
   return /^[\x20-\x7e]{1,255}$/.test(key);
 }
 
-/** Why a key is refused, in the words every usage error uses; undefined when it is fine. */
+/**
+ * Why a key is refused, in the words every usage error uses; undefined when it is fine. Stricter
+ * than the contract by one rule: HTTP drops a header value's outer spaces, so the service would
+ * take " k" for "k" (another command's key, perhaps) and a key of spaces for an empty one.
+ */
 export function idempotencyKeyProblem(key: string): string | undefined {
   if (key.length === 0) return 'must not be empty';
   if (key.length > 255) return `must be at most 255 characters (it has ${key.length})`;
   if (!isValidIdempotencyKey(key)) {
     return 'must be printable ASCII characters only (letters, digits, punctuation, spaces)';
+  }
+  if (key.startsWith(' ') || key.endsWith(' ')) {
+    return 'must not begin or end with a space (HTTP drops them: the service would see another key)';
   }
   return undefined;
 }

@@ -55,6 +55,9 @@ export const ANSWER_TOO_LARGE = 'AGENTCTL_ANSWER_TOO_LARGE';
 /** A download's sink failed (its `cause`): a local error, not the service's. */
 export const DOWNLOAD_FAILED = 'AGENTCTL_DOWNLOAD_FAILED';
 
+/** Failures that say a request never reached the service: nothing was connected. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', TIMED_OUT_CONNECTING]);
+
 export interface Transport {
   exchange(url: string, options: ExchangeOptions): Promise<Exchange>;
   close(): void;
@@ -117,7 +120,13 @@ export function createTransport(): Transport {
         const code = (error as NodeJS.ErrnoException | undefined)?.code;
         const resendable = !fresh && !options.newConnection && request.reusedSocket;
         if (!failure && !answered && resendable && code === 'ECONNRESET') {
-          return resolve(send(url, options, deadline, true));
+          // Should the resend not reach the service (refused: it was killed), the first send
+          // may still have: its reset is the failure said, not the refusal.
+          return resolve(
+            send(url, options, deadline, true).catch((resent: NodeJS.ErrnoException) => {
+              throw NOT_SENT.has(resent.code ?? '') ? error : resent;
+            }),
+          );
         }
         reject(failure ?? error);
       };

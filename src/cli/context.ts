@@ -235,11 +235,12 @@ export function contextFrom(
         apiKey,
         userAgent: `agentctl/${VERSION}`,
         idempotencyKey: nextIdempotencyKey,
-        // Remembered in the configuration file: read only when a write failed, written once
-        // per service.
+        // Remembered in the configuration file: read when a write is sent (for its connection)
+        // and when it failed, written once per service.
         keyHonouring: {
           honours: async (origin) => (await context.config()).honoursIdempotencyKeys(origin),
           learned: async (origin) => (await context.config()).rememberIdempotencyKeys(origin),
+          forgot: async (origin) => (await context.config()).forgetIdempotencyKeys(origin),
         },
         onExchange: (method, requestUrl, status, ms) =>
           out.debug(`${method} ${requestUrl} → ${status} (${ms} ms)`),

@@ -20,7 +20,8 @@ Exit codes:
   2    usage or invalid input, including HTTP 400/404/409
   4    authentication or permission: 401, 403, 503 with no keys, or no key
   5    rate limited or cooling down: 429 or faucet cooldown
-  6    service unreachable or timed out (for a write: before it was sent)
+  6    service unreachable or timed out (for a write: before it was sent;
+       agentctl api: also a lost answer)
   7    a write's outcome is unknown (its answer was lost, or the service
        failed): finish it by running the same command again with the
        --idempotency-key it printed

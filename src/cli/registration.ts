@@ -16,6 +16,13 @@ export interface KeptRegistrations {
   onResend(text: string): void;
   /** Said when a signed registration could not be kept: it is sent all the same. */
   onKeepFailed(text: string): void;
+  /**
+   * When set, a registration answered 2xx is kept until the caller calls `forget`, not dropped
+   * at once: a seed run keeps its agents' requests until the whole run is done, so that the
+   * run made again with its key, after a later step's outcome was unknown, sends each again
+   * (answered as it was, the API key included) rather than a new one under the same key (422).
+   */
+  keepAnswered?(forget: () => void): void;
 }
 
 /**
@@ -90,7 +97,8 @@ export async function sendRegistration(
   };
   try {
     const response = await client.register(body, key);
-    forget();
+    if (kept?.keepAnswered) kept.keepAnswered(forget);
+    else forget();
     return response;
   } catch (error) {
     // Kept while what happened is unknown (a lost answer, a 5xx, nothing sent yet, a rate

@@ -48,10 +48,15 @@ export function openConfig(env: NodeJS.ProcessEnv = process.env) {
   const path = resolve(env.AGENTCTL_CONFIG_DIR || defaultConfigDir(env), 'config.json');
   let stored = readStored(path);
   const profiles = () => stored.profiles;
-  /** Re-reads the file before changing it, so a change another process made since is kept. */
+  /**
+   * Re-reads the file before changing it, so a change another process made since is kept. The
+   * writer is loaded first: nothing awaits between the read and the write, where another
+   * command's change (a register's one-time API key) would be written over.
+   */
   const updateStored = async (change: (current: Stored) => Stored) => {
+    const write = await storeWriter(path);
     const next = change(readStored(path));
-    await writeStored(path, next);
+    write(next);
     stored = next;
   };
   const update = (change: (all: Record<string, Profile>) => Record<string, Profile>) =>
@@ -86,6 +91,13 @@ export function openConfig(env: NodeJS.ProcessEnv = process.env) {
           idempotency_key_services: [...known, origin].slice(-MAX_KEY_HONOURING_SERVICES),
         };
       });
+    },
+    /** Forgets the service at `origin`: a keyed write's answer showed it ignores keys. */
+    forgetIdempotencyKeys(origin: string): Promise<void> {
+      return updateStored((current) => ({
+        ...current,
+        idempotency_key_services: keyHonouringServices(current).filter((known) => known !== origin),
+      }));
     },
   };
 }
@@ -155,20 +167,22 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * Writes the whole file with conf, loaded only here: a read, the common case, never pays for
- * it (ajv and semver come with it, about 20 ms). conf writes atomically (a new file, mode 0600,
+ * A writer of the whole file, with conf, loaded only here: a read, the common case, never pays
+ * for it (ajv and semver come with it, about 20 ms); the write itself is synchronous. conf writes atomically (a new file, mode 0600,
  * renamed over the old one), and through a config.json that is a symbolic link.
  */
-async function writeStored(path: string, stored: Stored): Promise<void> {
+async function storeWriter(path: string): Promise<(stored: Stored) => void> {
   const { default: Conf } = await import('conf');
-  const store = new Conf<Stored>({
-    projectName: 'agentctl',
-    projectSuffix: '',
-    cwd: dirname(path),
-    configName: basename(path, '.json'),
-    configFileMode: FILE_MODE,
-    // The file was checked by readStored() just before: never replace what it could not read.
-    clearInvalidConfig: false,
-  });
-  store.store = stored;
+  return (stored) => {
+    const store = new Conf<Stored>({
+      projectName: 'agentctl',
+      projectSuffix: '',
+      cwd: dirname(path),
+      configName: basename(path, '.json'),
+      configFileMode: FILE_MODE,
+      // The file was checked by readStored() just before: never replace what it could not read.
+      clearInvalidConfig: false,
+    });
+    store.store = stored;
+  };
 }

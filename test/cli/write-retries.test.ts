@@ -363,6 +363,94 @@ describe('sandbox seed', () => {
   });
 });
 
+describe('sandbox seed, its service killed between a commit and its answer', () => {
+  it('says the outcome is unknown with its key (not unreachable), though the retry is refused', async () => {
+    // Kept-alive connections: the advance goes on the fund's, and the service is gone at its
+    // answer, so the client's resend for a stale connection, and its retries, are refused.
+    const through = await proxy({ stopOnCut: true });
+    const cli = commandLine();
+    const file = join(cli.dir, 'killed.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        steps: [
+          {
+            name: 'funds',
+            fund: { address: '0x00000000000000000000000000000000000000b2', usdc: 1 },
+          },
+          { name: 'later', advance: { seconds: 3600 } },
+        ],
+      }),
+    );
+    const clock = async () =>
+      (
+        (await (
+          await fetch(`${sandbox.url}/sandbox/info`, { headers: { 'x-admin-token': ADMIN_TOKEN } })
+        ).json()) as { clock: { offset_seconds: number } }
+      ).clock.offset_seconds;
+    const before = await clock();
+    through.cut(1, '/sandbox/clock/advance');
+    const seed = ['sandbox', 'seed', file, '--idempotency-key', 'seed-killed'];
+    const killed = await cli.run(through.url, seed);
+    expect(killed.stderr).toContain('idempotency key: seed-killed\n');
+    expect(killed.code).toBe(7);
+    expect(await clock()).toBe(before + 3600);
+
+    // Finished as it says, straight to serve: each write answered as it was, none done again.
+    const finished = await cli.run(sandbox.url, seed);
+    expect(finished.code).toBe(0);
+    expect(await clock()).toBe(before + 3600);
+  });
+});
+
+describe('sandbox seed, finished as it says', () => {
+  it("is run again with the printed key after a deposit's answer was lost: its agent's registration is answered as it was", async () => {
+    // Every try's answer lost: exit 7 after the last.
+    const through = await proxy({ closeEach: true });
+    const cli = commandLine();
+    const file = join(cli.dir, 'agent-deposit.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        version: 1,
+        steps: [
+          { name: 'dan', agent: { agent_name: 'Dan Lost', private_key: generatePrivateKey() } },
+          { name: 'dan_usdc', fund: { address: `\${dan.agent_address}`, usdc: 10 } },
+          {
+            name: 'dan_deposit',
+            deposit: { api_key: `\${dan.api_key}`, vault_id: 'moderate', amount_usdc: 4 },
+          },
+        ],
+      }),
+    );
+    const seed = ['sandbox', 'seed', file, '--idempotency-key', 'seed-finish'];
+    through.cut(4, '/api/v1/agent/vault/deposit');
+    const lost = await cli.run(through.url, seed);
+    expect(lost.code).toBe(7);
+    expect(lost.stderr).toContain('run the same command again with --idempotency-key seed-finish');
+
+    const again = await cli.run(through.url, seed);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toContain('agentctl: sending the registration of');
+    // Register, fund, a deposit and its three retries (all four answers lost); then each
+    // write of the run made again replayed.
+    expect(
+      through.answers
+        .filter(({ replayed }) => replayed !== undefined)
+        .map(({ replayed }) => replayed),
+    ).toEqual(['false', 'false', 'false', 'true', 'true', 'true', 'true', 'true', 'true']);
+    // Deposited once: a new agent's 10 000 USDC, 10 funded, 4 deposited.
+    const { dan } = JSON.parse(again.stdout) as { dan: { api_key: string } };
+    const wallet = await fetch(`${sandbox.url}/api/v1/agent/wallet`, {
+      headers: { 'x-api-key': dan.api_key },
+    });
+    expect(((await wallet.json()) as { usdc_balance: number }).usdc_balance).toBe(10_006);
+    // The run done, nothing is kept.
+    expect(readdirSync(join(cli.dir, 'pending-registrations'))).toEqual([]);
+  });
+});
+
 describe('a service that ignores the key', () => {
   it('gets one try of a write it fails (5xx): exit 7, and --json carries the key', async () => {
     let received = 0;
@@ -440,6 +528,7 @@ describe('--idempotency-key', () => {
       ['', 'must not be empty'],
       ['k'.repeat(256), 'must be at most 255 characters (it has 256)'],
       ['café', 'must be printable ASCII characters only'],
+      ['ci-81 ', 'must not begin or end with a space'],
     ] as const) {
       const refused = await cli.run(through.url, [
         'deposit',

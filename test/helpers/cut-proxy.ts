@@ -78,6 +78,11 @@ export async function cutProxy(
      * the client sends again, see src/api/transport.ts).
      */
     closeEach?: boolean;
+    /**
+     * At a cut, the proxy stops listening before it resets the client's connection, as a
+     * service killed between its commit and its answer: every later connection is refused.
+     */
+    stopOnCut?: boolean;
   } = {},
 ): Promise<CutProxy> {
   const { hostname, port } = new URL(target);
@@ -121,6 +126,7 @@ export async function cutProxy(
           });
           if (cut) {
             cuts -= 1;
+            if (options.stopOnCut) server.close();
             client.resetAndDestroy();
             upstream.destroy();
             return null;

@@ -1,6 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -98,6 +98,15 @@ describe('an Idempotency-Key', () => {
     expect(idempotencyKeyProblem('x'.repeat(256))).toMatch(/at most 255 characters \(it has 256/);
     for (const bad of ['tab\there', 'né', 'line\n']) {
       expect(idempotencyKeyProblem(bad)).toMatch(/printable ASCII/);
+    }
+  });
+
+  it('neither begins nor ends with a space: HTTP drops them, and " k" would be the key "k"', () => {
+    expect(idempotencyKeyProblem('ci 81 deposit')).toBeUndefined();
+    for (const spaced of [' ci-81', 'ci-81 ', ' ']) {
+      expect(idempotencyKeyProblem(spaced)).toBe(
+        'must not begin or end with a space (HTTP drops them: the service would see another key)',
+      );
     }
   });
 
@@ -276,6 +285,105 @@ describe('the client on keyed writes', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('stays unknown once a try may have run, though a later one never reached the service', async () => {
+    // The deposit's answer is lost (it may have been done), then the service is gone: the
+    // retry is refused. Exit 6 ("before it was sent") would hide the key of a done deposit.
+    const { url, seen } = await service((n) => {
+      if (n > 0) return VOTED;
+      for (const server of servers.splice(0)) server.close();
+      return 'reset';
+    });
+    const { client } = clientOf(url, {
+      idempotencyKey: () => ({ key: 'ci-9:deposit', rerunKey: 'ci-9:deposit' }),
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    let error: unknown;
+    try {
+      error = await client.deposit({ vault_id: 'moderate', amount_usdc: 1 }).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(seen).toHaveLength(1);
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    const failure = describeFailure(error);
+    expect(failure.exitCode).toBe(EXIT.outcomeUnknown);
+    expect(failure.message).toContain(
+      'the outcome is unknown (the connection was closed after it was sent, then connection refused (is the service running?); 2 tries)',
+    );
+    expect(failure.json).toMatchObject({ idempotency_key: 'ci-9:deposit', status: null });
+  });
+
+  it('stays unknown when the answer is lost on a kept-alive connection and the service is gone', async () => {
+    // A read first, so that the deposit goes on its kept-alive connection; the service is
+    // killed between the deposit's commit and its answer. The transport's own resend (for an
+    // idle connection the server closed) is refused: that says nothing of the first send.
+    const { url, seen } = await service((n, request) => {
+      if (request.method === 'GET') return { body: [] };
+      if (n > 1) return VOTED;
+      for (const server of servers.splice(0)) server.close();
+      return 'reset';
+    });
+    const { client } = clientOf(url, {
+      idempotencyKey: () => ({ key: 'ci-10:deposit', rerunKey: 'ci-10:deposit' }),
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    let error: unknown;
+    try {
+      await client.proposals();
+      error = await client.deposit({ vault_id: 'moderate', amount_usdc: 1 }).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(seen.map(({ path }) => path)).toEqual([
+      '/api/v1/proposals',
+      '/api/v1/agent/vault/deposit',
+    ]);
+    expect(error).toBeInstanceOf(OutcomeUnknownError);
+    expect(describeFailure(error)).toMatchObject({
+      exitCode: EXIT.outcomeUnknown,
+      json: { idempotency_key: 'ci-10:deposit' },
+    });
+  });
+
+  it('stays unknown once a try may have run, though a later one was rate limited', async () => {
+    // A rate limit refuses before the key is looked up: it says nothing of the first try.
+    const { url, seen } = await service((n) =>
+      n === 0
+        ? 'reset'
+        : { status: 429, body: { error: 'slow down' }, headers: { 'retry-after': '60' } },
+    );
+    const { client } = clientOf(url, {
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    let error: unknown;
+    try {
+      error = await client.vote(vote).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(seen).toHaveLength(2);
+    const failure = describeFailure(error);
+    expect(failure.exitCode).toBe(EXIT.outcomeUnknown);
+    expect(failure.json).toMatchObject({ status: 429, idempotency_key: seen[0]?.key });
+  });
+
+  it('takes a later kept answer as the outcome, whatever came before', async () => {
+    const { url, seen } = await service((n) =>
+      n === 0 ? 'reset' : { status: 400, body: { error: 'no such proposal' }, headers: REPLAYED },
+    );
+    const { client } = clientOf(url, {
+      keyHonouring: { honours: async () => true, learned: async () => {} },
+    });
+    try {
+      const error = await client.vote(vote).catch((e) => e);
+      expect(error).toBeInstanceOf(ApiError);
+      expect(describeFailure(error).exitCode).toBe(EXIT.usage);
+    } finally {
+      await client.close();
+    }
+    expect(seen).toHaveLength(2);
+  });
+
   it('does not call a refusal unknown: a 4xx ends the write as it is', async () => {
     const { url, seen } = await service(() => ({ status: 422, body: { error: 'key reused' } }));
     const { client } = clientOf(url, {
@@ -309,6 +417,35 @@ describe('the client on keyed writes', () => {
     expect(learned).toEqual([url]);
   });
 
+  it('forgets a remembered service once a keyed write of its is answered 2xx without Idempotent-Replayed', async () => {
+    // Another service on a remembered origin (a port-forward to the live one, say): a write it
+    // did without saying so shows it ignores keys, so a later lost answer is not sent again.
+    const { url, seen } = await service((n) => (n === 0 ? VOTED : 'reset'));
+    const forgot: string[] = [];
+    const { client, retries } = clientOf(url, {
+      keyHonouring: {
+        honours: async (origin) => !forgot.includes(origin),
+        learned: async () => {},
+        forgot: async (origin) => {
+          forgot.push(origin);
+        },
+      },
+    });
+    let error: unknown;
+    try {
+      await client.vote(vote);
+      error = await client.vote(vote).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(forgot).toEqual([url]);
+    expect(seen).toHaveLength(2);
+    expect(retries).toEqual([]);
+    expect(describeFailure(error).message).toContain(
+      '1 try: this service has not shown that it honours Idempotency-Key',
+    );
+  });
+
   it('sends no key with a read, and never one with `agentctl api`', async () => {
     const { url, seen } = await service(() => ({ body: { positions: [] } }));
     const { client } = clientOf(url);
@@ -319,6 +456,28 @@ describe('the client on keyed writes', () => {
       await client.close();
     }
     expect(seen.map(({ key }) => key)).toEqual([undefined, undefined]);
+  });
+
+  it('calls a write unknown when its answer cannot be read as HTTP: it was sent, and may have run', async () => {
+    const server = createNetServer((socket) => {
+      socket.once('data', () => socket.end('this is not HTTP\r\n\r\n'));
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { client } = clientOf(url, {
+      idempotencyKey: () => ({ key: 'ci-11:vote', rerunKey: 'ci-11:vote' }),
+    });
+    let error: unknown;
+    try {
+      error = await client.vote(vote).catch((e) => e);
+    } finally {
+      await client.close();
+    }
+    expect(describeFailure(error)).toMatchObject({
+      exitCode: EXIT.outcomeUnknown,
+      json: { idempotency_key: 'ci-11:vote' },
+    });
   });
 
   it('says a keyed write that could not connect never reached the service (exit 6)', async () => {
@@ -357,6 +516,32 @@ describe('the services that honour keys, in the configuration file', () => {
     const stored = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
     expect(stored.idempotency_key_services).toHaveLength(MAX_KEY_HONOURING_SERVICES);
     expect(stored.profiles).toEqual({ default: { api_key: 'agk_x' } });
+  });
+
+  it('are learned without losing an API key another command stores at the same time', async () => {
+    // Two commands at once (a deposit learning its service, a register storing its one-time
+    // key), as two processes: each reads the file and writes it back with its change.
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ profiles: {} }));
+    const deposit = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    const register = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    await Promise.all([
+      deposit.rememberIdempotencyKeys('http://127.0.0.1:8799'),
+      register.set('bot', { api_key: 'agk_only_copy' }),
+    ]);
+    const stored = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+    expect(stored.profiles).toEqual({ bot: { api_key: 'agk_only_copy' } });
+    expect(stored.idempotency_key_services).toEqual(['http://127.0.0.1:8799']);
+  });
+
+  it('lose a service shown to ignore keys, and only that one', async () => {
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ profiles: {} }));
+    const config = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    await config.rememberIdempotencyKeys('http://a:1');
+    await config.rememberIdempotencyKeys('http://b:2');
+    await config.forgetIdempotencyKeys('http://a:1');
+    const again = openConfig({ AGENTCTL_CONFIG_DIR: dir });
+    expect(again.honoursIdempotencyKeys('http://a:1')).toBe(false);
+    expect(again.honoursIdempotencyKeys('http://b:2')).toBe(true);
   });
 
   it('count as none when the list is damaged (it is only a cache)', () => {

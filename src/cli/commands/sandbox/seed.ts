@@ -26,7 +26,7 @@ export function seedCommand(): Command {
     .option('--out <file>', 'write the map to FILE (mode 0600) instead of stdout')
     .addHelpText(
       'after',
-      '\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error\'s, and the\nsteps before it are in the map (their API keys are not shown again); so is\nwhat the failed step created before it failed, marked "complete": false.\n\nIts writes are keyed KEY:1, KEY:2, … in the order they are sent, KEY being\n--idempotency-key (else a new UUID): run again with the same key, the writes\nthat ran are answered as they were (a registration is not: its nonce is new).\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json',
+      '\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error\'s, and the\nsteps before it are in the map (their API keys are not shown again); so is\nwhat the failed step created before it failed, marked "complete": false.\n\nIts writes are keyed KEY:1, KEY:2, … in the order they are sent, KEY being\n--idempotency-key (else a new UUID): run again with the same key after a run that\nfailed, the writes that ran are answered as they were (the signed\nregistrations of its agents are kept until the run is done, and sent again).\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json',
     )
     .action(
       action((context, command) =>
@@ -123,12 +123,18 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
     output.info('it holds API keys: keep it private (mode 0600)');
   };
   let results: Record<string, unknown>;
+  // Its agents' signed registrations are kept until the run is done: should a later step's
+  // outcome be unknown, the run made again with its key sends each again, answered as it was.
+  const registered: Array<() => void> = [];
   try {
     results = await runSeed(file, {
       client: await context.client(),
       clientWithKey: (apiKey) => context.clientWithKey(apiKey),
       adminToken,
-      keptRegistrations: await context.keptRegistrations(),
+      keptRegistrations: {
+        ...(await context.keptRegistrations()),
+        keepAnswered: (forget) => registered.push(forget),
+      },
       done: (step, result) => output.info(`${step.name}: ${describeResult(step.kind, result)}`),
     });
   } catch (error) {
@@ -139,5 +145,6 @@ export async function run(options: SeedOptions, context: Context): Promise<void>
     }
     throw error;
   }
+  for (const forget of registered) forget();
   hand(results, true);
 }
