@@ -26,7 +26,7 @@ export function seedCommand(): Command {
     .option('--out <file>', 'write the map to FILE (mode 0600) instead of stdout')
     .addHelpText(
       'after',
-      '\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error\'s, and the\nsteps before it are in the map (their API keys are not shown again); so is\nwhat the failed step created before it failed, marked "complete": false.\n\nIts writes are keyed KEY:1, KEY:2, … in the order they are sent, KEY being\n--idempotency-key (else a new UUID): run again with the same key after a run that\nfailed, the writes that ran are answered as they were (the signed\nregistrations of its agents are kept until the run is done, and sent again).\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json',
+      '\nEvery problem of the file is reported before anything is sent. A failing step\nstops the run: the message names it, the exit code is its error\'s, and the\nsteps before it are in the map (their API keys are not shown again); so is\nwhat the failed step created before it failed, marked "complete": false.\n\nIts writes are keyed KEY:1, KEY:2, … in the order they are sent, KEY being\n--idempotency-key (else a new UUID). Run again with the same key after a run\nthat failed, the writes that ran are answered as they were (the signed\nregistrations of its agents are kept until the run is done, and sent again).\n\nExamples:\n  agentctl sandbox seed examples/seed.json\n  agentctl sandbox seed examples/seed.json --out seeded.json\n  jq -r .alice.api_key seeded.json',
     )
     .action(
       action((context, command) =>
