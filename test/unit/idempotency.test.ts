@@ -170,6 +170,10 @@ function clientOf(url: string, extra: Partial<ApiClientOptions> = {}) {
   return { client, retries };
 }
 const vote = { proposal_id: 1, support: 1 };
+/** A service already known to honour keys (as if remembered from an earlier command). */
+const HONOURING: Partial<ApiClientOptions> = {
+  keyHonouring: { honours: async () => true, learned: async () => {} },
+};
 
 describe('the client on keyed writes', () => {
   it('sends a new UUID v4 with each write, and the same one on each of its tries', async () => {
@@ -197,7 +201,7 @@ describe('the client on keyed writes', () => {
     );
     const { client, retries } = clientOf(url, {
       idempotencyKey: () => ({ key: 'ci-42:vote', rerunKey: 'ci-42:vote' }),
-      keyHonouring: { honours: async () => true, learned: async () => {} },
+      ...HONOURING,
     });
     try {
       expect((await client.vote(vote)).status).toBe(200);
@@ -246,9 +250,7 @@ describe('the client on keyed writes', () => {
       body: { error: 'a request with this key is still running' },
       headers: { 'retry-after': '0' },
     }));
-    const { client, retries } = clientOf(url, {
-      keyHonouring: { honours: async () => true, learned: async () => {} },
-    });
+    const { client, retries } = clientOf(url, HONOURING);
     let error: unknown;
     try {
       error = await client.faucet().catch((e) => e);
@@ -272,9 +274,7 @@ describe('the client on keyed writes', () => {
       body: { error: 'the transaction reverted' },
       headers: REPLAYED,
     }));
-    const { client } = clientOf(url, {
-      keyHonouring: { honours: async () => true, learned: async () => {} },
-    });
+    const { client } = clientOf(url, HONOURING);
     try {
       const error = await client.vote(vote).catch((e) => e);
       expect(error).toBeInstanceOf(ApiError);
@@ -295,7 +295,7 @@ describe('the client on keyed writes', () => {
     });
     const { client } = clientOf(url, {
       idempotencyKey: () => ({ key: 'ci-9:deposit', rerunKey: 'ci-9:deposit' }),
-      keyHonouring: { honours: async () => true, learned: async () => {} },
+      ...HONOURING,
     });
     let error: unknown;
     try {
@@ -325,7 +325,7 @@ describe('the client on keyed writes', () => {
     });
     const { client } = clientOf(url, {
       idempotencyKey: () => ({ key: 'ci-10:deposit', rerunKey: 'ci-10:deposit' }),
-      keyHonouring: { honours: async () => true, learned: async () => {} },
+      ...HONOURING,
     });
     let error: unknown;
     try {
@@ -352,9 +352,7 @@ describe('the client on keyed writes', () => {
         ? 'reset'
         : { status: 429, body: { error: 'slow down' }, headers: { 'retry-after': '60' } },
     );
-    const { client } = clientOf(url, {
-      keyHonouring: { honours: async () => true, learned: async () => {} },
-    });
+    const { client } = clientOf(url, HONOURING);
     let error: unknown;
     try {
       error = await client.vote(vote).catch((e) => e);
@@ -371,9 +369,7 @@ describe('the client on keyed writes', () => {
     const { url, seen } = await service((n) =>
       n === 0 ? 'reset' : { status: 400, body: { error: 'no such proposal' }, headers: REPLAYED },
     );
-    const { client } = clientOf(url, {
-      keyHonouring: { honours: async () => true, learned: async () => {} },
-    });
+    const { client } = clientOf(url, HONOURING);
     try {
       const error = await client.vote(vote).catch((e) => e);
       expect(error).toBeInstanceOf(ApiError);
@@ -386,9 +382,7 @@ describe('the client on keyed writes', () => {
 
   it('does not call a refusal unknown: a 4xx ends the write as it is', async () => {
     const { url, seen } = await service(() => ({ status: 422, body: { error: 'key reused' } }));
-    const { client } = clientOf(url, {
-      keyHonouring: { honours: async () => true, learned: async () => {} },
-    });
+    const { client } = clientOf(url, HONOURING);
     try {
       await expect(client.vote(vote)).rejects.toBeInstanceOf(ApiError);
     } finally {
