@@ -1,25 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore, type Store, type StoreTx } from '../../src/sandbox/store/index.ts';
-
-/**
- * The store's asynchronous interface on SQLite: what a transaction that awaits may and may not
- * let others see, and how transactions keep out of each other's way.
- */
-let dir = '';
-let store: Store;
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-store-'));
-  store = openStore(join(dir, 'sandbox.db'), { durable: false });
-});
-
-afterEach(async () => {
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Store, StoreTx } from '../../src/sandbox/store/index.ts';
+import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
+import { STORE_BACKENDS } from '../helpers/store-backends.ts';
 
 /** A promise and the function that settles it. */
 function gate() {
@@ -30,7 +12,19 @@ function gate() {
   return { opened, open };
 }
 
-describe('the store', () => {
+/**
+ * The store's asynchronous interface, on SQLite and on PostgreSQL: what a transaction that
+ * awaits may and may not let others see, and how transactions keep out of each other's way.
+ */
+describe.each(STORE_BACKENDS.map((backend) => backend()))('the store on $name', (backend) => {
+  let store: Store;
+  beforeAll(() => backend.start());
+  afterAll(() => backend.stop());
+  beforeEach(async () => {
+    store = await backend.open();
+  });
+  afterEach(() => store.close());
+
   it('shows a transaction its own rows, and everyone else only once it has committed', async () => {
     const held = gate();
     const written = gate();
@@ -153,4 +147,85 @@ describe('the store', () => {
     await running;
     expect(store.agents.version()).toBeGreaterThan(during);
   });
+
+  it('commits the commitSoon calls of one turn together, each losing only its own rows', async () => {
+    const [kept, failed, alsoKept] = await Promise.allSettled([
+      store.commitSoon(async (tx) => {
+        await tx.meta.set('soon-a', '1');
+        return 'a';
+      }),
+      store.commitSoon(async (tx) => {
+        await tx.meta.set('soon-b', '1');
+        throw new Error('b failed');
+      }),
+      store.commitSoon(async (tx) => {
+        await tx.meta.set('soon-c', '1');
+        return 'c';
+      }),
+    ]);
+    expect([kept, failed, alsoKept].map((each) => each.status)).toEqual([
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+    ]);
+    expect([
+      await store.meta.get('soon-a'),
+      await store.meta.get('soon-b'),
+      await store.meta.get('soon-c'),
+    ]).toEqual(['1', undefined, '1']);
+  });
+
+  it('refuses a database that a newer agentctl made, in the same words on every backend', async () => {
+    await store.meta.set('kept', 'yes');
+    await store.close();
+    await backend.setSchemaVersion(99);
+    await expect(backend.reopen()).rejects.toThrow(
+      /its schema is version 99, newer than this agentctl knows \(\d+\); upgrade agentctl/,
+    );
+    // afterEach closes a store: one whose database is at this agentctl's version again.
+    await backend.setSchemaVersion(MIGRATIONS.length);
+    store = await backend.reopen();
+    expect(await store.meta.get('kept')).toBe('yes');
+  });
+
+  it('opens a database it made again without migrating it twice', async () => {
+    await store.meta.set('kept', 'yes');
+    await store.close();
+    store = await backend.reopen();
+    expect(await store.meta.get('kept')).toBe('yes');
+  });
+
+  it.runIf(backend.name === 'postgres')(
+    'says that snapshots are not on PostgreSQL yet',
+    async () => {
+      await expect(store.copyTo('/nonexistent/copy.db')).rejects.toThrow(/not on PostgreSQL yet/);
+      await expect(store.replaceFrom(undefined)).rejects.toThrow(/not on PostgreSQL yet/);
+      await expect(store.checkReplaceable('/nonexistent/copy.db')).rejects.toThrow(
+        /not on PostgreSQL yet/,
+      );
+      await expect(store.sync()).resolves.toBeUndefined();
+    },
+  );
+
+  it.runIf(backend.name === 'postgres')(
+    'does not report as committed a transaction in which a statement failed and was caught',
+    async () => {
+      await store.nodes.insert(
+        { node_id: 'n1', name: 'one', operator_address: '0x01', created_at: 1 },
+        'hash-1',
+      );
+      // PostgreSQL ends the transaction at the failed statement: nothing of it may be claimed.
+      const caught = store.transaction(async (tx) => {
+        await tx.meta.set('before', 'x');
+        await tx.nodes
+          .insert({ node_id: 'n2', name: 'two', operator_address: '0x02', created_at: 2 }, 'hash-1')
+          .catch(() => undefined);
+      });
+      await expect(caught).rejects.toThrow(/rolled back/);
+      expect(await store.meta.get('before')).toBeUndefined();
+      // The write connection is usable again.
+      await store.meta.set('after', 'y');
+      expect(await store.meta.get('after')).toBe('y');
+    },
+  );
 });

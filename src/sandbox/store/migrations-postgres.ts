@@ -1,0 +1,89 @@
+import type pg from 'pg';
+import { MIGRATIONS, newerSchemaMessage } from './migrations.ts';
+
+/**
+ * sandbox.db's migrations on PostgreSQL: MIGRATIONS (SQLite's dialect) translated, entry by
+ * entry, so that a migration is written once. What differs between the two dialects is here and
+ * only here:
+ * - STRICT tables: PostgreSQL's columns are always typed strictly;
+ * - INTEGER is SQLite's 64-bit integer: BIGINT (pg gives INT8 back as a string; the backend
+ *   parses it to a number, refusing one beyond 2^53 as node:sqlite does);
+ * - BLOB is BYTEA, REAL is DOUBLE PRECISION;
+ * - a generated column is STORED (PostgreSQL before 18 has no VIRTUAL ones), and round() takes
+ *   a NUMERIC: the whole expression is NUMERIC there, cast to DOUBLE PRECISION;
+ * - the version is a row of schema_version, not PRAGMA user_version.
+ */
+
+/** Rewrites of a whole statement that no word-for-word translation can make, by version. */
+const REWRITES: ReadonlyArray<{ version: number; sqlite: string; postgres: string }> = [
+  {
+    version: 2,
+    sqlite: `ALTER TABLE agents ADD COLUMN performance_score REAL GENERATED ALWAYS AS (
+    round(10.0 * strategies_submitted + deposited_usdc_raw / 100000000.0 + 5.0 * votes_cast, 2)
+  ) VIRTUAL;`,
+    postgres: `ALTER TABLE agents ADD COLUMN performance_score DOUBLE PRECISION GENERATED ALWAYS AS (
+    round(10.0 * strategies_submitted + deposited_usdc_raw / 100000000.0 + 5.0 * votes_cast, 2)::DOUBLE PRECISION
+  ) STORED;`,
+  },
+];
+
+/** Migration `version` (1-based) in PostgreSQL's dialect. */
+export function postgresMigration(version: number): string {
+  let sql = MIGRATIONS[version - 1];
+  if (sql === undefined) throw new Error(`there is no migration ${version}`);
+  for (const rewrite of REWRITES.filter((each) => each.version === version)) {
+    // A released migration never changes, so a rewrite that no longer matches is a bug here.
+    if (!sql.includes(rewrite.sqlite)) {
+      throw new Error(
+        `migration ${version} no longer holds the statement rewritten for PostgreSQL`,
+      );
+    }
+    sql = sql.replace(rewrite.sqlite, rewrite.postgres);
+  }
+  return sql
+    .replace(/\)\s*STRICT\s*;/g, ');')
+    .replace(/\bINTEGER\b/g, 'BIGINT')
+    .replace(/\bBLOB\b/g, 'BYTEA')
+    .replace(/\bREAL\b/g, 'DOUBLE PRECISION');
+}
+
+/**
+ * An advisory lock key of agentctl's own: two processes that open one database at once migrate
+ * it one after the other (the second finds it done).
+ */
+const MIGRATION_LOCK = 0x61676e74_01;
+
+/**
+ * Brings the database's schema up to date, on `client` (outside any transaction): every pending
+ * migration and the new version in one transaction (DDL is transactional on PostgreSQL). Throws
+ * newerSchemaMessage's words when a newer agentctl made the database.
+ */
+export async function migratePostgres(client: pg.ClientBase): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS schema_version (
+         one     BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+         version INTEGER NOT NULL
+       )`,
+    );
+    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version');
+    const current = rows[0]?.version ?? 0;
+    if (current > MIGRATIONS.length) throw new Error(newerSchemaMessage(current));
+    for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+      await client.query(postgresMigration(version));
+    }
+    if (current < MIGRATIONS.length) {
+      await client.query(
+        `INSERT INTO schema_version (version) VALUES ($1)
+         ON CONFLICT (one) DO UPDATE SET version = excluded.version`,
+        [MIGRATIONS.length],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
