@@ -1,11 +1,10 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { StartupError } from '../errors.ts';
-import { createKeyedLock } from '../keyed-lock.ts';
 import { type BackendSpecifics, createStore } from './index.ts';
 import { migratePostgres } from './migrations-postgres.ts';
 import type { SqlBackend, SqlTransaction, SqlValue } from './sql.ts';
 import type { RecordOutcome } from './types.ts';
+import { createWriteTurns, type WhileOpen } from './write-turns.ts';
 
 /**
  * The PostgreSQL implementation of SqlBackend, on `pg`.
@@ -129,27 +128,10 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
     return writer;
   };
 
-  const lock = createKeyedLock();
-  // The transaction running now, and the async context of each: a write outside its
-  // transaction made from inside it would wait for itself.
-  let current: object | undefined;
-  const within = new AsyncLocalStorage<object>();
+  const turns = createWriteTurns();
   let savepoints = 0;
 
-  function exclusive<T>(work: () => Promise<T>): Promise<T> {
-    if (current !== undefined && within.getStore() === current) {
-      return Promise.reject(
-        new Error('a write outside its transaction was made from inside it: use the transaction'),
-      );
-    }
-    return lock('write', work);
-  }
-
-  const transactionOf = (token: object, client: pg.Client): SqlTransaction => {
-    const open = <T>(then: () => Promise<T>): Promise<T> =>
-      current === token
-        ? then()
-        : Promise.reject(new Error('the transaction is over: its rows were committed'));
+  const transactionOf = (whileOpen: WhileOpen, client: pg.Client): SqlTransaction => {
     const savepoint = async <T>(work: () => Promise<T>): Promise<RecordOutcome<T>> => {
       const name = `record_${++savepoints}`;
       await client.query(`SAVEPOINT ${name}`);
@@ -165,11 +147,12 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
     };
     return {
       get: (sql, ...params) =>
-        open(async () => (await query(client, sql, params)).rows[0] as never),
-      all: (sql, ...params) => open(async () => (await query(client, sql, params)).rows as never),
+        whileOpen(async () => (await query(client, sql, params)).rows[0] as never),
+      all: (sql, ...params) =>
+        whileOpen(async () => (await query(client, sql, params)).rows as never),
       run: (sql, ...params) =>
-        open(async () => ({ changes: (await query(client, sql, params)).rowCount ?? 0 })),
-      savepoint: (work) => open(() => savepoint(work)),
+        whileOpen(async () => ({ changes: (await query(client, sql, params)).rowCount ?? 0 })),
+      savepoint: (work) => whileOpen(() => savepoint(work)),
     };
   };
 
@@ -186,38 +169,32 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
     get: async (sql, ...params) => (await query(pool, sql, params)).rows[0] as never,
     all: async (sql, ...params) => (await query(pool, sql, params)).rows as never,
     run: (sql, ...params) =>
-      exclusive(async () => ({
+      turns.exclusive(async () => ({
         changes: (await query(await writerClient(), sql, params)).rowCount ?? 0,
       })),
     transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
-      return exclusive(async () => {
+      return turns.transaction(async (whileOpen) => {
         const client = await writerClient();
-        const token = {};
-        current = token;
+        await client.query('BEGIN');
         try {
-          await client.query('BEGIN');
-          try {
-            const result = await within.run(token, () => work(transactionOf(token, client)));
-            const committed = await client.query('COMMIT');
-            // PostgreSQL ends a transaction in which a statement failed (and that error was
-            // caught) with a ROLLBACK, whatever is asked: the work's rows are not there.
-            if (committed.command !== 'COMMIT') {
-              throw new Error(
-                'the transaction was rolled back: a statement in it failed, which on PostgreSQL ends the transaction (run what may fail on a savepoint)',
-              );
-            }
-            return result;
-          } catch (error) {
-            await client.query('ROLLBACK').catch(() => undefined);
-            throw error;
+          const result = await work(transactionOf(whileOpen, client));
+          const committed = await client.query('COMMIT');
+          // PostgreSQL ends a transaction in which a statement failed (and that error was
+          // caught) with a ROLLBACK, whatever is asked: the work's rows are not there.
+          if (committed.command !== 'COMMIT') {
+            throw new Error(
+              'the transaction was rolled back: a statement in it failed, which on PostgreSQL ends the transaction (run what may fail on a savepoint)',
+            );
           }
-        } finally {
-          current = undefined;
+          return result;
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw error;
         }
       });
     },
     async close(): Promise<void> {
-      await lock('write', async () => {
+      await turns.exclusive(async () => {
         const client = await writer?.catch(() => undefined);
         writer = undefined;
         live = undefined;
