@@ -1,6 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Store, StoreTx } from '../../src/sandbox/store/index.ts';
 import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
+import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
+import { freshDatabase } from '../helpers/postgres.ts';
 import { STORE_BACKENDS } from '../helpers/store-backends.ts';
 
 /** A promise and the function that settles it. */
@@ -228,4 +230,31 @@ describe.each(STORE_BACKENDS.map((backend) => backend()))('the store on $name', 
       expect(await store.meta.get('after')).toBe('y');
     },
   );
+});
+
+/** Opening a store on PostgreSQL: what SQLite's file and its lock give for free. */
+describe('opening the store on PostgreSQL', () => {
+  it('migrates a new database once when two stores open it at the same time', async () => {
+    const database = await freshDatabase();
+    try {
+      const stores = await Promise.all([
+        openPostgresStore(database.url),
+        openPostgresStore(database.url),
+      ]);
+      await stores[0]?.meta.set('seen', 'by both');
+      expect(await stores[1]?.meta.get('seen')).toBe('by both');
+      await Promise.all(stores.map((each) => each.close()));
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it('refuses a database it cannot reach, naming it without its password', async () => {
+    // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+    const opening = openPostgresStore('postgres://sandbox:s3cret@127.0.0.1:1/team');
+    await expect(opening).rejects.toThrow(
+      /^cannot open postgres:\/\/sandbox:\*\*\*@127\.0\.0\.1:1\/team: /,
+    );
+    await expect(opening).rejects.not.toThrow(/s3cret/);
+  });
 });
