@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Store, StoreTx } from '../../src/sandbox/store/index.ts';
 import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
@@ -245,6 +246,42 @@ describe('opening the store on PostgreSQL', () => {
       expect(await stores[1]?.meta.get('seen')).toBe('by both');
       await Promise.all(stores.map((each) => each.close()));
     } finally {
+      await database.drop();
+    }
+  });
+
+  it("orders text byte by byte, as SQLite does, on a database made with a language's collation", async () => {
+    const database = await freshDatabase();
+    const english = `${database.name}_en`;
+    const url = new URL(database.url);
+    url.pathname = `/${english}`;
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    try {
+      await admin.query(
+        `CREATE DATABASE ${english} TEMPLATE template0 LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'`,
+      );
+      const store = await openPostgresStore(url.toString());
+      try {
+        for (const id of ['b', 'a1', 'B', 'a-2']) {
+          await store.nodes.insert(
+            { node_id: id, name: id, operator_address: '0x', created_at: 1 },
+            `key-${id}`,
+          );
+        }
+        // English would say a-2, a1, b, B.
+        expect((await store.nodes.list()).map((node) => node.node_id)).toEqual([
+          'B',
+          'a-2',
+          'a1',
+          'b',
+        ]);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS ${english} WITH (FORCE)`);
+      await admin.end();
       await database.drop();
     }
   });

@@ -9,6 +9,8 @@ import { MIGRATIONS, newerSchemaMessage } from './migrations.ts';
  * - INTEGER is SQLite's 64-bit integer: BIGINT (pg gives INT8 back as a string; the backend
  *   parses it to a number, refusing one beyond 2^53 as node:sqlite does);
  * - BLOB is BYTEA, REAL is DOUBLE PRECISION;
+ * - TEXT is compared byte by byte (COLLATE "C"), as SQLite's BINARY does: a database made with
+ *   a language's collation (en_US.UTF-8, the usual default) would order and compare otherwise;
  * - a generated column is STORED (PostgreSQL before 18 has no VIRTUAL ones), and round() takes
  *   a NUMERIC: the whole expression is NUMERIC there, cast to DOUBLE PRECISION;
  * - the version is a row of schema_version, not PRAGMA user_version.
@@ -44,7 +46,8 @@ export function postgresMigration(version: number): string {
     .replace(/\)\s*STRICT\s*;/g, ');')
     .replace(/\bINTEGER\b/g, 'BIGINT')
     .replace(/\bBLOB\b/g, 'BYTEA')
-    .replace(/\bREAL\b/g, 'DOUBLE PRECISION');
+    .replace(/\bREAL\b/g, 'DOUBLE PRECISION')
+    .replace(/\bTEXT\b/g, 'TEXT COLLATE "C"');
 }
 
 /**
