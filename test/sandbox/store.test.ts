@@ -286,6 +286,30 @@ describe('opening the store on PostgreSQL', () => {
     }
   });
 
+  it('connects its writer again after the connection was cut', async () => {
+    const database = await freshDatabase();
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    const store = await openPostgresStore(database.url);
+    try {
+      await store.meta.set('before', '1');
+      const cut = await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'agentctl writer' AND datname = current_database()",
+      );
+      expect(cut.rowCount).toBe(1);
+      // The write that meets the cut connection may fail (its outcome is the caller's to
+      // learn); the one after it runs on a new connection.
+      await store.meta.set('during', '1').catch(() => undefined);
+      await store.transaction((tx) => tx.meta.set('after', '1'));
+      expect(await store.meta.get('after')).toBe('1');
+      expect(await store.meta.get('before')).toBe('1');
+    } finally {
+      await store.close();
+      await admin.end();
+      await database.drop();
+    }
+  });
+
   it('refuses a database it cannot reach, naming it without its password', async () => {
     // Port 1 on loopback: nothing listens there, so the connection is refused at once.
     const opening = openPostgresStore('postgres://sandbox:s3cret@127.0.0.1:1/team');

@@ -67,6 +67,16 @@ export function numberPlaceholders(sql: string): string {
   return out;
 }
 
+/**
+ * Whether `error` ended the connection it came on: a failure of the socket (not an answer of the
+ * server's), or an answer that ends the session (FATAL: terminated, the server shutting down).
+ */
+function connectionLost(error: unknown): boolean {
+  return (
+    !(error instanceof pg.DatabaseError) || error.severity === 'FATAL' || error.severity === 'PANIC'
+  );
+}
+
 /** A URL fit to show: without its password. */
 export function redactedUrl(url: string): string {
   try {
@@ -79,7 +89,13 @@ export function redactedUrl(url: string): string {
 }
 
 export async function createPostgresBackend(url: string): Promise<SqlBackend> {
-  const pool = new pg.Pool({ connectionString: url, types, max: 4 });
+  // Named, so that pg_stat_activity tells the writer from the readers.
+  const pool = new pg.Pool({
+    connectionString: url,
+    types,
+    max: 4,
+    application_name: 'agentctl reader',
+  });
   // An idle connection that fails is dropped by the pool, and the next read opens another:
   // without a listener the error would end the process.
   pool.on('error', () => undefined);
@@ -100,15 +116,14 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
   let live: pg.Client | undefined;
   const writerClient = (): Promise<pg.Client> => {
     writer ??= (async () => {
-      const client = new pg.Client({ connectionString: url, types });
+      const client = new pg.Client({
+        connectionString: url,
+        types,
+        application_name: 'agentctl writer',
+      });
       // A connection that fails or ends is replaced at the next write; the transaction that
       // was running on it fails on its own.
-      const forget = () => {
-        if (live === client) {
-          live = undefined;
-          writer = undefined;
-        }
-      };
+      const forget = () => dropWriter(client);
       client.on('error', forget);
       client.on('end', forget);
       try {
@@ -126,6 +141,17 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
       }
     })();
     return writer;
+  };
+
+  /**
+   * Forgets the write connection `client` (the next write connects again): its 'error' and
+   * 'end' events may come a turn after a query on it failed, too late for the next write.
+   */
+  const dropWriter = (client: pg.Client): void => {
+    if (live !== client) return;
+    live = undefined;
+    writer = undefined;
+    client.end().catch(() => undefined);
   };
 
   const turns = createWriteTurns();
@@ -169,14 +195,20 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
     get: async (sql, ...params) => (await query(pool, sql, params)).rows[0] as never,
     all: async (sql, ...params) => (await query(pool, sql, params)).rows as never,
     run: (sql, ...params) =>
-      turns.exclusive(async () => ({
-        changes: (await query(await writerClient(), sql, params)).rowCount ?? 0,
-      })),
+      turns.exclusive(async () => {
+        const client = await writerClient();
+        try {
+          return { changes: (await query(client, sql, params)).rowCount ?? 0 };
+        } catch (error) {
+          if (connectionLost(error)) dropWriter(client);
+          throw error;
+        }
+      }),
     transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
       return turns.transaction(async (whileOpen) => {
         const client = await writerClient();
-        await client.query('BEGIN');
         try {
+          await client.query('BEGIN');
           const result = await work(transactionOf(whileOpen, client));
           const committed = await client.query('COMMIT');
           // PostgreSQL ends a transaction in which a statement failed (and that error was
@@ -188,7 +220,8 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
           }
           return result;
         } catch (error) {
-          await client.query('ROLLBACK').catch(() => undefined);
+          // A ROLLBACK that fails says the connection is gone.
+          await client.query('ROLLBACK').catch(() => dropWriter(client));
           throw error;
         }
       });
