@@ -130,6 +130,27 @@ describe.each(STORE_BACKENDS.map((backend) => backend()))(
       expect((await store.agents.findByWallet(agent(2).wallet_address))?.tier).toBe('established');
     });
 
+    it('agents: rounds the score to the cent as SQLite does, half cents included', async () => {
+      // Raw USDC (6 decimals) over 1e8: 0.015 is 0.01499… as a double, 0.125 is exact.
+      const deposits = [1_500_000n, 267_500_000n, 12_500_000n, 100_500_000n, 500_000n];
+      await store.transaction(async (tx) => {
+        for (const [i, raw] of deposits.entries()) {
+          await tx.agents.insert(agent(i), { hash: `h${i}`, prefix: `p${i}` });
+          await tx.agents.recordActivity(`agent-${i}`, { depositedUsdcRaw: raw });
+        }
+      });
+      const scores = await store.agents.leaderboard(10);
+      expect(
+        Object.fromEntries(scores.map((row) => [row.agent_name, row.performance_score])),
+      ).toEqual({
+        'Agent 0': 0.01,
+        'Agent 1': 2.67,
+        'Agent 2': 0.13,
+        'Agent 3': 1,
+        'Agent 4': 0.01,
+      });
+    });
+
     it('agents: refuses a second agent on the same wallet, and rolls back its key', async () => {
       await store.transaction((tx) => tx.agents.insert(agent(1), { hash: 'h1', prefix: 'p1' }));
       const again = store.transaction((tx) =>

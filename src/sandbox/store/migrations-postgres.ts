@@ -11,8 +11,9 @@ import { MIGRATIONS, newerSchemaMessage } from './migrations.ts';
  * - BLOB is BYTEA, REAL is DOUBLE PRECISION;
  * - TEXT is compared byte by byte (COLLATE "C"), as SQLite's BINARY does: a database made with
  *   a language's collation (en_US.UTF-8, the usual default) would order and compare otherwise;
- * - a generated column is STORED (PostgreSQL before 18 has no VIRTUAL ones), and round() takes
- *   a NUMERIC: the whole expression is NUMERIC there, cast to DOUBLE PRECISION;
+ * - a generated column is STORED (PostgreSQL before 18 has no VIRTUAL ones); SQLite's real
+ *   arithmetic and round() are spelled out (float8, sqlite_round2): PostgreSQL would compute
+ *   10.0 * n in NUMERIC, and round a half cent otherwise;
  * - the version is a row of schema_version, not PRAGMA user_version.
  */
 
@@ -23,8 +24,30 @@ const REWRITES: ReadonlyArray<{ version: number; sqlite: string; postgres: strin
     sqlite: `ALTER TABLE agents ADD COLUMN performance_score REAL GENERATED ALWAYS AS (
     round(10.0 * strategies_submitted + deposited_usdc_raw / 100000000.0 + 5.0 * votes_cast, 2)
   ) VIRTUAL;`,
-    postgres: `ALTER TABLE agents ADD COLUMN performance_score DOUBLE PRECISION GENERATED ALWAYS AS (
-    round(10.0 * strategies_submitted + deposited_usdc_raw / 100000000.0 + 5.0 * votes_cast, 2)::DOUBLE PRECISION
+    // The same doubles as SQLite's (float8 arithmetic in the same order), rounded as SQLite's
+    // round() does: by the double's exact value. NUMERIC arithmetic would round 0.015 (a
+    // 1.5 USDC deposit) up to 0.02, where SQLite's double, 0.01499…, gives 0.01.
+    postgres: `CREATE FUNCTION sqlite_round2(x DOUBLE PRECISION) RETURNS DOUBLE PRECISION
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+    DECLARE
+      k INT;
+      m NUMERIC;
+      unit NUMERIC;
+    BEGIN
+      -- Under half a cent the answer is 0; from 2^52 up a double holds no fraction.
+      IF abs(x) < 0.005 THEN RETURN 0; END IF;
+      IF abs(x) >= 4503599627370496 THEN RETURN x; END IF;
+      -- The double's exact value is m / 2^k, m an integer: a scale by a power of two is exact
+      -- (log2 may be one off either way: 53 leaves room for both).
+      k := 53 - floor(log(2, abs(x)::numeric))::INT;
+      m := (abs(x) * power(2::float8, k))::BIGINT;
+      unit := (1::BIGINT << k)::NUMERIC;
+      -- Half a cent away from zero, on that exact value, as SQLite does.
+      RETURN sign(x) * (div(200 * m + unit, 2 * unit) / 100)::float8;
+    END $$;
+  ALTER TABLE agents ADD COLUMN performance_score DOUBLE PRECISION GENERATED ALWAYS AS (
+    sqlite_round2(10.0::float8 * strategies_submitted + deposited_usdc_raw / 100000000.0::float8
+      + 5.0::float8 * votes_cast)
   ) STORED;`,
   },
 ];
@@ -40,7 +63,8 @@ export function postgresMigration(version: number): string {
         `migration ${version} no longer holds the statement rewritten for PostgreSQL`,
       );
     }
-    sql = sql.replace(rewrite.sqlite, rewrite.postgres);
+    // A function, not a string: `$$` in a replacement string would become `$`.
+    sql = sql.replace(rewrite.sqlite, () => rewrite.postgres);
   }
   return sql
     .replace(/\)\s*STRICT\s*;/g, ');')
