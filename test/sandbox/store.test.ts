@@ -1,25 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore, type Store, type StoreTx } from '../../src/sandbox/store/index.ts';
-
-/**
- * The store's asynchronous interface on SQLite: what a transaction that awaits may and may not
- * let others see, and how transactions keep out of each other's way.
- */
-let dir = '';
-let store: Store;
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'agentctl-store-'));
-  store = openStore(join(dir, 'sandbox.db'), { durable: false });
-});
-
-afterEach(async () => {
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Store, StoreTx } from '../../src/sandbox/store/index.ts';
+import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
+import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
+import { freshDatabase } from '../helpers/postgres.ts';
+import { STORE_BACKENDS } from '../helpers/store-backends.ts';
 
 /** A promise and the function that settles it. */
 function gate() {
@@ -30,7 +15,19 @@ function gate() {
   return { opened, open };
 }
 
-describe('the store', () => {
+/**
+ * The store's asynchronous interface, on SQLite and on PostgreSQL: what a transaction that
+ * awaits may and may not let others see, and how transactions keep out of each other's way.
+ */
+describe.each(STORE_BACKENDS.map((backend) => backend()))('the store on $name', (backend) => {
+  let store: Store;
+  beforeAll(() => backend.start());
+  afterAll(() => backend.stop());
+  beforeEach(async () => {
+    store = await backend.open();
+  });
+  afterEach(() => store.close());
+
   it('shows a transaction its own rows, and everyone else only once it has committed', async () => {
     const held = gate();
     const written = gate();
@@ -152,5 +149,173 @@ describe('the store', () => {
     held.open();
     await running;
     expect(store.agents.version()).toBeGreaterThan(during);
+  });
+
+  it('commits the commitSoon calls of one turn together, each losing only its own rows', async () => {
+    const [kept, failed, alsoKept] = await Promise.allSettled([
+      store.commitSoon(async (tx) => {
+        await tx.meta.set('soon-a', '1');
+        return 'a';
+      }),
+      store.commitSoon(async (tx) => {
+        await tx.meta.set('soon-b', '1');
+        throw new Error('b failed');
+      }),
+      store.commitSoon(async (tx) => {
+        await tx.meta.set('soon-c', '1');
+        return 'c';
+      }),
+    ]);
+    expect([kept, failed, alsoKept].map((each) => each.status)).toEqual([
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+    ]);
+    expect([
+      await store.meta.get('soon-a'),
+      await store.meta.get('soon-b'),
+      await store.meta.get('soon-c'),
+    ]).toEqual(['1', undefined, '1']);
+  });
+
+  it('refuses a database that a newer agentctl made, in the same words on every backend', async () => {
+    await store.meta.set('kept', 'yes');
+    await store.close();
+    await backend.setSchemaVersion(99);
+    await expect(backend.reopen()).rejects.toThrow(
+      /its schema is version 99, newer than this agentctl knows \(\d+\); upgrade agentctl/,
+    );
+    // afterEach closes a store: one whose database is at this agentctl's version again.
+    await backend.setSchemaVersion(MIGRATIONS.length);
+    store = await backend.reopen();
+    expect(await store.meta.get('kept')).toBe('yes');
+  });
+
+  it('opens a database it made again without migrating it twice', async () => {
+    await store.meta.set('kept', 'yes');
+    await store.close();
+    store = await backend.reopen();
+    expect(await store.meta.get('kept')).toBe('yes');
+  });
+
+  it.runIf(backend.name === 'postgres')(
+    'says that snapshots are not on PostgreSQL yet',
+    async () => {
+      await expect(store.copyTo('/nonexistent/copy.db')).rejects.toThrow(/not on PostgreSQL yet/);
+      await expect(store.replaceFrom(undefined)).rejects.toThrow(/not on PostgreSQL yet/);
+      await expect(store.checkReplaceable('/nonexistent/copy.db')).rejects.toThrow(
+        /not on PostgreSQL yet/,
+      );
+      await expect(store.sync()).resolves.toBeUndefined();
+    },
+  );
+
+  it.runIf(backend.name === 'postgres')(
+    'does not report as committed a transaction in which a statement failed and was caught',
+    async () => {
+      await store.nodes.insert(
+        { node_id: 'n1', name: 'one', operator_address: '0x01', created_at: 1 },
+        'hash-1',
+      );
+      // PostgreSQL ends the transaction at the failed statement: nothing of it may be claimed.
+      const caught = store.transaction(async (tx) => {
+        await tx.meta.set('before', 'x');
+        await tx.nodes
+          .insert({ node_id: 'n2', name: 'two', operator_address: '0x02', created_at: 2 }, 'hash-1')
+          .catch(() => undefined);
+      });
+      await expect(caught).rejects.toThrow(/rolled back/);
+      expect(await store.meta.get('before')).toBeUndefined();
+      // The write connection is usable again.
+      await store.meta.set('after', 'y');
+      expect(await store.meta.get('after')).toBe('y');
+    },
+  );
+});
+
+/** Opening a store on PostgreSQL: what SQLite's file and its lock give for free. */
+describe('opening the store on PostgreSQL', () => {
+  it('migrates a new database once when two stores open it at the same time', async () => {
+    const database = await freshDatabase();
+    try {
+      const stores = await Promise.all([
+        openPostgresStore(database.url),
+        openPostgresStore(database.url),
+      ]);
+      await stores[0]?.meta.set('seen', 'by both');
+      expect(await stores[1]?.meta.get('seen')).toBe('by both');
+      await Promise.all(stores.map((each) => each.close()));
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it("orders text byte by byte, as SQLite does, on a database made with a language's collation", async () => {
+    const database = await freshDatabase();
+    const english = `${database.name}_en`;
+    const url = new URL(database.url);
+    url.pathname = `/${english}`;
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    try {
+      await admin.query(
+        `CREATE DATABASE ${english} TEMPLATE template0 LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'`,
+      );
+      const store = await openPostgresStore(url.toString());
+      try {
+        for (const id of ['b', 'a1', 'B', 'a-2']) {
+          await store.nodes.insert(
+            { node_id: id, name: id, operator_address: '0x', created_at: 1 },
+            `key-${id}`,
+          );
+        }
+        // English would say a-2, a1, b, B.
+        expect((await store.nodes.list()).map((node) => node.node_id)).toEqual([
+          'B',
+          'a-2',
+          'a1',
+          'b',
+        ]);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS ${english} WITH (FORCE)`);
+      await admin.end();
+      await database.drop();
+    }
+  });
+
+  it('connects its writer again after the connection was cut', async () => {
+    const database = await freshDatabase();
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    const store = await openPostgresStore(database.url);
+    try {
+      await store.meta.set('before', '1');
+      const cut = await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'agentctl writer' AND datname = current_database()",
+      );
+      expect(cut.rowCount).toBe(1);
+      // The write that meets the cut connection may fail (its outcome is the caller's to
+      // learn); the one after it runs on a new connection.
+      await store.meta.set('during', '1').catch(() => undefined);
+      await store.transaction((tx) => tx.meta.set('after', '1'));
+      expect(await store.meta.get('after')).toBe('1');
+      expect(await store.meta.get('before')).toBe('1');
+    } finally {
+      await store.close();
+      await admin.end();
+      await database.drop();
+    }
+  });
+
+  it('refuses a database it cannot reach, naming it without its password', async () => {
+    // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+    const opening = openPostgresStore('postgres://sandbox:s3cret@127.0.0.1:1/team');
+    await expect(opening).rejects.toThrow(
+      /^cannot open postgres:\/\/sandbox:\*\*\*@127\.0\.0\.1:1\/team: /,
+    );
+    await expect(opening).rejects.not.toThrow(/s3cret/);
   });
 });

@@ -162,7 +162,12 @@ export function createAgentStore(sql: Sql, changes: AgentChanges) {
                 coalesce(sum(strategies_submitted), 0) AS strategies_submitted
          FROM agents`,
       );
-      return row as NonNullable<typeof row>;
+      // sum() of a BIGINT is a NUMERIC on PostgreSQL, which pg gives as a string.
+      return {
+        total_agents: Number(row?.total_agents ?? 0),
+        active_agents: Number(row?.active_agents ?? 0),
+        strategies_submitted: Number(row?.strategies_submitted ?? 0),
+      };
     },
     /** Adds confirmed onchain activity; performance_score follows from the counters. */
     async recordActivity(agentId: string, activity: Activity): Promise<void> {

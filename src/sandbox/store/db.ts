@@ -2,7 +2,7 @@ import { closeSync, fsync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { fileErrorMessage, isFileError, StartupError } from '../errors.ts';
-import { MIGRATIONS } from './migrations.ts';
+import { MIGRATIONS, newerSchemaMessage } from './migrations.ts';
 
 export type Database = DatabaseSync;
 
@@ -92,9 +92,7 @@ export function migrate(db: Database): void {
   const row = db.prepare('PRAGMA user_version').get() as { user_version: number };
   const current = row.user_version;
   if (current > MIGRATIONS.length) {
-    throw new Error(
-      `its schema is version ${current}, newer than this agentctl knows (${MIGRATIONS.length}); upgrade agentctl`,
-    );
+    throw new Error(newerSchemaMessage(current));
   }
   for (let version = current + 1; version <= MIGRATIONS.length; version++) {
     transaction(db, () => {

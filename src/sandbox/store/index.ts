@@ -9,7 +9,7 @@ import { createMetaStore } from './meta.ts';
 import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
 import { createOnboardingStore } from './onboarding.ts';
-import type { Sql, SqlTransaction } from './sql.ts';
+import type { Sql, SqlBackend, SqlTransaction } from './sql.ts';
 import { createSqliteBackend } from './sqlite.ts';
 import type { LoggedBlock, RecordOutcome } from './types.ts';
 
@@ -74,8 +74,29 @@ export interface StoreTx extends Repositories {
 export type StoreRecord<T = unknown> = (tx: StoreTx) => Promise<T>;
 
 /**
+ * What only one backend can do, or a backend's own way of doing it: given to createStore.
+ * Snapshots are SQLite files for now, so copyTo, replaceFrom and checkReplaceable are SQLite's.
+ */
+export interface BackendSpecifics {
+  /** Resolves once everything committed so far is durable. */
+  sync(): Promise<void>;
+  /** Writes a consistent copy of the whole database to `path`, a new file. */
+  copyTo(to: string): Promise<void>;
+  /**
+   * Replaces every row with those of the copy at `from` (made by copyTo), or with none (a
+   * new sandbox's state), in one transaction, except IDENTITY_META (when set). Throws
+   * SchemaMismatchError, having changed nothing, when `from` has other tables.
+   */
+  replaceFrom(from: string | undefined): Promise<void>;
+  /** Throws SchemaMismatchError unless replaceFrom(from) could put the rows of `from` in. */
+  checkReplaceable(from: string): Promise<void>;
+  /** Closes what the backend holds beyond its connections (the WAL's descriptor, say). */
+  close(): Promise<void>;
+}
+
+/**
  * The sandbox's off-chain state: one SQLite database, one repository per table group, behind
- * the asynchronous interface a PostgreSQL backend will share (sql.ts).
+ * the asynchronous interface PostgreSQL shares (sql.ts; openPostgresStore in postgres.ts).
  */
 export function openStore(
   path: string,
@@ -88,6 +109,40 @@ export function openStore(
     options.durable ?? true,
     options.onSyncFailure ?? exitOnSyncFailure,
   );
+  // Snapshots are files: each of these runs on the write connection while no transaction does.
+  const specifics: BackendSpecifics = {
+    sync: wal.sync,
+    copyTo: (to) => backend.withWriter((writer) => copyDatabase(writer, to)),
+    replaceFrom: (from) =>
+      backend.withWriter((writer) => {
+        // A new database (serve --from) has no identity yet: it takes the copy's.
+        const kept = IDENTITY_META.filter(
+          (key) => writer.prepare('SELECT 1 FROM meta WHERE key = ?').get(key) !== undefined,
+        );
+        const replace = (source: string | undefined) =>
+          replaceRows(writer, source, [
+            { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
+            // Snapshot files and restores are not undone by a restore: nor are their keys.
+            { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
+          ]);
+        // A snapshot of an earlier agentctl is brought to this schema first (a copy).
+        if (from === undefined) replace(undefined);
+        else atThisSchema(from, dirname(path), replace);
+      }),
+    checkReplaceable: (from) =>
+      backend.withWriter((writer) =>
+        atThisSchema(from, dirname(path), (source) => checkSameTables(writer, source)),
+      ),
+    async close() {
+      await wal.close();
+      db.close();
+    },
+  };
+  return createStore(backend, specifics);
+}
+
+/** The store (repositories, transactions, batched commits) on one backend. */
+export function createStore(backend: SqlBackend, specifics: BackendSpecifics) {
   const agentChanges: AgentChanges = { count: 0 };
   // takeWalletIndex reads then writes: only inside a transaction (tx.takeWalletIndex).
   const { takeWalletIndex: _insideTransactionsOnly, ...repos } = repositories(
@@ -131,7 +186,7 @@ export function openStore(
       for (const commit of batch) commit.reject(error);
       return;
     }
-    wal.sync().then(
+    specifics.sync().then(
       () =>
         batch.forEach((commit, i) => {
           const outcome = outcomes[i] as RecordOutcome;
@@ -171,44 +226,25 @@ export function openStore(
         return outcomes;
       });
     },
-    // SQLite's own, for now (snapshots are files): each runs while no transaction does.
-    /** Writes a consistent copy of the whole database to `path`, a new file. */
-    copyTo: (to: string) => backend.withWriter((writer) => copyDatabase(writer, to)),
+    /** Writes a consistent copy of the whole database to `path`, a new file (SQLite only). */
+    copyTo: (to: string): Promise<void> => specifics.copyTo(to),
     /**
      * Replaces every row with those of the copy at `from` (made by copyTo), or with none (a
      * new sandbox's state), in one transaction, except IDENTITY_META (when set). Throws
      * SchemaMismatchError, having changed nothing, when `from` has other tables.
      */
     async replaceFrom(from: string | undefined): Promise<void> {
-      await backend.withWriter((writer) => {
-        // A new database (serve --from) has no identity yet: it takes the copy's.
-        const kept = IDENTITY_META.filter(
-          (key) => writer.prepare('SELECT 1 FROM meta WHERE key = ?').get(key) !== undefined,
-        );
-        const replace = (source: string | undefined) =>
-          replaceRows(writer, source, [
-            { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
-            // Snapshot files and restores are not undone by a restore: nor are their keys.
-            { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
-          ]);
-        // A snapshot of an earlier agentctl is brought to this schema first (a copy).
-        if (from === undefined) replace(undefined);
-        else atThisSchema(from, dirname(path), replace);
-      });
+      await specifics.replaceFrom(from);
       repos.agents.replaced();
     },
     /** Throws SchemaMismatchError unless replaceFrom(from) could put the rows of `from` in. */
-    checkReplaceable: (from: string) =>
-      backend.withWriter((writer) =>
-        atThisSchema(from, dirname(path), (source) => checkSameTables(writer, source)),
-      ),
-    /** Resolves once everything committed so far is fsynced. */
-    sync: wal.sync,
+    checkReplaceable: (from: string): Promise<void> => specifics.checkReplaceable(from),
+    /** Resolves once everything committed so far is durable (fsynced, on SQLite). */
+    sync: (): Promise<void> => specifics.sync(),
     async close(): Promise<void> {
       await backend.close();
-      await wal.close();
-      db.close();
+      await specifics.close();
     },
   };
 }
-export type Store = ReturnType<typeof openStore>;
+export type Store = ReturnType<typeof createStore>;

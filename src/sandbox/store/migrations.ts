@@ -1,6 +1,7 @@
 /**
- * Versioned schema migrations. Entry N takes the schema from version N to N+1
- * (PRAGMA user_version). Never edit a released entry; append a new one.
+ * Versioned schema migrations, in SQLite's dialect. Entry N takes the schema from version N to
+ * N+1 (PRAGMA user_version on SQLite, the schema_version table on PostgreSQL, where
+ * migrations-postgres.ts translates each entry). Never edit a released entry; append a new one.
  */
 export const MIGRATIONS: readonly string[] = [
   `
@@ -126,3 +127,8 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX idempotency_keys_scope ON idempotency_keys (scope);
   `,
 ];
+
+/** Why a database whose schema is `version` is refused: a newer agentctl made it. */
+export function newerSchemaMessage(version: number): string {
+  return `its schema is version ${version}, newer than this agentctl knows (${MIGRATIONS.length}); upgrade agentctl`;
+}

@@ -2,9 +2,13 @@ import type { RecordOutcome } from './types.ts';
 
 /**
  * The backend interface the repositories use: SQL written once, with `?` placeholders, run
- * asynchronously. SQLite (sqlite.ts) implements it today; a PostgreSQL backend translates the
- * placeholders and implements the same. Keep statements portable (ON CONFLICT, count(*)
- * FILTER, no SQLite-only functions); where one cannot be, say so beside it.
+ * asynchronously. SQLite (sqlite.ts) and PostgreSQL (postgres.ts, which numbers the
+ * placeholders) implement it. Keep statements portable (ON CONFLICT, count(*) FILTER, no
+ * SQLite-only functions); where one cannot be, say so beside it. Two differences remain for
+ * callers to mind:
+ * - inside a transaction, a statement that fails ends the whole transaction on PostgreSQL
+ *   (SQLite undoes the statement alone): run what may fail, and carry on after, on a savepoint;
+ * - sum() of an integer column is a string on PostgreSQL (NUMERIC): convert it with Number().
  */
 
 /** What a statement's `?` may be bound to. */

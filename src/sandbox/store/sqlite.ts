@@ -1,8 +1,7 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import { createKeyedLock } from '../keyed-lock.ts';
 import type { Sql, SqlBackend, SqlTransaction, SqlValue } from './sql.ts';
 import type { RecordOutcome } from './types.ts';
+import { createWriteTurns, type WhileOpen } from './write-turns.ts';
 
 /**
  * The SQLite implementation of SqlBackend: node:sqlite, synchronous underneath.
@@ -16,36 +15,16 @@ export function createSqliteBackend(path: string, writer: DatabaseSync) {
   reader.exec('PRAGMA busy_timeout = 5000');
   const onWriter = statementsOf(writer);
   const onReader = statementsOf(reader);
-  const lock = createKeyedLock();
-  // The transaction running now, and the async context of each: a write outside its
-  // transaction made from inside it would wait for itself.
-  let current: object | undefined;
-  const within = new AsyncLocalStorage<object>();
+  const turns = createWriteTurns();
   let savepoints = 0;
 
-  /** Runs `work` holding the write lock (refused from inside the transaction holding it). */
-  function exclusive<T>(work: () => Promise<T> | T): Promise<T> {
-    if (current !== undefined && within.getStore() === current) {
-      return Promise.reject(
-        new Error('a write outside its transaction was made from inside it: use the transaction'),
-      );
-    }
-    return lock('write', async () => await work());
-  }
-
-  /** The connection of the transaction `token`, refused once that transaction is over. */
-  const transactionOf = (token: object): SqlTransaction => {
-    const open = <T>(then: () => Promise<T>): Promise<T> =>
-      current === token
-        ? then()
-        : Promise.reject(new Error('the transaction is over: its rows were committed'));
-    return {
-      get: (sql, ...params) => open(() => onWriter.get(sql, ...params)),
-      all: (sql, ...params) => open(() => onWriter.all(sql, ...params)),
-      run: (sql, ...params) => open(() => onWriter.run(sql, ...params)),
-      savepoint: (work) => open(() => savepoint(work)),
-    };
-  };
+  /** The write connection, for one transaction's statements. */
+  const transactionOf = (whileOpen: WhileOpen): SqlTransaction => ({
+    get: (sql, ...params) => whileOpen(() => onWriter.get(sql, ...params)),
+    all: (sql, ...params) => whileOpen(() => onWriter.all(sql, ...params)),
+    run: (sql, ...params) => whileOpen(() => onWriter.run(sql, ...params)),
+    savepoint: (work) => whileOpen(() => savepoint(work)),
+  });
 
   async function savepoint<T>(work: () => Promise<T>): Promise<RecordOutcome<T>> {
     const name = `record_${++savepoints}`;
@@ -63,31 +42,23 @@ export function createSqliteBackend(path: string, writer: DatabaseSync) {
 
   const backend: SqlBackend = {
     ...onReader,
-    run: (sql, ...params) => exclusive(() => onWriter.runSync(sql, params)),
+    run: (sql, ...params) => turns.exclusive(() => onWriter.runSync(sql, params)),
     transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
-      return exclusive(async () => {
-        const token = {};
-        current = token;
+      return turns.transaction(async (whileOpen) => {
+        // IMMEDIATE takes SQLite's write lock up front (another process cannot slip in).
+        writer.exec('BEGIN IMMEDIATE');
         try {
-          // IMMEDIATE takes SQLite's write lock up front (another process cannot slip in).
-          writer.exec('BEGIN IMMEDIATE');
-          try {
-            const result = await within.run(token, () => work(transactionOf(token)));
-            writer.exec('COMMIT');
-            return result;
-          } catch (error) {
-            if (writer.isTransaction) writer.exec('ROLLBACK');
-            throw error;
-          }
-        } finally {
-          current = undefined;
+          const result = await work(transactionOf(whileOpen));
+          writer.exec('COMMIT');
+          return result;
+        } catch (error) {
+          if (writer.isTransaction) writer.exec('ROLLBACK');
+          throw error;
         }
       });
     },
     async close(): Promise<void> {
-      await lock('write', async () => {
-        reader.close();
-      });
+      await turns.exclusive(() => reader.close());
     },
   };
   return {
@@ -96,7 +67,8 @@ export function createSqliteBackend(path: string, writer: DatabaseSync) {
      * Runs `work` on the write connection while no transaction runs and none can start: for
      * what is SQLite's own (copying the file, replacing every row from another file).
      */
-    withWriter: <T>(work: (db: DatabaseSync) => T): Promise<T> => exclusive(() => work(writer)),
+    withWriter: <T>(work: (db: DatabaseSync) => T): Promise<T> =>
+      turns.exclusive(() => work(writer)),
   };
 }
 export type SqliteBackend = ReturnType<typeof createSqliteBackend>;

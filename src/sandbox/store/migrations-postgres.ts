@@ -1,0 +1,116 @@
+import type pg from 'pg';
+import { MIGRATIONS, newerSchemaMessage } from './migrations.ts';
+
+/**
+ * sandbox.db's migrations on PostgreSQL: MIGRATIONS (SQLite's dialect) translated, entry by
+ * entry, so that a migration is written once. What differs between the two dialects is here and
+ * only here:
+ * - STRICT tables: PostgreSQL's columns are always typed strictly;
+ * - INTEGER is SQLite's 64-bit integer: BIGINT (pg gives INT8 back as a string; the backend
+ *   parses it to a number, refusing one beyond 2^53 as node:sqlite does);
+ * - BLOB is BYTEA, REAL is DOUBLE PRECISION;
+ * - TEXT is compared byte by byte (COLLATE "C"), as SQLite's BINARY does: a database made with
+ *   a language's collation (en_US.UTF-8, the usual default) would order and compare otherwise;
+ * - a generated column is STORED (PostgreSQL before 18 has no VIRTUAL ones); SQLite's real
+ *   arithmetic and round() are spelled out (float8, sqlite_round2): PostgreSQL would compute
+ *   10.0 * n in NUMERIC, and round a half cent otherwise;
+ * - the version is a row of schema_version, not PRAGMA user_version.
+ */
+
+/** Rewrites of a whole statement that no word-for-word translation can make, by version. */
+const REWRITES: ReadonlyArray<{ version: number; sqlite: string; postgres: string }> = [
+  {
+    version: 2,
+    sqlite: `ALTER TABLE agents ADD COLUMN performance_score REAL GENERATED ALWAYS AS (
+    round(10.0 * strategies_submitted + deposited_usdc_raw / 100000000.0 + 5.0 * votes_cast, 2)
+  ) VIRTUAL;`,
+    // The same doubles as SQLite's (float8 arithmetic in the same order), rounded as SQLite's
+    // round() does: by the double's exact value. NUMERIC arithmetic would round 0.015 (a
+    // 1.5 USDC deposit) up to 0.02, where SQLite's double, 0.01499…, gives 0.01.
+    postgres: `CREATE FUNCTION sqlite_round2(x DOUBLE PRECISION) RETURNS DOUBLE PRECISION
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+    DECLARE
+      k INT;
+      m NUMERIC;
+      unit NUMERIC;
+    BEGIN
+      -- Under half a cent the answer is 0; from 2^52 up a double holds no fraction.
+      IF abs(x) < 0.005 THEN RETURN 0; END IF;
+      IF abs(x) >= 4503599627370496 THEN RETURN x; END IF;
+      -- The double's exact value is m / 2^k, m an integer: a scale by a power of two is exact
+      -- (log2 may be one off either way: 53 leaves room for both).
+      k := 53 - floor(log(2, abs(x)::numeric))::INT;
+      m := (abs(x) * power(2::float8, k))::BIGINT;
+      unit := (1::BIGINT << k)::NUMERIC;
+      -- Half a cent away from zero, on that exact value, as SQLite does.
+      RETURN sign(x) * (div(200 * m + unit, 2 * unit) / 100)::float8;
+    END $$;
+  ALTER TABLE agents ADD COLUMN performance_score DOUBLE PRECISION GENERATED ALWAYS AS (
+    sqlite_round2(10.0::float8 * strategies_submitted + deposited_usdc_raw / 100000000.0::float8
+      + 5.0::float8 * votes_cast)
+  ) STORED;`,
+  },
+];
+
+/** Migration `version` (1-based) in PostgreSQL's dialect. */
+export function postgresMigration(version: number): string {
+  let sql = MIGRATIONS[version - 1];
+  if (sql === undefined) throw new Error(`there is no migration ${version}`);
+  for (const rewrite of REWRITES.filter((each) => each.version === version)) {
+    // A released migration never changes, so a rewrite that no longer matches is a bug here.
+    if (!sql.includes(rewrite.sqlite)) {
+      throw new Error(
+        `migration ${version} no longer holds the statement rewritten for PostgreSQL`,
+      );
+    }
+    // A function, not a string: `$$` in a replacement string would become `$`.
+    sql = sql.replace(rewrite.sqlite, () => rewrite.postgres);
+  }
+  return sql
+    .replace(/\)\s*STRICT\s*;/g, ');')
+    .replace(/\bINTEGER\b/g, 'BIGINT')
+    .replace(/\bBLOB\b/g, 'BYTEA')
+    .replace(/\bREAL\b/g, 'DOUBLE PRECISION')
+    .replace(/\bTEXT\b/g, 'TEXT COLLATE "C"');
+}
+
+/**
+ * An advisory lock key of agentctl's own: two processes that open one database at once migrate
+ * it one after the other (the second finds it done).
+ */
+const MIGRATION_LOCK = 0x61676e74_01;
+
+/**
+ * Brings the database's schema up to date, on `client` (outside any transaction): every pending
+ * migration and the new version in one transaction (DDL is transactional on PostgreSQL). Throws
+ * newerSchemaMessage's words when a newer agentctl made the database.
+ */
+export async function migratePostgres(client: pg.ClientBase): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS schema_version (
+         one     BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+         version INTEGER NOT NULL
+       )`,
+    );
+    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version');
+    const current = rows[0]?.version ?? 0;
+    if (current > MIGRATIONS.length) throw new Error(newerSchemaMessage(current));
+    for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+      await client.query(postgresMigration(version));
+    }
+    if (current < MIGRATIONS.length) {
+      await client.query(
+        `INSERT INTO schema_version (version) VALUES ($1)
+         ON CONFLICT (one) DO UPDATE SET version = excluded.version`,
+        [MIGRATIONS.length],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
+import { postgresMigration } from '../../src/sandbox/store/migrations-postgres.ts';
+import { numberPlaceholders, redactedUrl } from '../../src/sandbox/store/postgres.ts';
+
+/** What the PostgreSQL backend changes in SQL written once for both (the store's own tests run it). */
+describe('the PostgreSQL dialect', () => {
+  it('numbers the placeholders, but not a ? inside a literal, an identifier or a comment', () => {
+    expect(
+      numberPlaceholders(
+        `SELECT '?', 'it''s ?', "a?" FROM t -- why?\n WHERE a = ? AND b IN (?, ?) LIMIT ?`,
+      ),
+    ).toBe(`SELECT '?', 'it''s ?', "a?" FROM t -- why?\n WHERE a = $1 AND b IN ($2, $3) LIMIT $4`);
+  });
+
+  it("translates every migration: no STRICT, BLOB, REAL or SQLite's INTEGER is left", () => {
+    for (let version = 1; version <= MIGRATIONS.length; version++) {
+      const sql = postgresMigration(version);
+      expect(sql).not.toMatch(/\bSTRICT\b|\bBLOB\b|\bREAL\b|\bINTEGER\b|\bVIRTUAL\b/);
+    }
+    expect(postgresMigration(2)).toMatch(/performance_score DOUBLE PRECISION GENERATED ALWAYS/);
+    expect(() => postgresMigration(MIGRATIONS.length + 1)).toThrow(/no migration/);
+  });
+
+  it('never shows the password of a database URL', () => {
+    expect(redactedUrl('postgres://sandbox:s3cret@db.example:5432/team')).toBe(
+      'postgres://sandbox:***@db.example:5432/team',
+    );
+    expect(redactedUrl('postgres://sandbox@db.example/team')).toBe(
+      'postgres://sandbox@db.example/team',
+    );
+  });
+});
