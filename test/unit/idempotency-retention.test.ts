@@ -82,6 +82,22 @@ const write = (key?: string, caller?: string) =>
     payload: { n: 1 },
   });
 
+/** Stores `count` fresh keys directly, the i-th in scope `scopeOf(i)` (already hashed). */
+const fill = (count: number, scopeOf: (i: number) => string) =>
+  store.transaction(async (tx) => {
+    for (let i = 0; i < count; i++) {
+      await tx.idempotency.insert({
+        id: `filler-${i}`,
+        scope: scopeOf(i),
+        fingerprint: 'x',
+        status: 200,
+        answer: new Uint8Array(1),
+        created_ms: wallMs,
+        outlives_restore: 0,
+      });
+    }
+  });
+
 describe('Idempotency-Key retention', () => {
   it('keeps a key 24 hours of wall-clock time, and purges it after', async () => {
     const key = randomUUID();
@@ -101,20 +117,8 @@ describe('Idempotency-Key retention', () => {
 
   it('refuses a new key at its bound with 429, not a write without a key, until keys expire', async () => {
     // Filled directly: as many keys as the bound, all fresh.
-    await store.transaction(async (tx) => {
-      for (let i = 0; i < MAX_IDEMPOTENCY_KEYS; i++) {
-        await tx.idempotency.insert({
-          id: `filler-${i}`,
-          // Spread over callers, so that only the bound of all keys is reached.
-          scope: `caller-${i % 100}`,
-          fingerprint: 'x',
-          status: 200,
-          answer: new Uint8Array(1),
-          created_ms: wallMs,
-          outlives_restore: 0,
-        });
-      }
-    });
+    // Spread over callers, so that only the bound of all keys is reached.
+    await fill(MAX_IDEMPOTENCY_KEYS, (i) => `caller-${i % 100}`);
     await keys.recount();
     const refused = await write(randomUUID());
     expect(refused.statusCode).toBe(429);
@@ -133,19 +137,7 @@ describe('Idempotency-Key retention', () => {
 
   it("bounds one caller's keys, so that one caller cannot take every key", async () => {
     const scope = createHash('sha256').update('writer').digest('hex');
-    await store.transaction(async (tx) => {
-      for (let i = 0; i < MAX_IDEMPOTENCY_KEYS_PER_CALLER; i++) {
-        await tx.idempotency.insert({
-          id: `mine-${i}`,
-          scope,
-          fingerprint: 'x',
-          status: 200,
-          answer: new Uint8Array(1),
-          created_ms: wallMs,
-          outlives_restore: 0,
-        });
-      }
-    });
+    await fill(MAX_IDEMPOTENCY_KEYS_PER_CALLER, () => scope);
     await keys.recount();
     const refused = await write(randomUUID());
     expect(refused.statusCode).toBe(429);

@@ -170,6 +170,17 @@ function clientOf(url: string, extra: Partial<ApiClientOptions> = {}) {
   return { client, retries };
 }
 const vote = { proposal_id: 1, support: 1 };
+/** The exit code a vote ends with against `url`, known to honour keys; it must be an ApiError. */
+async function voteFailure(url: string) {
+  const { client } = clientOf(url, HONOURING);
+  try {
+    const error = await client.vote(vote).catch((e) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    return describeFailure(error).exitCode;
+  } finally {
+    await client.close();
+  }
+}
 /** A service already known to honour keys (as if remembered from an earlier command). */
 const HONOURING: Partial<ApiClientOptions> = {
   keyHonouring: { honours: async () => true, learned: async () => {} },
@@ -274,14 +285,7 @@ describe('the client on keyed writes', () => {
       body: { error: 'the transaction reverted' },
       headers: REPLAYED,
     }));
-    const { client } = clientOf(url, HONOURING);
-    try {
-      const error = await client.vote(vote).catch((e) => e);
-      expect(error).toBeInstanceOf(ApiError);
-      expect(describeFailure(error).exitCode).toBe(EXIT.failure);
-    } finally {
-      await client.close();
-    }
+    expect(await voteFailure(url)).toBe(EXIT.failure);
     expect(seen).toHaveLength(1);
   });
 
@@ -369,14 +373,7 @@ describe('the client on keyed writes', () => {
     const { url, seen } = await service((n) =>
       n === 0 ? 'reset' : { status: 400, body: { error: 'no such proposal' }, headers: REPLAYED },
     );
-    const { client } = clientOf(url, HONOURING);
-    try {
-      const error = await client.vote(vote).catch((e) => e);
-      expect(error).toBeInstanceOf(ApiError);
-      expect(describeFailure(error).exitCode).toBe(EXIT.usage);
-    } finally {
-      await client.close();
-    }
+    expect(await voteFailure(url)).toBe(EXIT.usage);
     expect(seen).toHaveLength(2);
   });
 
