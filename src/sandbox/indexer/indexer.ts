@@ -2,6 +2,7 @@ import type { Hash } from 'viem';
 import type { Deployment } from '../chain/deployment.ts';
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import type { RpcClient } from '../chain/rpc.ts';
+import type { Sql, SqlValue } from '../store/sql.ts';
 import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
 import { createFollower, DeepReorgError, poll, type StepOutcome } from './follower.ts';
 import {
@@ -17,6 +18,7 @@ import {
   createChainSource,
   MAX_BLOCKS_PER_STEP,
 } from './source.ts';
+import { statement } from './statements.ts';
 import { totalAssetsAt } from './vault-math.ts';
 import { createWriteWaits } from './write-waits.ts';
 
@@ -165,6 +167,32 @@ export function createIndexer(options: IndexerOptions) {
     if (failure) throw new IndexUnavailableError(failure.reason);
     try {
       return work();
+    } catch (error) {
+      if (!isIndexFileFailure(error)) throw error;
+      throw new IndexUnavailableError(fail(error));
+    }
+  }
+
+  /**
+   * index.db through the Sql interface, for IndexView.read. Transitional: statements run on
+   * the writer's own connection, which is safe only while every step runs synchronously
+   * between its BEGIN and COMMIT (a read never sees a step's uncommitted rows).
+   */
+  const readSql: Sql = {
+    get: async <T>(sql: string, ...params: SqlValue[]) =>
+      statement(raw.db, sql).get(...params) as T | undefined,
+    all: async <T>(sql: string, ...params: SqlValue[]) =>
+      statement(raw.db, sql).all(...params) as unknown as T[],
+    run: async () => {
+      throw new Error('the index is read-only to its readers');
+    },
+  };
+
+  /** IndexView.read: `work` on the committed rows; a failing file starts a rebuild. */
+  async function query<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    if (failure) throw new IndexUnavailableError(failure.reason);
+    try {
+      return await work(readSql);
     } catch (error) {
       if (!isIndexFileFailure(error)) throw error;
       throw new IndexUnavailableError(fail(error));
@@ -441,6 +469,8 @@ export function createIndexer(options: IndexerOptions) {
       return raw.db;
     },
     read,
+    /** The readers' view (view.ts): IndexView.read, over committed rows. */
+    query,
     /** Why the index cannot answer (it failed and is being rebuilt), or undefined when it can. */
     failure: (): string | undefined => failure?.reason,
     vaults,
