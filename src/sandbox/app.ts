@@ -22,7 +22,7 @@ import { createIdempotency } from './plugins/idempotency.ts';
 import { registerJsonBody } from './plugins/json-body.ts';
 import { registerRequestSummaries } from './plugins/logging.ts';
 import { registerOpenApi } from './plugins/openapi.ts';
-import { type DataTiers, registerRateLimits } from './plugins/rate-limit.ts';
+import { type DataTiers, type RateLimitCounts, registerRateLimits } from './plugins/rate-limit.ts';
 import { registerWriteGate } from './plugins/write-gate.ts';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from './plugins/zod.ts';
 import { registerAgentRoutes } from './routes/agents.ts';
@@ -69,6 +69,12 @@ export interface AppOptions extends AdminDeps {
   connections: ConnectionLimits;
   /** The data API's tiers; tests lower them to reach the day window. */
   dataTiers?: DataTiers;
+  /**
+   * Where rate limit windows are counted: 'memory' (the default: one process) or 'database'
+   * (store.rateCounts), which servers sharing a PostgreSQL database need, so that a client's
+   * tier is not multiplied by their number. Tests may count in the database on SQLite too.
+   */
+  rateLimitCounts?: RateLimitCounts;
   /** Serve GraphiQL at GET /graphql to a browser (serve --graphiql). */
   graphiql?: boolean;
   /** GraphQL's limits; tests lower some of them. */
@@ -117,7 +123,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
     serviceDomain: () => listeningDomain(app),
     store: options.store,
     clock: options.clock,
-    limits: await registerRateLimits(app, options.rateLimit, options.dataTiers),
+    limits: await registerRateLimits(app, {
+      enabled: options.rateLimit,
+      ...(options.dataTiers && { dataTiers: options.dataTiers }),
+      ...(options.rateLimitCounts === 'database' && {
+        database: { counts: options.store.rateCounts },
+      }),
+    }),
     auth: createAuthGuards(options.store, options.onboarder),
     chain: options.chain,
     index: options.index,

@@ -43,6 +43,11 @@ export interface SandboxOptions {
   /** Admin API token; generated when undefined. */
   adminToken: string | undefined;
   rateLimit: boolean;
+  /**
+   * Where rate limit windows are counted: 'memory' (the default) or 'database', shared by the
+   * servers on one database (plugins/rate-limit.ts RateLimitCounts).
+   */
+  rateLimitCounts?: 'memory' | 'database';
   trustProxy: boolean;
   logLevel: LogLevel;
   /** human: one short line per request, for a terminal; json: pino's JSON lines. */

@@ -101,6 +101,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       stateDir: stateDir.path,
       persistent: stateDir.persistent,
       rateLimit: options.rateLimit,
+      ...(options.rateLimitCounts && { rateLimitCounts: options.rateLimitCounts }),
       trustProxy: options.trustProxy,
       logger: loggerOptions(
         options.logLevel,

@@ -44,6 +44,8 @@ export interface TestSandbox {
 export async function createTestSandbox(
   options: {
     rateLimit?: boolean;
+    /** Where rate limit windows are counted ('memory' unless asked). */
+    rateLimitCounts?: 'memory' | 'database';
     trustProxy?: boolean;
     logger?: unknown;
     /** Runs before ready(), e.g. to add a route that injects a fault. */
@@ -88,6 +90,7 @@ export async function createTestSandbox(
     stateDir: dir,
     persistent: false,
     rateLimit: options.rateLimit ?? false,
+    ...(options.rateLimitCounts && { rateLimitCounts: options.rateLimitCounts }),
     trustProxy: options.trustProxy ?? false,
     logger: (options.logger ?? false) as false,
     connections: { maxConnections: 64, requestTimeoutMs: 30_000 },

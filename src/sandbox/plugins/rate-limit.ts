@@ -1,6 +1,8 @@
-import rateLimit from '@fastify/rate-limit';
+import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { HttpError } from '../errors.ts';
+import type { RateCountStore } from '../store/rate-counts.ts';
+import { createDatabaseCounter, type DatabaseCounterOptions } from './rate-counter.ts';
 
 /** The spec's limits. Each scope is one bucket shared by all the routes in it. */
 export const LIMITS = {
@@ -48,8 +50,24 @@ export type RateLimitHooks = Record<keyof typeof LIMITS, onRequestAsyncHookHandl
 };
 
 /**
+ * Where the windows are counted: in this process's memory (the default on SQLite: one process,
+ * the fastest), or in the database (store/rate-counts.ts), which servers sharing it (replicas on
+ * PostgreSQL) count together. See plugins/rate-counter.ts for a database that cannot count.
+ */
+export type RateLimitCounts = 'memory' | 'database';
+
+export interface RateLimitSettings {
+  /** false: every hook is a no-op (serve --rate-limit off). */
+  enabled: boolean;
+  dataTiers?: DataTiers;
+  /** The database's counts: given, the windows are counted there rather than in memory. */
+  database?: Omit<DatabaseCounterOptions, 'log'> & { counts: RateCountStore };
+}
+
+/**
  * Per-key scopes run after `authenticate` and count per agent, so made-up keys neither get
- * buckets of their own nor push real agents' buckets out of the limiter's memory.
+ * buckets of their own nor push real agents' buckets out of the limiter's memory (or rows into
+ * the database's counts).
  */
 function byAgent(request: FastifyRequest): string {
   return request.agent ? `agent:${request.agent.agent_id}` : `ip:${request.ip}`;
@@ -58,13 +76,14 @@ function byAgent(request: FastifyRequest): string {
 /**
  * Registers @fastify/rate-limit and returns one onRequest hook per scope. Over the limit the
  * answer is 429 with Retry-After in seconds; the plugin's ban (403) feature is never enabled.
- * With `enabled` false every hook is a no-op (serve --rate-limit off).
+ * Each key starts with its scope (public:, writes:, faucet:, data:), since in the database every
+ * limiter counts in one table.
  */
 export async function registerRateLimits(
   app: FastifyInstance,
-  enabled: boolean,
-  dataTiers: DataTiers = DATA_TIERS,
+  settings: RateLimitSettings,
 ): Promise<RateLimitHooks> {
+  const { enabled, dataTiers = DATA_TIERS, database } = settings;
   if (!enabled) {
     const unlimited: onRequestAsyncHookHandler = async () => {};
     return {
@@ -74,8 +93,14 @@ export async function registerRateLimits(
       data: async () => undefined,
     };
   }
+  const counter = database && createDatabaseCounter({ ...database, log: app.log });
+  if (counter) {
+    counter.startPurging();
+    app.addHook('onClose', async () => counter.stop());
+  }
   await app.register(rateLimit, {
     global: false,
+    ...(counter && { store: counter.Store }),
     errorResponseBuilder: (_request, context) =>
       new HttpError(
         429,
@@ -83,9 +108,19 @@ export async function registerRateLimits(
       ),
   });
   return {
-    public: app.rateLimit(LIMITS.public),
-    writes: app.rateLimit({ ...LIMITS.writes, keyGenerator: byAgent }),
-    faucet: app.rateLimit({ ...LIMITS.faucet, keyGenerator: byAgent }),
+    public: app.rateLimit({
+      ...LIMITS.public,
+      // The plugin's own key, with the scope in front: IPv6 addresses by their /64.
+      keyGenerator: (request) => `public:${normalizeIP(request.ip)}`,
+    }),
+    writes: app.rateLimit({
+      ...LIMITS.writes,
+      keyGenerator: (request) => `writes:${byAgent(request)}`,
+    }),
+    faucet: app.rateLimit({
+      ...LIMITS.faucet,
+      keyGenerator: (request) => `faucet:${byAgent(request)}`,
+    }),
     data: createDataLimiter(app, dataTiers),
   } as RateLimitHooks;
 }
@@ -99,7 +134,7 @@ function createDataLimiter(app: FastifyInstance, tiers: DataTiers): DataLimiter 
   const callers = new WeakMap<FastifyRequest, DataCaller>();
   const keyOf = (request: FastifyRequest) => {
     const caller = callers.get(request) as DataCaller;
-    return `${caller.tier}:${caller.id}`;
+    return `data:${caller.tier}:${caller.id}`;
   };
   const tierOf = (request: FastifyRequest) => tiers[(callers.get(request) as DataCaller).tier];
   const minute = app.createRateLimit({

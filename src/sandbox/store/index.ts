@@ -9,6 +9,7 @@ import { createMetaStore } from './meta.ts';
 import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
 import { createOnboardingStore } from './onboarding.ts';
+import { createRateCountStore } from './rate-counts.ts';
 import type { Sql, SqlBackend, SqlTransaction } from './sql.ts';
 import { createSqliteBackend } from './sqlite.ts';
 import type { LoggedBlock, RecordOutcome } from './types.ts';
@@ -124,6 +125,8 @@ export function openStore(
             { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
             // Snapshot files and restores are not undone by a restore: nor are their keys.
             { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
+            // Nor are the requests counted: a restore takes no counts, and keeps today's.
+            { table: 'rate_counts', where: '1 = 1', params: [] },
           ]);
         // A snapshot of an earlier agentctl is brought to this schema first (a copy).
         if (from === undefined) replace(undefined);
@@ -200,6 +203,11 @@ export function createStore(backend: SqlBackend, specifics: BackendSpecifics) {
   };
   return {
     ...repos,
+    /**
+     * The rate limits' counts (when the server counts in the database): each statement commits
+     * on its own, never in a transaction, and on PostgreSQL without waiting for the writer.
+     */
+    rateCounts: createRateCountStore(backend.standalone),
     /** Runs `work` in one write transaction (one at a time), committed when it resolves. */
     transaction,
     /**

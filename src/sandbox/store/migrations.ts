@@ -126,6 +126,22 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX idempotency_keys_created ON idempotency_keys (created_ms);
   CREATE INDEX idempotency_keys_scope ON idempotency_keys (scope);
   `,
+  // 7: rate limit counts, when the server counts in the database (rateLimitCounts 'database':
+  // replicas sharing one database count each caller once, not once per replica). One row per
+  // scope and caller, and window length; the window starts at the caller's first request in it,
+  // as @fastify/rate-limit's memory store does. Rows whose window is over are purged in the
+  // background, and the table is bounded (store/rate-counts.ts). Keys name an IP address, an
+  // agent id or a node id, never an API key.
+  `
+  CREATE TABLE rate_counts (
+    key        TEXT NOT NULL,     -- the scope, then the caller (public:203.0.113.7)
+    window_ms  INTEGER NOT NULL,  -- the window's length (a minute, a day)
+    count      INTEGER NOT NULL,  -- requests counted in the window
+    expires_ms INTEGER NOT NULL,  -- wall-clock Unix milliseconds at which the window ends
+    PRIMARY KEY (key, window_ms)
+  ) STRICT;
+  CREATE INDEX rate_counts_expiry ON rate_counts (expires_ms);
+  `,
 ];
 
 /** Why a database whose schema is `version` is refused: a newer agentctl made it. */

@@ -22,6 +22,9 @@ import { createWriteTurns, type WhileOpen } from './write-turns.ts';
 
 const INT8_OID = 20;
 
+/** How long a standalone statement (a rate count) may wait for a connection, then for its answer. */
+export const STANDALONE_TIMEOUT_MS = 2000;
+
 function parseInt8(text: string): number {
   const value = Number(text);
   if (!Number.isSafeInteger(value)) {
@@ -99,6 +102,19 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
   // An idle connection that fails is dropped by the pool, and the next read opens another:
   // without a listener the error would end the process.
   pool.on('error', () => undefined);
+  // The standalone statements' own connections (rate counts): a request's count never waits for
+  // the writer's transaction. Their commits need not be durable (a count lost in a crash costs
+  // nothing), and a database that cannot be reached fails them within STANDALONE_TIMEOUT_MS.
+  const standalonePool = new pg.Pool({
+    connectionString: url,
+    types,
+    max: 2,
+    application_name: 'agentctl counts',
+    connectionTimeoutMillis: STANDALONE_TIMEOUT_MS,
+    query_timeout: STANDALONE_TIMEOUT_MS,
+    options: '-c synchronous_commit=off',
+  });
+  standalonePool.on('error', () => undefined);
   const translated = new Map<string, string>();
   const text = (sql: string): string => {
     let numbered = translated.get(sql);
@@ -187,6 +203,7 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
   } catch (error) {
     const client = await writer?.catch(() => undefined);
     await client?.end().catch(() => undefined);
+    await standalonePool.end().catch(() => undefined);
     await pool.end().catch(() => undefined);
     throw new StartupError(`cannot open ${redactedUrl(url)}: ${(error as Error).message}`);
   }
@@ -194,6 +211,13 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
   return {
     get: async (sql, ...params) => (await query(pool, sql, params)).rows[0] as never,
     all: async (sql, ...params) => (await query(pool, sql, params)).rows as never,
+    standalone: {
+      get: async (sql, ...params) => (await query(standalonePool, sql, params)).rows[0] as never,
+      all: async (sql, ...params) => (await query(standalonePool, sql, params)).rows as never,
+      run: async (sql, ...params) => ({
+        changes: (await query(standalonePool, sql, params)).rowCount ?? 0,
+      }),
+    },
     run: (sql, ...params) =>
       turns.exclusive(async () => {
         const client = await writerClient();
@@ -232,6 +256,7 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
         writer = undefined;
         live = undefined;
         await client?.end().catch(() => undefined);
+        await standalonePool.end();
         await pool.end();
       });
     },

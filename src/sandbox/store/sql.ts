@@ -37,5 +37,13 @@ export interface SqlBackend extends Sql {
    * outside it (through this object) see only what is committed.
    */
   transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T>;
+  /**
+   * Statements that may write, each committed on its own, for rows no transaction reads and
+   * whose loss in a crash costs nothing (rate limit counts): `get` may run an INSERT …
+   * RETURNING. On SQLite they take their turn on the write connection; on PostgreSQL they run
+   * on connections of their own, without waiting for the write transactions, with timeouts
+   * (a database that cannot be reached fails them; it never holds them).
+   */
+  standalone: Sql;
   close(): Promise<void>;
 }

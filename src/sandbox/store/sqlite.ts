@@ -43,6 +43,11 @@ export function createSqliteBackend(path: string, writer: DatabaseSync) {
   const backend: SqlBackend = {
     ...onReader,
     run: (sql, ...params) => turns.exclusive(() => onWriter.runSync(sql, params)),
+    standalone: {
+      get: (sql, ...params) => turns.exclusive(() => onWriter.get(sql, ...params)),
+      all: (sql, ...params) => turns.exclusive(() => onWriter.all(sql, ...params)),
+      run: (sql, ...params) => turns.exclusive(() => onWriter.runSync(sql, params)),
+    },
     transaction<T>(work: (tx: SqlTransaction) => Promise<T>): Promise<T> {
       return turns.transaction(async (whileOpen) => {
         // IMMEDIATE takes SQLite's write lock up front (another process cannot slip in).
