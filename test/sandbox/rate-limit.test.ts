@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTestSandbox, registeredAgent, type TestSandbox } from '../helpers/sandbox.ts';
 
@@ -7,10 +9,15 @@ afterEach(async () => {
   sandbox = undefined;
 });
 
-async function open(options: { trustProxy?: boolean } = {}) {
+async function open(
+  options: { trustProxy?: boolean; rateLimitCounts?: 'memory' | 'database' } = {},
+) {
   sandbox = await createTestSandbox({ rateLimit: true, ...options });
   return sandbox.app;
 }
+
+/** Where the windows are counted: memory (the default), or the database (SQLite here). */
+const COUNTS = ['memory', 'database'] as const;
 
 function expectLimited(response: {
   statusCode: number;
@@ -25,9 +32,9 @@ function expectLimited(response: {
   expect(retryAfter).toBeLessThanOrEqual(60);
 }
 
-describe('public limit: 60 per minute per IP, shared by the public endpoints', () => {
+describe.each(COUNTS)('public limit, counted in %s', (rateLimitCounts) => {
   it('answers the 61st request with 429 and Retry-After, across endpoints', async () => {
-    const app = await open();
+    const app = await open({ rateLimitCounts });
     const urls = ['/health', '/api/v1/agents', '/api/v1/agents/stats'];
     for (let i = 0; i < 60; i++) {
       const response = await app.inject({ url: urls[i % urls.length] as string });
@@ -39,7 +46,9 @@ describe('public limit: 60 per minute per IP, shared by the public endpoints', (
     const other = await app.inject({ url: '/health', remoteAddress: '10.0.0.2' });
     expect(other.statusCode).toBe(200);
   });
+});
 
+describe('public limit: 60 per minute per IP, shared by the public endpoints', () => {
   it('ignores a spoofed X-Forwarded-For unless trust-proxy is on', async () => {
     const app = await open();
     for (let i = 0; i < 60; i++) {
@@ -79,9 +88,9 @@ describe('public limit: 60 per minute per IP, shared by the public endpoints', (
   });
 });
 
-describe('per-key limits', () => {
+describe.each(COUNTS)('per-key limits, counted in %s', (rateLimitCounts) => {
   it('allows 10 writes per minute per API key, shared by deposit, submit and vote', async () => {
-    const app = await open();
+    const app = await open({ rateLimitCounts });
     const alice = await registeredAgent(app);
     const bob = await registeredAgent(app);
     const write = (apiKey: string, url: string) =>
@@ -105,6 +114,27 @@ describe('per-key limits', () => {
     expect((await write(bob.apiKey, urls[0] as string)).statusCode).not.toBe(429);
   });
 
+  it('allows 5 faucet requests per minute per API key', async () => {
+    const app = await open({ rateLimitCounts });
+    const { apiKey } = await registeredAgent(app);
+    const faucet = () =>
+      app.inject({ method: 'POST', url: '/api/v1/agent/faucet', headers: { 'x-api-key': apiKey } });
+    // The first drips; the next four are the faucet's own cooldown answer, not the limiter.
+    expect((await faucet()).statusCode).toBe(200);
+    for (let i = 0; i < 4; i++) expect((await faucet()).json().success).toBe(false);
+    expectLimited(await faucet());
+    if (rateLimitCounts === 'database') {
+      // Counted in sandbox.db: the scope and the agent, never the API key.
+      const rows = await (sandbox as TestSandbox).store.rateCounts.size();
+      expect(rows).toBeGreaterThan(0);
+      const keys = await rateCountKeys();
+      expect(keys.some((key) => key.startsWith('faucet:agent:'))).toBe(true);
+      expect(keys.some((key) => key.includes(apiKey))).toBe(false);
+    }
+  });
+});
+
+describe('per-key limits', () => {
   it('gives made-up keys no buckets, so they can neither dodge nor flush the limit', async () => {
     const app = await open();
     const { apiKey } = await registeredAgent(app);
@@ -122,15 +152,16 @@ describe('per-key limits', () => {
     }
     expectLimited(await deposit(apiKey));
   });
-
-  it('allows 5 faucet requests per minute per API key', async () => {
-    const app = await open();
-    const { apiKey } = await registeredAgent(app);
-    const faucet = () =>
-      app.inject({ method: 'POST', url: '/api/v1/agent/faucet', headers: { 'x-api-key': apiKey } });
-    // The first drips; the next four are the faucet's own cooldown answer, not the limiter.
-    expect((await faucet()).statusCode).toBe(200);
-    for (let i = 0; i < 4; i++) expect((await faucet()).json().success).toBe(false);
-    expectLimited(await faucet());
-  });
 });
+
+/** The keys of sandbox.db's rate counts, read from the file. */
+async function rateCountKeys(): Promise<string[]> {
+  const db = new DatabaseSync(join((sandbox as TestSandbox).dir, 'sandbox.db'), { readOnly: true });
+  try {
+    return (db.prepare('SELECT key FROM rate_counts').all() as Array<{ key: string }>).map(
+      (row) => row.key,
+    );
+  } finally {
+    db.close();
+  }
+}
