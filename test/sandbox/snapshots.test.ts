@@ -303,10 +303,11 @@ describe('snapshots', () => {
   it("restores a snapshot of an earlier agentctl's schema, brought up to date on a copy", async () => {
     const hana = await chainAgent(sandbox);
     expect((await snapshotAs('earlier-schema')).statusCode).toBe(200);
-    // What version 5 (before Idempotency-Key) wrote: no idempotency_keys table.
+    // What version 5 (before Idempotency-Key) wrote: no idempotency_keys table, nor the
+    // rate counts of version 7.
     const path = join(sandbox.dir, 'snapshots', 'earlier-schema', 'sandbox.db');
     const copy = new DatabaseSync(path);
-    copy.exec('DROP TABLE idempotency_keys; PRAGMA user_version = 5');
+    copy.exec('DROP TABLE idempotency_keys; DROP TABLE rate_counts; PRAGMA user_version = 5');
     copy.close();
     expect((await deposit(hana.apiKey, 1)).statusCode).toBe(200);
     const restored = await restore('earlier-schema');

@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Store } from '../../src/sandbox/store/index.ts';
+import { openStore, type Store } from '../../src/sandbox/store/index.ts';
 import { KEY_MAX_CHARS } from '../../src/sandbox/store/rate-counts.ts';
 import { STORE_BACKENDS } from '../helpers/store-backends.ts';
 
@@ -106,6 +109,33 @@ describe.each(STORE_BACKENDS.map((backend) => backend()))('rate counts on $name'
       });
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('rate counts and a restore (SQLite, where snapshots are files)', () => {
+  it('keeps today’s counts, and takes none from the snapshot', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-rate-'));
+    const store = openStore(join(dir, 'sandbox.db'), { durable: false });
+    try {
+      await store.rateCounts.increment('public:10.0.0.1', MINUTE, T0);
+      await store.rateCounts.increment('public:10.0.0.9', MINUTE, T0);
+      await store.copyTo(join(dir, 'copy.db'));
+      await store.rateCounts.increment('public:10.0.0.1', MINUTE, T0 + 1);
+      await store.rateCounts.purge(T0 + 2, 1);
+      // Today: 10.0.0.1 at 2 (10.0.0.9, 1 request, forgotten at the bound); the copy: both at 1.
+      await store.replaceFrom(join(dir, 'copy.db'));
+      expect(await store.rateCounts.peek('public:10.0.0.1', MINUTE)).toEqual({
+        count: 2,
+        expiresMs: T0 + MINUTE,
+      });
+      expect(await store.rateCounts.peek('public:10.0.0.9', MINUTE)).toBeUndefined();
+      // A new sandbox's state (no snapshot) keeps them too.
+      await store.replaceFrom(undefined);
+      expect(await store.rateCounts.size()).toBe(1);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
