@@ -105,10 +105,12 @@ export function createDatabaseCounter(options: DatabaseCounterOptions): Database
       callback: (error: Error | null, result?: { current: number; ttl: number }) => void,
       timeWindow: number,
     ): void {
-      void count(key, timeWindow).then(({ count: current, expiresMs }) => {
-        // At least 1 ms: a window another server's clock ends a little later is still on.
-        callback(null, { current, ttl: Math.max(1, expiresMs - now()) });
-      });
+      count(key, timeWindow).then(
+        ({ count: current, expiresMs }) =>
+          // At least 1 ms: a window another server's clock ends a little later is still on.
+          callback(null, { current, ttl: Math.max(1, expiresMs - now()) }),
+        (error: Error) => callback(error),
+      );
     }
     // Every limiter shares the one table; its keys say which scope they count.
     child(): FastifyRateLimitStore {

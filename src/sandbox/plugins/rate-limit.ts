@@ -1,7 +1,6 @@
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { HttpError } from '../errors.ts';
-import type { RateCountStore } from '../store/rate-counts.ts';
 import { createDatabaseCounter, type DatabaseCounterOptions } from './rate-counter.ts';
 
 /** The spec's limits. Each scope is one bucket shared by all the routes in it. */
@@ -61,7 +60,7 @@ export interface RateLimitSettings {
   enabled: boolean;
   dataTiers?: DataTiers;
   /** The database's counts: given, the windows are counted there rather than in memory. */
-  database?: Omit<DatabaseCounterOptions, 'log'> & { counts: RateCountStore };
+  database?: Omit<DatabaseCounterOptions, 'log'>;
 }
 
 /**
