@@ -3,6 +3,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/sandbox/app.ts';
 import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
+import { createDatabaseCounter } from '../../src/sandbox/plugins/rate-counter.ts';
 import type { App } from '../../src/sandbox/routes/types.ts';
 import type { Store } from '../../src/sandbox/store/index.ts';
 import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
@@ -21,6 +22,7 @@ const databases: FreshDatabase[] = [];
 const stores: Store[] = [];
 const apps: App[] = [];
 const proxies: PgProxy[] = [];
+const MINUTE = 60_000;
 
 /** The real app on `store`, on the sandbox's chain and index, counting in the database. */
 async function replica(store: Store, logger: unknown = false): Promise<App> {
@@ -191,12 +193,64 @@ describe('a database that cannot count', () => {
   });
 });
 
+describe('the database counter (rate-counter.ts) on a database that goes and comes back', () => {
+  it('counts in memory meanwhile, bounded, then in the database again', async () => {
+    const fresh = await database();
+    const proxy = await pgProxy(fresh.url);
+    const store = await storeOn(proxy.url);
+    const lines: string[] = [];
+    const counter = createDatabaseCounter({
+      counts: store.rateCounts,
+      log: { warn: (line) => lines.push(`warn: ${line}`), info: (line) => lines.push(line) },
+      // The database is tried again at once, and the memory holds three windows.
+      localAfterFailureMs: 0,
+      localMaxWindows: 3,
+      maxRows: 1,
+    });
+    const limiter = new counter.Store({});
+    const count = (key: string) =>
+      new Promise<number>((resolve, reject) =>
+        limiter.incr(
+          key,
+          (error, result) => (error ? reject(error) : resolve(result?.current as number)),
+          MINUTE,
+          10,
+        ),
+      );
+    expect(await count('k1')).toBe(1);
+    proxy.cut();
+    // In memory: windows of its own.
+    expect(await count('k1')).toBe(1);
+    expect(await count('k1')).toBe(2);
+    for (const key of ['k2', 'k3', 'k4']) expect(await count(key)).toBe(1);
+    // Four windows for three places: k1's, the least recently counted, was forgotten.
+    expect(await count('k4')).toBe(2);
+    expect(await count('k1')).toBe(1);
+    proxy.reopen();
+    // In the database again: its window holds the first request, and now this one.
+    expect(await count('k1')).toBe(2);
+    expect(await store.rateCounts.peek('k1', MINUTE)).toMatchObject({ count: 2 });
+    expect(await store.rateCounts.peek('k4', MINUTE)).toBeUndefined();
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^warn: rate limits: the database did not count a request/);
+    expect(lines[1]).toBe('rate limits: counting in the database again');
+    // Its purge keeps the table to its bound (one row here): the fewest requests go first.
+    expect(await count('k5')).toBe(1);
+    await counter.purge();
+    expect(await store.rateCounts.size()).toBe(1);
+    expect(await store.rateCounts.peek('k1', MINUTE)).toMatchObject({ count: 2 });
+    expect(lines[2]).toMatch(/^warn: rate limits: 1 counts forgotten/);
+  });
+});
+
 interface PgProxy {
   url: string;
   /** Relays nothing more; connections stay open and new ones are taken, then left silent. */
   freeze(): void;
   /** Resets every connection, and each new one. */
   cut(): void;
+  /** Relays new connections again. */
+  reopen(): void;
   close(): Promise<void>;
 }
 
@@ -237,6 +291,9 @@ async function pgProxy(url: string): Promise<PgProxy> {
     cut() {
       state = 'cut';
       for (const socket of sockets) socket.resetAndDestroy();
+    },
+    reopen() {
+      state = 'open';
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };

@@ -31,6 +31,9 @@ export interface DatabaseCounterOptions {
   now?: () => number;
   timeoutMs?: number;
   localAfterFailureMs?: number;
+  /** Windows the memory fallback holds (LOCAL_MAX_WINDOWS). */
+  localMaxWindows?: number;
+  /** Rows the table keeps after a purge (RATE_COUNT_MAX_ROWS). */
   maxRows?: number;
 }
 
@@ -74,7 +77,7 @@ export function createDatabaseCounter(options: DatabaseCounterOptions): Database
   const now = options.now ?? Date.now;
   const timeoutMs = options.timeoutMs ?? COUNT_TIMEOUT_MS;
   const localAfterFailureMs = options.localAfterFailureMs ?? LOCAL_AFTER_FAILURE_MS;
-  const local = createLocalWindows(LOCAL_MAX_WINDOWS);
+  const local = createLocalWindows(options.localMaxWindows ?? LOCAL_MAX_WINDOWS);
   /** Until when requests are counted in memory (0: in the database). */
   let localUntil = 0;
 
