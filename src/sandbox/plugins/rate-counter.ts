@@ -27,9 +27,7 @@ export const LOCAL_MAX_WINDOWS = 20_000;
 export interface DatabaseCounterOptions {
   counts: RateCountStore;
   log: { warn(message: string): void; info(message: string): void };
-  /** Wall-clock milliseconds. */
-  now?: () => number;
-  timeoutMs?: number;
+  /** LOCAL_AFTER_FAILURE_MS unless given. */
   localAfterFailureMs?: number;
   /** Windows the memory fallback holds (LOCAL_MAX_WINDOWS). */
   localMaxWindows?: number;
@@ -74,8 +72,8 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
 
 export function createDatabaseCounter(options: DatabaseCounterOptions): DatabaseCounter {
   const { counts, log } = options;
-  const now = options.now ?? Date.now;
-  const timeoutMs = options.timeoutMs ?? COUNT_TIMEOUT_MS;
+  // Wall-clock time: windows are real minutes and days (never sandbox time).
+  const now = Date.now;
   const localAfterFailureMs = options.localAfterFailureMs ?? LOCAL_AFTER_FAILURE_MS;
   const local = createLocalWindows(options.localMaxWindows ?? LOCAL_MAX_WINDOWS);
   /** Until when requests are counted in memory (0: in the database). */
@@ -85,7 +83,7 @@ export function createDatabaseCounter(options: DatabaseCounterOptions): Database
     const at = now();
     if (localUntil > at) return local(key, windowMs, at);
     try {
-      const counted = await withTimeout(counts.increment(key, windowMs, at), timeoutMs);
+      const counted = await withTimeout(counts.increment(key, windowMs, at), COUNT_TIMEOUT_MS);
       if (localUntil !== 0) {
         localUntil = 0;
         log.info('rate limits: counting in the database again');
