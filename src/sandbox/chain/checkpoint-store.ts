@@ -1,7 +1,8 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Hex } from 'viem';
+import { isRunning } from '../process.ts';
 import type { SqlBackend } from '../store/sql.ts';
 import {
   CHECKPOINT_FORMAT,
@@ -15,6 +16,7 @@ import {
   removeCheckpointsExcept,
   writeCheckpoint,
 } from './checkpoint.ts';
+import { LOAD_FILES } from './restore.ts';
 
 /**
  * Where the chain's checkpoints are kept: files in the state dir (chain/checkpoint-N.json, the
@@ -45,6 +47,8 @@ export interface CheckpointStore {
     contents: Uint8Array,
     use: (path: string) => Promise<T>,
   ): Promise<T>;
+  /** At start: removes the state files a killed serve left behind (see withStateFile). */
+  removeAbandonedStateFiles(): Promise<void>;
   /** How refusals name things, so that each says what to restore. */
   readonly words: CheckpointWords;
 }
@@ -79,6 +83,9 @@ export function directoryCheckpoints(stateDir: string): CheckpointStore {
         await rm(path, { force: true });
       }
     },
+    async removeAbandonedStateFiles() {
+      for (const file of LOAD_FILES) await rm(join(stateDir, file), { force: true });
+    },
     words: {
       checkpoint: (block) => checkpointPath(stateDir, block),
       where: chainDir(stateDir),
@@ -104,6 +111,9 @@ interface CheckpointRow {
 }
 
 const RESTORE_DATABASE = 'restore the database from a backup';
+/** The temporary directories anvil's state files are written to, named by the process's pid. */
+const STATE_FILE_DIR_PREFIX = 'agentctl-anvil-state-';
+const STATE_FILE_DIR = new RegExp(`^${STATE_FILE_DIR_PREFIX}(\\d+)-`);
 
 /**
  * The checkpoints as rows of the database's chain_checkpoints table (PostgreSQL; see
@@ -187,14 +197,23 @@ export function databaseCheckpoints(sql: SqlBackend): CheckpointStore {
       else await sql.run('DELETE FROM chain_checkpoints WHERE block_number <> ?', keep);
     },
     async withStateFile(fileName, contents, use) {
-      // mkdtemp makes the directory 0700: no other user reads the chain's state from it.
-      const dir = await mkdtemp(join(tmpdir(), 'agentctl-anvil-state-'));
+      // mkdtemp makes the directory 0700: no other user reads the chain's state from it. Its
+      // name carries this process's pid: a start removes those of processes that are gone.
+      const dir = await mkdtemp(join(tmpdir(), `${STATE_FILE_DIR_PREFIX}${process.pid}-`));
       try {
         const path = join(dir, fileName);
         await writeFile(path, contents, { mode: 0o600 });
         return await use(path);
       } finally {
         await rm(dir, { recursive: true, force: true });
+      }
+    },
+    async removeAbandonedStateFiles() {
+      for (const entry of await readdir(tmpdir())) {
+        const pid = Number(STATE_FILE_DIR.exec(entry)?.[1]);
+        if (!pid || pid === process.pid || isRunning(pid)) continue;
+        // Another user's is not ours to remove (and rm fails on it): left as it is.
+        await rm(join(tmpdir(), entry), { recursive: true, force: true }).catch(() => undefined);
       }
     },
     words: {

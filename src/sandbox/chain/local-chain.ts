@@ -1,5 +1,3 @@
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Address, Hash, Hex } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
@@ -30,7 +28,6 @@ import {
   type ChainCopy,
   type CheckpointPointer,
   currentPointer,
-  LOAD_FILES,
   lastLogged,
   latestHead,
   META_DEPLOYMENT,
@@ -128,7 +125,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
   // What a serve killed with kill -9 left running; every other anvil of this dir is stopped.
   const survivors = survivingAnvils(stateDir);
   // A state file a killed serve left while an anvil loaded it.
-  for (const file of LOAD_FILES) rmSync(join(stateDir, file), { force: true });
+  await checkpoints.removeAbandonedStateFiles();
   const gateway: RpcGateway = await startRpcGateway();
   /** True while the chain is recovered: the sandbox's own calls fail as if anvil were down. */
   let rebuilding = false;

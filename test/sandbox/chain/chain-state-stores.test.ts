@@ -1,4 +1,13 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
@@ -16,6 +25,7 @@ import {
   directoryMnemonic,
   type MnemonicStore,
 } from '../../../src/sandbox/chain/mnemonic.ts';
+import { LOAD_FILES } from '../../../src/sandbox/chain/restore.ts';
 import { createSandboxClock } from '../../../src/sandbox/clock.ts';
 import { type SandboxRuntime, startRuntime } from '../../../src/sandbox/runtime.ts';
 import { SANDBOX_SECRET_ENV } from '../../../src/sandbox/sandbox-secret.ts';
@@ -117,8 +127,12 @@ describe.each(PLACES.map((place) => place()))('checkpoints in the $name', (place
   const checkpointsOf = (opened: SqlBackend | string): CheckpointStore =>
     typeof opened === 'string' ? directoryCheckpoints(opened) : databaseCheckpoints(opened);
   let checkpoints: CheckpointStore;
+  const dirsMade: string[] = [];
   beforeAll(() => place.start());
-  afterAll(() => place.stop());
+  afterAll(async () => {
+    for (const dir of dirsMade) rmSync(dir, { recursive: true, force: true });
+    await place.stop();
+  });
   beforeEach(async () => {
     await place.fresh();
     checkpoints = checkpointsOf(await place.open());
@@ -191,6 +205,28 @@ describe.each(PLACES.map((place) => place()))('checkpoints in the $name', (place
     if (place.name === 'database') {
       for (const { path } of seen) expect(() => statSync(dirname(path))).toThrow(/ENOENT/);
     }
+  });
+
+  it('removes the state files a killed serve left, and no one else’s', async () => {
+    await checkpoints.write(checkpointAt(5));
+    const opened = await place.open();
+    checkpoints = checkpointsOf(opened);
+    const left: string[] = [];
+    const kept: string[] = [];
+    if (typeof opened === 'string') {
+      for (const file of LOAD_FILES) left.push(join(opened, file));
+    } else {
+      // A process that has exited: its directory is abandoned. This one's is in use.
+      const gone = spawnSync(process.execPath, ['-e', '']).pid;
+      left.push(mkdtempSync(join(tmpdir(), `agentctl-anvil-state-${gone}-`)));
+      kept.push(mkdtempSync(join(tmpdir(), `agentctl-anvil-state-${process.pid}-`)));
+      dirsMade.push(...kept);
+    }
+    for (const path of left) writeFileSync(path.endsWith('.json') ? path : join(path, 'a'), '{}');
+    await checkpoints.removeAbandonedStateFiles();
+    for (const path of left) expect(existsSync(path), path).toBe(false);
+    for (const path of kept) expect(existsSync(path), path).toBe(true);
+    expect(await checkpoints.read(5)).toEqual(checkpointAt(5));
   });
 
   it.runIf(place.name === 'database')(
