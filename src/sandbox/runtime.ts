@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { type CheckpointStore, directoryCheckpoints } from './chain/checkpoint-store.ts';
 import {
   type ChainHooks,
   type SandboxChain,
@@ -6,6 +7,7 @@ import {
   startChain,
 } from './chain/index.ts';
 import type { ChainLogger, LocalChain } from './chain/local-chain.ts';
+import { directoryMnemonic, type MnemonicStore } from './chain/mnemonic.ts';
 import type { IndexFollow } from './chain/sandbox-chain.ts';
 import type { SandboxClock } from './clock.ts';
 import { StartupError } from './errors.ts';
@@ -21,6 +23,12 @@ const INDEX_FILE = 'index.db';
 
 export interface RuntimeOptions {
   stateDir: string;
+  /**
+   * Where the chain's checkpoints and the wallet mnemonic are kept: the state dir's files
+   * unless given (a sandbox kept in a database gives the database's).
+   */
+  checkpoints?: CheckpointStore;
+  mnemonic?: MnemonicStore;
   persistent: boolean;
   /** sandbox.db, opened by the caller; the runtime closes it once started. */
   store: Store;
@@ -102,6 +110,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
   };
   const started: StartedChain = await startChain({
     stateDir,
+    checkpoints: options.checkpoints ?? directoryCheckpoints(stateDir),
+    mnemonic: options.mnemonic ?? directoryMnemonic(stateDir),
     persistent: options.persistent,
     clock,
     store,

@@ -9,11 +9,15 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
+import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
+import { POSTGRES_SCHEMA_VERSION } from '../../src/sandbox/store/migrations-postgres.ts';
 import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
 import { type FreshDatabase, freshDatabase } from './postgres.ts';
 
 export interface StoreBackend {
   name: 'sqlite' | 'postgres';
+  /** The schema version this agentctl makes on it (PostgreSQL has tables of its own). */
+  schemaVersion: number;
   /** Once per file (beforeAll). */
   start(): Promise<void>;
   /** Once per file (afterAll): removes what start made. */
@@ -31,6 +35,7 @@ function sqliteBackend(): StoreBackend {
   let path = '';
   return {
     name: 'sqlite',
+    schemaVersion: MIGRATIONS.length,
     start: async () => undefined,
     async stop() {
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -64,6 +69,7 @@ function postgresBackend(): StoreBackend {
   }
   return {
     name: 'postgres',
+    schemaVersion: POSTGRES_SCHEMA_VERSION,
     async start() {
       database = await freshDatabase();
     },

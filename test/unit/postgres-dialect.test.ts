@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
-import { postgresMigration } from '../../src/sandbox/store/migrations-postgres.ts';
+import {
+  checkSteps,
+  POSTGRES_SCHEMA_VERSION,
+  POSTGRES_STEPS,
+  postgresMigration,
+  postgresStep,
+} from '../../src/sandbox/store/migrations-postgres.ts';
 import { numberPlaceholders, redactedUrl } from '../../src/sandbox/store/postgres.ts';
 
 /** What the PostgreSQL backend changes in SQL written once for both (the store's own tests run it). */
@@ -20,6 +26,22 @@ describe('the PostgreSQL dialect', () => {
     }
     expect(postgresMigration(2)).toMatch(/performance_score DOUBLE PRECISION GENERATED ALWAYS/);
     expect(() => postgresMigration(MIGRATIONS.length + 1)).toThrow(/no migration/);
+  });
+
+  it("lists each of SQLite's migrations once, in order, among PostgreSQL's own steps", () => {
+    expect(() => checkSteps()).not.toThrow();
+    expect(POSTGRES_SCHEMA_VERSION).toBeGreaterThan(MIGRATIONS.length);
+    // A new SQLite migration not appended to PostgreSQL's steps is refused, not skipped.
+    expect(() =>
+      checkSteps(POSTGRES_STEPS.filter((step) => !('sqlite' in step) || step.sqlite !== 4)),
+    ).toThrow(
+      "POSTGRES_STEPS lists SQLite's migrations 1, 2, 3, 5, 6, not 1, 2, 3, 4, 5, 6: append the new one",
+    );
+    expect(postgresStep(4)).toBe(postgresMigration(4));
+    expect(postgresStep(7)).toMatch(
+      /CREATE TABLE chain_checkpoints[\s\S]*CREATE TABLE wallet_mnemonic/,
+    );
+    expect(() => postgresStep(POSTGRES_SCHEMA_VERSION + 1)).toThrow(/no PostgreSQL schema version/);
   });
 
   it('never shows the password of a database URL', () => {

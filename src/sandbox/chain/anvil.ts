@@ -6,6 +6,7 @@ import { createInterface } from 'node:readline';
 import { CHAIN_ID } from '../../api/schemas/index.ts';
 import { StartupError } from '../errors.ts';
 import { isRunning } from '../process.ts';
+import { SANDBOX_SECRET_ENV } from '../sandbox-secret.ts';
 
 /**
  * Which anvil of a sandbox a process is: the one holding the chain, or its warm standby (see
@@ -103,6 +104,12 @@ export function resolveAnvilBinary(env: NodeJS.ProcessEnv = process.env): string
   return binary;
 }
 
+/** serve's environment, but for the secret that seals the wallet mnemonic: anvil has no use for it. */
+function anvilEnvironment(): NodeJS.ProcessEnv {
+  const { [SANDBOX_SECRET_ENV]: _secret, ...env } = process.env;
+  return env;
+}
+
 export interface AnvilProcess {
   rpcUrl: string;
   pid: number;
@@ -177,7 +184,7 @@ export async function startAnvil(options: {
     {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
-      env: { ...process.env, [STATE_DIR_MARKER]: options.stateDir },
+      env: { ...anvilEnvironment(), [STATE_DIR_MARKER]: options.stateDir },
     },
   );
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));

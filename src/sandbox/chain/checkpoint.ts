@@ -118,12 +118,27 @@ export function parseCheckpoint(text: string, path: string, block: number): Chec
   } catch {
     throw new CheckpointError(`the chain checkpoint ${path} is not valid JSON; ${RESTORE}`);
   }
+  return checkCheckpoint(raw, path, block);
+}
+
+/**
+ * `raw` as a checkpoint of block `block`, or a CheckpointError naming it (`path`: its file, or
+ * how its row is named) and what is wrong; `refusals` say what to do (the state dir's by default).
+ */
+export function checkCheckpoint(
+  raw: unknown,
+  path: string,
+  block: number,
+  refusals: { damaged: string; otherFormat(format: number): string } = {
+    damaged: RESTORE,
+    otherFormat: (format) =>
+      `${path} has checkpoint format ${format}, but this agentctl reads format ${CHECKPOINT_FORMAT}; ` +
+      'use a matching agentctl or start with a new --state directory',
+  },
+): Checkpoint {
   const format = (raw as { format?: unknown } | null)?.format;
   if (typeof format === 'number' && format !== CHECKPOINT_FORMAT) {
-    throw new CheckpointError(
-      `${path} has checkpoint format ${format}, but this agentctl reads format ${CHECKPOINT_FORMAT}; ` +
-        'use a matching agentctl or start with a new --state directory',
-    );
+    throw new CheckpointError(refusals.otherFormat(format));
   }
   const parsed = checkpointShape(block).safeParse(raw, {
     error: (issue) =>
@@ -134,7 +149,7 @@ export function parseCheckpoint(text: string, path: string, block: number): Chec
   if (!parsed.success) {
     const issue = parsed.error.issues[0] as z.core.$ZodIssue;
     throw new CheckpointError(
-      `the chain checkpoint ${path} is damaged: ${describeIssue(raw, issue)}; ${RESTORE}`,
+      `the chain checkpoint ${path} is damaged: ${describeIssue(raw, issue)}; ${refusals.damaged}`,
     );
   }
   return parsed.data as Checkpoint;

@@ -24,7 +24,7 @@ export type {
  * of them.
  */
 export async function startChain<Observed>(options: ChainOptions<Observed>): Promise<StartedChain> {
-  const keyring = createKeyring(await openMnemonic(options.stateDir, options.store));
+  const keyring = createKeyring(await openMnemonic(options.mnemonic, options.store));
   if (!options.rpcUrl) return startOwnChain(options, keyring);
   try {
     return await connectRemote(options, options.rpcUrl, keyring);

@@ -1,5 +1,3 @@
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Address, Hash, Hex } from 'viem';
 import type { SandboxClock } from '../clock.ts';
 import { StartupError } from '../errors.ts';
@@ -13,12 +11,8 @@ import {
   startAnvil,
   survivingAnvils,
 } from './anvil.ts';
-import {
-  CHECKPOINT_FORMAT,
-  type Checkpoint,
-  removeCheckpointsExcept,
-  writeCheckpoint,
-} from './checkpoint.ts';
+import { CHECKPOINT_FORMAT, type Checkpoint } from './checkpoint.ts';
+import type { CheckpointStore } from './checkpoint-store.ts';
 import { SANDBOX_BASE_FEE } from './clients.ts';
 import { type Deployment, findMisplacedContracts } from './deployment.ts';
 import { ChainUnavailableError } from './errors.ts';
@@ -34,7 +28,6 @@ import {
   type ChainCopy,
   type CheckpointPointer,
   currentPointer,
-  LOAD_FILES,
   lastLogged,
   latestHead,
   META_DEPLOYMENT,
@@ -72,7 +65,10 @@ export interface ChainLogger {
 }
 
 export interface LocalChainOptions<Observed = unknown> {
+  /** This machine's files of the chain: anvil's pid files, and leftovers of a killed serve. */
   stateDir: string;
+  /** Where the chain's checkpoints are kept: the state dir's chain/, or the database. */
+  checkpoints: CheckpointStore;
   sandboxId: string;
   store: Store;
   clock: SandboxClock;
@@ -125,11 +121,11 @@ export interface LocalChainOptions<Observed = unknown> {
  * the write path.
  */
 export async function startLocalChain<Observed>(options: LocalChainOptions<Observed>) {
-  const { store, stateDir, log } = options;
+  const { store, stateDir, checkpoints, log } = options;
   // What a serve killed with kill -9 left running; every other anvil of this dir is stopped.
   const survivors = survivingAnvils(stateDir);
   // A state file a killed serve left while an anvil loaded it.
-  for (const file of LOAD_FILES) rmSync(join(stateDir, file), { force: true });
+  await checkpoints.removeAbandonedStateFiles();
   const gateway: RpcGateway = await startRpcGateway();
   /** True while the chain is recovered: the sandbox's own calls fail as if anvil were down. */
   let rebuilding = false;
@@ -278,7 +274,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
   }
 
   /**
-   * Dumps the chain while no block is being made, writes the dump beside the state (fsynced),
+   * Dumps the chain while no block is being made, keeps the dump durably (checkpoints.write),
    * then cuts the log back to it, and resolves with the block it holds. Blocks others mined
    * over the RPC URL are logged first: they are part of the chain. A chain that no longer
    * extends the log or lost the protocol's contracts is not checkpointed: the last good
@@ -324,7 +320,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
         deployment,
         state: taken.state,
       };
-      await writeCheckpoint(stateDir, file, () => crashAt('crash-before-checkpoint'));
+      await checkpoints.write(file, () => crashAt('crash-before-checkpoint'));
       crashAt('crash-in-checkpoint');
       // The log keeps what the standby has yet to mine, a few blocks at most, so that it goes
       // on rather than start again from a copy; never more than CHECKPOINT_EVERY_BLOCKS.
@@ -336,7 +332,7 @@ export async function startLocalChain<Observed>(options: LocalChainOptions<Obser
       });
       // The old checkpoint goes only once the database points past it, on disk.
       await store.sync();
-      removeCheckpointsExcept(stateDir, at.number);
+      await checkpoints.prune(at.number);
       // One asked for keeps what cheat methods changed since the last block, which the
       // standby (it mines logged blocks only) lacks: it starts again from this checkpoint.
       if (request.evenWithoutNewBlocks) standby.refresh();

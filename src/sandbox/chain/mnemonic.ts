@@ -1,30 +1,126 @@
+import { validateMnemonic } from '@scure/bip39';
+import { wordlist } from '@scure/bip39/wordlists/english';
+import { english, generateMnemonic } from 'viem/accounts';
 import { StartupError } from '../errors.ts';
+import { SANDBOX_SECRET_ENV, type Sealed, sandboxSecret, seal, unseal } from '../sandbox-secret.ts';
 import type { Store } from '../store/index.ts';
+import type { SqlBackend } from '../store/sql.ts';
 import { createMnemonic, mnemonicFingerprint, mnemonicPath, readMnemonic } from './wallets.ts';
 
 /**
- * wallet.mnemonic, created with a new sandbox and checked against the database ever after:
- * every agent's wallet derives from it, so a missing or swapped file is refused.
+ * Where the sandbox's HD mnemonic is kept: wallet.mnemonic in the state dir (0600, the
+ * default), or sealed in the database (`serve --database`) under AGENTCTL_SANDBOX_SECRET.
+ * Every agent's wallet derives from it; nothing prints or logs it.
  */
-export async function openMnemonic(stateDir: string, store: Store): Promise<string> {
+export interface MnemonicStore {
+  /** The mnemonic kept, or undefined when there is none yet; refuses one it cannot read. */
+  read(): Promise<string | undefined>;
+  /** Makes and keeps a new sandbox's mnemonic; resolves with the one kept (never replaced). */
+  create(): Promise<string>;
+  /** Why a start is refused: the mnemonic is `missing`, or `swapped` for another. */
+  refusal(why: 'missing' | 'swapped'): string;
+}
+
+/**
+ * The mnemonic, created with a new sandbox and checked against the database ever after:
+ * every agent's wallet derives from it, so a missing or swapped one is refused.
+ */
+export async function openMnemonic(mnemonics: MnemonicStore, store: Store): Promise<string> {
   const fingerprint = await store.meta.get('mnemonic_fingerprint');
-  const mnemonic = readMnemonic(stateDir);
+  const mnemonic = await mnemonics.read();
   if (fingerprint === undefined) {
-    const created = mnemonic ?? createMnemonic(stateDir);
+    const created = mnemonic ?? (await mnemonics.create());
     await store.meta.set('mnemonic_fingerprint', mnemonicFingerprint(created));
     return created;
   }
-  if (mnemonic === undefined) {
-    throw new StartupError(
-      `${mnemonicPath(stateDir)} is missing, but every agent wallet of this sandbox derives from it; ` +
-        'restore it from a backup of this state directory',
-    );
-  }
+  if (mnemonic === undefined) throw new StartupError(mnemonics.refusal('missing'));
   if (mnemonicFingerprint(mnemonic) !== fingerprint) {
-    throw new StartupError(
-      `${mnemonicPath(stateDir)} is not the mnemonic this sandbox was created with; ` +
-        'restore the original from a backup of this state directory',
-    );
+    throw new StartupError(mnemonics.refusal('swapped'));
   }
   return mnemonic;
+}
+
+/** wallet.mnemonic in the state dir: written once (0600, fsynced), never replaced. */
+export function directoryMnemonic(stateDir: string): MnemonicStore {
+  return {
+    read: async () => readMnemonic(stateDir),
+    create: async () => createMnemonic(stateDir),
+    refusal: (why) =>
+      why === 'missing'
+        ? `${mnemonicPath(stateDir)} is missing, but every agent wallet of this sandbox derives from it; ` +
+          'restore it from a backup of this state directory'
+        : `${mnemonicPath(stateDir)} is not the mnemonic this sandbox was created with; ` +
+          'restore the original from a backup of this state directory',
+  };
+}
+
+/** What the sealed value is, bound into its seal: a value sealed for anything else is refused. */
+const MNEMONIC_CONTEXT = 'agentctl wallet mnemonic';
+
+interface SealedRow {
+  scheme: string;
+  salt: Uint8Array;
+  iv: Uint8Array;
+  tag: Uint8Array;
+  ciphertext: Uint8Array;
+}
+
+/**
+ * The mnemonic in the database's wallet_mnemonic table (one row; PostgreSQL), sealed under
+ * AGENTCTL_SANDBOX_SECRET (sandbox-secret.ts): the database and its backups never hold the
+ * phrase. Without the variable, or with another secret than the one it was sealed with, the
+ * start is refused.
+ */
+export function databaseMnemonic(
+  sql: SqlBackend,
+  env: NodeJS.ProcessEnv = process.env,
+): MnemonicStore {
+  const where = 'the wallet mnemonic in the database (wallet_mnemonic)';
+  async function read(): Promise<string | undefined> {
+    const secret = sandboxSecret(env);
+    const row = await sql.get<SealedRow>(
+      'SELECT scheme, salt, iv, tag, ciphertext FROM wallet_mnemonic',
+    );
+    if (!row) return undefined;
+    const mnemonic = await unseal(secret, row as Sealed, MNEMONIC_CONTEXT);
+    if (mnemonic === undefined) {
+      throw new StartupError(
+        `${SANDBOX_SECRET_ENV} does not decrypt ${where}: it is not the secret this sandbox was created with; ` +
+          'start with that one',
+      );
+    }
+    if (!validateMnemonic(mnemonic, wordlist)) {
+      throw new StartupError(
+        `${where} is not a valid BIP-39 mnemonic; restore the database from a backup`,
+      );
+    }
+    return mnemonic;
+  }
+  return {
+    read,
+    async create() {
+      const sealed = await seal(
+        sandboxSecret(env),
+        generateMnemonic(english, 256),
+        MNEMONIC_CONTEXT,
+      );
+      // Another writer that created one first keeps its own: the row is never replaced.
+      await sql.run(
+        `INSERT INTO wallet_mnemonic (one, scheme, salt, iv, tag, ciphertext)
+         VALUES (true, ?, ?, ?, ?, ?) ON CONFLICT (one) DO NOTHING`,
+        sealed.scheme,
+        sealed.salt,
+        sealed.iv,
+        sealed.tag,
+        sealed.ciphertext,
+      );
+      const kept = await read();
+      if (kept === undefined) throw new Error(`${where} was not kept`);
+      return kept;
+    },
+    refusal: (why) =>
+      why === 'missing'
+        ? `${where} is missing, but every agent wallet of this sandbox derives from it; restore the database from a backup`
+        : `${where} is not the mnemonic this sandbox was created with; restore the database from a backup`,
+  };
 }

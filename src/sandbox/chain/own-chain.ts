@@ -33,6 +33,7 @@ export async function startOwnChain<Observed>(
   const { hooks } = options;
   const local: LocalChain = await startLocalChain<Observed>({
     stateDir: options.stateDir,
+    checkpoints: options.checkpoints,
     sandboxId: options.sandboxId,
     store: options.store,
     clock: options.clock,

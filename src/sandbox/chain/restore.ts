@@ -1,5 +1,3 @@
-import { rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import type { Hash, Hex } from 'viem';
@@ -7,14 +5,8 @@ import { StartupError } from '../errors.ts';
 import type { Store, StoreTx } from '../store/index.ts';
 import type { LoggedBlock } from '../store/types.ts';
 import { AnvilMissingError } from './anvil.ts';
-import {
-  type Checkpoint,
-  checkpointPath,
-  listCheckpoints,
-  loadCheckpointFile,
-  readCheckpoint,
-  removeCheckpointsExcept,
-} from './checkpoint.ts';
+import type { Checkpoint } from './checkpoint.ts';
+import type { CheckpointStore } from './checkpoint-store.ts';
 import { type Deployment, describeMisplaced, findMisplacedContracts } from './deployment.ts';
 import { GENESIS } from './genesis.ts';
 import type { BlockHead } from './producer.ts';
@@ -38,14 +30,15 @@ const PRIMARY_LOAD_FILE = 'anvil-load-state.json';
 export const STANDBY_LOAD_FILE = 'anvil-standby-load-state.json';
 export const LOAD_FILES = [PRIMARY_LOAD_FILE, STANDBY_LOAD_FILE];
 
-/** Where the chain was last checkpointed: the genesis, or a file in chain/. */
+/** Where the chain was last checkpointed: the genesis, or a checkpoint of the CheckpointStore. */
 export interface CheckpointPointer {
   block: number;
   hash: Hash;
 }
 
 export interface RestoreOptions {
-  stateDir: string;
+  /** Where the checkpoints are: the state dir's chain/, or the database. */
+  checkpoints: CheckpointStore;
   sandboxId: string;
   store: Store;
   log: { warn(message: string): void };
@@ -77,28 +70,25 @@ export async function writePointer(
 
 /**
  * The checkpoint the database points to, after adopting one a crash wrote but did not record
- * (the log still has its block); any other file in chain/ is removed. For a start only.
+ * (the log still has its block); every other checkpoint is removed. For a start only.
  */
 export async function currentPointer(options: RestoreOptions): Promise<CheckpointPointer> {
   const pointer = await adoptNewerCheckpoint(options);
   // Whatever a crash left beside the checkpoint in use: temp files, superseded checkpoints.
-  removeCheckpointsExcept(options.stateDir, pointer.block);
+  await options.checkpoints.prune(pointer.block);
   return pointer;
 }
 
 async function adoptNewerCheckpoint(options: RestoreOptions): Promise<CheckpointPointer> {
-  const { store, stateDir } = options;
+  const { store, checkpoints } = options;
   const pointer = await readPointer(store);
-  const newest = listCheckpoints(stateDir)[0];
+  const newest = await checkpoints.latest();
   if (newest !== undefined && newest > pointer.block) {
     // A checkpoint newer than the database's: a crash between writing it and recording it
     // (the log still has its block), or a database older than the chain.
-    const file = readCheckpoint(stateDir, newest);
+    const file = await checkpoints.read(newest);
     if ((await store.chainLog.find(newest))?.hash !== file.block_hash) {
-      throw new StartupError(
-        `${stateDir}/sandbox.db is older than the chain checkpoint at block ${newest} beside it ` +
-          '(was an older copy of the database restored?); restore the database and chain/ from the same backup',
-      );
+      throw new StartupError(checkpoints.words.olderLog(newest));
     }
     await store.transaction(async (tx) => {
       await writePointer(tx, { block: newest, hash: file.block_hash });
@@ -115,18 +105,18 @@ export type ChainCopy = Pick<
   'block_number' | 'block_hash' | 'block_timestamp' | 'deployment' | 'state'
 >;
 
-/** The copy of the chain `pointer` names: the built-in genesis, or a checkpoint file. */
+/** The copy of the chain `pointer` names: the built-in genesis, or a checkpoint. */
 export async function checkpointCopy(
   options: RestoreOptions,
   pointer: CheckpointPointer,
 ): Promise<ChainCopy> {
-  const { stateDir } = options;
+  const { checkpoints } = options;
   if (pointer.block === GENESIS.block_number) return GENESIS as unknown as ChainCopy;
-  const file = await loadCheckpointFile(stateDir, pointer.block);
+  const file = await checkpoints.read(pointer.block);
   if (file.sandbox_id !== options.sandboxId || file.block_hash !== pointer.hash) {
     throw new StartupError(
-      `the chain checkpoint for block ${pointer.block} in ${stateDir}/chain belongs to another sandbox; ` +
-        'restore the database and chain/ from the same backup',
+      `the chain checkpoint for block ${pointer.block} in ${checkpoints.words.where} belongs to another sandbox; ` +
+        checkpoints.words.mismatched,
     );
   }
   return file;
@@ -135,8 +125,8 @@ export async function checkpointCopy(
 /**
  * Starts anvil (with `launch`, given the state file to load) from `source`, and checks it:
  * the loaded head is the copy's block, and every contract is where the deployment says.
- * `loadFile` is where the dump is written for anvil --load-state. A damaged checkpoint is
- * reported naming its file.
+ * `loadFile` names the file the dump is written to for anvil --load-state (where: see
+ * CheckpointStore.withStateFile). A damaged checkpoint is reported naming it.
  */
 export async function loadChain(
   options: RestoreOptions,
@@ -146,29 +136,30 @@ export async function loadChain(
   /** A checkpoint (the genesis included), or a copy of the running chain (for the standby). */
   kind: 'checkpoint' | 'copy' = 'checkpoint',
 ): Promise<{ rpc: RpcClient; loaded: BlockHead }> {
-  const { stateDir } = options;
+  const { checkpoints } = options;
   const pointer = await readPointer(options.store);
   // anvil loads the state from a file at start: anvil_loadState refuses a request body over a
   // few MB, which a chain of a few hundred busy blocks already is. The file is the dump's JSON
   // (anvil_dumpState gzips it), removed again once anvil has read it; it is written on the
   // thread pool, as a running serve starts its standby this way.
-  const loadPath = join(stateDir, loadFile);
   let rpc: RpcClient;
   try {
-    await writeFile(loadPath, await unzip(Buffer.from(source.state.slice(2), 'hex')), {
-      mode: 0o600,
-    });
-    rpc = await launch(loadPath);
-    // anvil refuses to mine below its own start time; the log's blocks are older than that.
-    await rpc.call('anvil_setTime', [source.block_timestamp]);
+    rpc = await checkpoints.withStateFile(
+      loadFile,
+      await unzip(Buffer.from(source.state.slice(2), 'hex')),
+      async (loadPath) => {
+        const started = await launch(loadPath);
+        // anvil refuses to mine below its own start time; the log's blocks are older than that.
+        await started.call('anvil_setTime', [source.block_timestamp]);
+        return started;
+      },
+    );
   } catch (error) {
     // anvil missing is said as it is, not as a checkpoint anvil could not load.
     if (error instanceof AnvilMissingError) throw error;
     throw new StartupError(
       `anvil could not load ${kind === 'copy' ? 'the copy of the chain' : 'the chain checkpoint'} at block ${source.block_number}: ${(error as Error).message}`,
     );
-  } finally {
-    await rm(loadPath, { force: true });
   }
   const loaded = await latestHead(rpc);
   if (
@@ -195,12 +186,12 @@ export async function loadChain(
     const where =
       source.block_number === GENESIS.block_number
         ? 'the built-in genesis checkpoint'
-        : `the chain checkpoint ${checkpointPath(stateDir, pointer.block)}`;
+        : `the chain checkpoint ${checkpoints.words.checkpoint(pointer.block)}`;
     throw new StartupError(
       source.block_number === GENESIS.block_number
         ? `${where} is damaged: ${describeMisplaced(misplaced, 'in its chain')}; reinstall agentctl`
         : `${where} is damaged: deployment.${describeMisplaced(misplaced, 'in the chain it holds')}; ` +
-            'restore the state directory from a backup, or start with a new --state directory',
+            checkpoints.words.damaged,
     );
   }
   return { rpc, loaded };

@@ -2,8 +2,10 @@ import type { Chain, Hash, PublicClient, Transport } from 'viem';
 import type { StandbyStatus } from '../../api/schemas/index.ts';
 import type { SandboxClock } from '../clock.ts';
 import type { Store, StoreTx } from '../store/index.ts';
+import type { CheckpointStore } from './checkpoint-store.ts';
 import type { Deployment } from './deployment.ts';
 import type { ChainLogger, LocalChain, LocalChainOptions } from './local-chain.ts';
+import type { MnemonicStore } from './mnemonic.ts';
 import type { TxSubmitter } from './producer.ts';
 import type { RpcClient } from './rpc.ts';
 import {
@@ -34,7 +36,12 @@ export interface ChainHooks<Observed = unknown>
 }
 
 export interface ChainOptions<Observed = unknown> {
+  /** This machine's files of the chain (anvil's pid files, its log). */
   stateDir: string;
+  /** Where the chain's checkpoints are kept: the state dir's chain/, or the database. */
+  checkpoints: CheckpointStore;
+  /** Where the wallet mnemonic is kept: wallet.mnemonic, or sealed in the database. */
+  mnemonic: MnemonicStore;
   persistent: boolean;
   clock: SandboxClock;
   store: Store;

@@ -49,6 +49,8 @@ const REPLAY_AT_MOST = 200;
 const NEXT_AFTER_PROMOTION_MS = 1_000;
 
 export interface StandbyOptions extends RestoreOptions {
+  /** The state dir: where the standby anvil's pid file goes. */
+  stateDir: string;
   log: { info(message: string): void; warn(message: string): void };
   /**
    * A copy of the chain at the log's head (anvil_dumpState of the primary, taken while no

@@ -14,7 +14,10 @@ import { MIGRATIONS, newerSchemaMessage } from './migrations.ts';
  * - a generated column is STORED (PostgreSQL before 18 has no VIRTUAL ones); SQLite's real
  *   arithmetic and round() are spelled out (float8, sqlite_round2): PostgreSQL would compute
  *   10.0 * n in NUMERIC, and round a half cent otherwise;
- * - the version is a row of schema_version, not PRAGMA user_version.
+ * - the version is a row of schema_version, not PRAGMA user_version;
+ * - some tables are PostgreSQL's alone (POSTGRES_STEPS): what a state dir keeps in files beside
+ *   sandbox.db on SQLite (the chain's checkpoints, the wallet mnemonic), a database keeps in
+ *   tables. PostgreSQL's versions are therefore its own: POSTGRES_STEPS lists them in order.
  */
 
 /** Rewrites of a whole statement that no word-for-word translation can make, by version. */
@@ -52,7 +55,76 @@ const REWRITES: ReadonlyArray<{ version: number; sqlite: string; postgres: strin
   },
 ];
 
-/** Migration `version` (1-based) in PostgreSQL's dialect. */
+/** One version of PostgreSQL's schema: SQLite's migration `sqlite`, translated, or its own SQL. */
+type PostgresStep = { sqlite: number } | { postgres: string };
+
+/**
+ * PostgreSQL's schema, version by version (step N takes it from version N-1 to N): each of
+ * SQLite's MIGRATIONS, translated, in their order, and the tables only PostgreSQL has. A new
+ * SQLite migration is appended here as well (checkSteps refuses a list that lacks one).
+ */
+export const POSTGRES_STEPS: readonly PostgresStep[] = [
+  { sqlite: 1 },
+  { sqlite: 2 },
+  { sqlite: 3 },
+  { sqlite: 4 },
+  { sqlite: 5 },
+  { sqlite: 6 },
+  // 7: what the state dir keeps beside sandbox.db, for a sandbox kept in the database alone.
+  // The chain's checkpoints (chain/checkpoint-N.json on SQLite; chain/checkpoint-store.ts): one
+  // row each, at most two at once (the new one, until the pointer has moved to it), anvil's
+  // gzipped dump as BYTEA (megabytes; a value may hold 1 GB), stored without TOAST's
+  // compression, which gzipped bytes defeat. The wallet mnemonic (wallet.mnemonic on SQLite;
+  // chain/mnemonic.ts): one row, sealed with AES-256-GCM under a key derived from
+  // AGENTCTL_SANDBOX_SECRET, never the phrase itself.
+  {
+    postgres: `
+  CREATE TABLE chain_checkpoints (
+    block_number    BIGINT PRIMARY KEY,
+    format          INTEGER NOT NULL,
+    sandbox_id      TEXT COLLATE "C" NOT NULL,
+    chain_id        BIGINT NOT NULL,
+    block_hash      TEXT COLLATE "C" NOT NULL,
+    block_timestamp BIGINT NOT NULL,   -- chain Unix seconds
+    deployment      TEXT NOT NULL,     -- JSON: the contracts' addresses
+    state           BYTEA NOT NULL     -- anvil_dumpState's gzipped JSON
+  );
+  ALTER TABLE chain_checkpoints ALTER COLUMN state SET STORAGE EXTERNAL;
+
+  CREATE TABLE wallet_mnemonic (
+    one        BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+    scheme     TEXT COLLATE "C" NOT NULL,  -- how it is sealed (sandbox-secret.ts SEAL_SCHEME)
+    salt       BYTEA NOT NULL,             -- scrypt's salt
+    iv         BYTEA NOT NULL,
+    tag        BYTEA NOT NULL,             -- AES-256-GCM's authentication tag
+    ciphertext BYTEA NOT NULL
+  );
+  `,
+  },
+];
+
+/** PostgreSQL's schema version: the last of POSTGRES_STEPS. */
+export const POSTGRES_SCHEMA_VERSION = POSTGRES_STEPS.length;
+
+/** Throws unless POSTGRES_STEPS holds each of SQLite's migrations once, in their order. */
+export function checkSteps(steps: readonly PostgresStep[] = POSTGRES_STEPS): void {
+  const sqlite = steps.flatMap((step) => ('sqlite' in step ? [step.sqlite] : []));
+  const expected = MIGRATIONS.map((_, i) => i + 1);
+  if (sqlite.join() !== expected.join()) {
+    throw new Error(
+      `POSTGRES_STEPS lists SQLite's migrations ${sqlite.join(', ')}, not ${expected.join(', ')}: append the new one`,
+    );
+  }
+}
+
+/** PostgreSQL's schema step `version` (1-based), as SQL. */
+export function postgresStep(version: number): string {
+  const step = POSTGRES_STEPS[version - 1];
+  if (step === undefined) throw new Error(`there is no PostgreSQL schema version ${version}`);
+  return 'sqlite' in step ? postgresMigration(step.sqlite) : step.postgres;
+}
+
+/** SQLite's migration `version` (1-based) in PostgreSQL's dialect. */
 export function postgresMigration(version: number): string {
   let sql = MIGRATIONS[version - 1];
   if (sql === undefined) throw new Error(`there is no migration ${version}`);
@@ -86,6 +158,7 @@ const MIGRATION_LOCK = 0x61676e74_01;
  * newerSchemaMessage's words when a newer agentctl made the database.
  */
 export async function migratePostgres(client: pg.ClientBase): Promise<void> {
+  checkSteps();
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
@@ -97,15 +170,17 @@ export async function migratePostgres(client: pg.ClientBase): Promise<void> {
     );
     const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version');
     const current = rows[0]?.version ?? 0;
-    if (current > MIGRATIONS.length) throw new Error(newerSchemaMessage(current));
-    for (let version = current + 1; version <= MIGRATIONS.length; version++) {
-      await client.query(postgresMigration(version));
+    if (current > POSTGRES_SCHEMA_VERSION) {
+      throw new Error(newerSchemaMessage(current, POSTGRES_SCHEMA_VERSION));
     }
-    if (current < MIGRATIONS.length) {
+    for (let version = current + 1; version <= POSTGRES_SCHEMA_VERSION; version++) {
+      await client.query(postgresStep(version));
+    }
+    if (current < POSTGRES_SCHEMA_VERSION) {
       await client.query(
         `INSERT INTO schema_version (version) VALUES ($1)
          ON CONFLICT (one) DO UPDATE SET version = excluded.version`,
-        [MIGRATIONS.length],
+        [POSTGRES_SCHEMA_VERSION],
       );
     }
     await client.query('COMMIT');

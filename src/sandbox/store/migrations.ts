@@ -144,7 +144,11 @@ export const MIGRATIONS: readonly string[] = [
   `,
 ];
 
-/** Why a database whose schema is `version` is refused: a newer agentctl made it. */
-export function newerSchemaMessage(version: number): string {
-  return `its schema is version ${version}, newer than this agentctl knows (${MIGRATIONS.length}); upgrade agentctl`;
+/**
+ * Why a database whose schema is `version` is refused: a newer agentctl made it. `known` is
+ * the newest version this agentctl knows (PostgreSQL's has tables of its own: its versions
+ * run further).
+ */
+export function newerSchemaMessage(version: number, known: number = MIGRATIONS.length): string {
+  return `its schema is version ${version}, newer than this agentctl knows (${known}); upgrade agentctl`;
 }

@@ -274,7 +274,9 @@ function notOnPostgres(what: string) {
 /**
  * The sandbox's off-chain state in the PostgreSQL database at `url` (created tables, migrated):
  * the same Store as openStore's, but for snapshots (copyTo, replaceFrom, checkReplaceable),
- * which reject. Throws a StartupError that names the database (without its password).
+ * which reject. `sql` is its backend, for what keeps tables of its own in the same database
+ * (the chain's checkpoints: databaseCheckpoints; the wallet mnemonic: databaseMnemonic).
+ * Throws a StartupError that names the database (without its password).
  */
 export async function openPostgresStore(url: string) {
   const backend = await createPostgresBackend(url);
@@ -286,5 +288,5 @@ export async function openPostgresStore(url: string) {
     checkReplaceable: notOnPostgres('checking a snapshot against the database'),
     close: async () => undefined,
   };
-  return createStore(backend, specifics);
+  return Object.assign(createStore(backend, specifics), { sql: backend });
 }
