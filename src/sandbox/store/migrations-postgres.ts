@@ -70,7 +70,8 @@ export const POSTGRES_STEPS: readonly PostgresStep[] = [
   { sqlite: 4 },
   { sqlite: 5 },
   { sqlite: 6 },
-  // 7: what the state dir keeps beside sandbox.db, for a sandbox kept in the database alone.
+  { sqlite: 7 },
+  // 8: what the state dir keeps beside sandbox.db, for a sandbox kept in the database alone.
   // The chain's checkpoints (chain/checkpoint-N.json on SQLite; chain/checkpoint-store.ts): one
   // row each, at most two at once (the new one, until the pointer has moved to it), anvil's
   // gzipped dump as BYTEA (megabytes; a value may hold 1 GB), stored without TOAST's
