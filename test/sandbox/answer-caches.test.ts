@@ -6,7 +6,8 @@ import type { TestSandbox } from '../helpers/sandbox.ts';
 /**
  * /v1's and GraphQL's kept answers (routes/response-cache.ts) on the real app, pushed past
  * their entry bound with as many different requests. Whether an answer came from the cache
- * shows in the index: a kept answer reads nothing from it, a built one reads it.
+ * shows in the data API's queries: a kept answer asks them nothing, a built one asks them
+ * (they may answer from their own per-commit reads, which do not tell).
  */
 let sandbox: TestSandbox;
 useChainSandbox((started) => {
@@ -19,27 +20,17 @@ const PAST_THE_BOUND = ANSWER_CACHE_LIMITS.maxEntries + 10;
 // biome-ignore lint/suspicious/noExplicitAny: bodies are compared whole
 type Body = any;
 
-/** Where the answers are built: /v1's routes and GraphQL's resolvers. */
-const ANSWERING = /src[\\/]sandbox[\\/](routes[\\/]data|graphql[\\/]resolvers)\.ts/;
-
 /**
- * Calls `send`, and says whether its answer was built (the answer's code read the index) or
- * kept. Reads made meanwhile by others (the ERC-7540 fulfiller looks in the background) are
- * told apart by where they come from.
+ * Calls `send`, and says whether its answer was built (its route or resolver asked the
+ * queries for the vaults) or kept.
  */
 async function watched(send: () => Promise<Body>): Promise<{ body: Body; built: boolean }> {
-  const index = sandbox.runtime.parts.indexer();
-  const read = index.read.bind(index);
-  let answering = 0;
-  const reads = vi.spyOn(index, 'read').mockImplementation((run) => {
-    if (ANSWERING.test(new Error().stack ?? '')) answering++;
-    return read(run);
-  });
+  const asked = vi.spyOn(sandbox.runtime.index.queries, 'vaults');
   try {
     const body = await send();
-    return { body, built: answering > 0 };
+    return { body, built: asked.mock.calls.length > 0 };
   } finally {
-    reads.mockRestore();
+    asked.mockRestore();
   }
 }
 

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DUE_REQUESTS_SQL, INDEXED_AFTER_SQL } from '../../src/sandbox/indexer/operator-reads.ts';
 import { VAULT_STATE_AT_SQL, vaultStateAt } from '../../src/sandbox/indexer/reads.ts';
 import { INDEX_FORMAT, openIndexDatabase } from '../../src/sandbox/indexer/schema.ts';
+import type { Sql, SqlValue } from '../../src/sandbox/store/sql.ts';
 
 const VAULT = '0x0763726b9227d70d227b16e79d47542c2194279c';
 const dirs: string[] = [];
@@ -31,6 +32,15 @@ function addStates(db: DatabaseSync, blocks: Array<[number, number]>) {
   db.exec('COMMIT');
 }
 
+/** `db` as the readers' Sql (reads only). */
+const sqlOf = (db: DatabaseSync): Sql => ({
+  get: async <T>(sql: string, ...params: SqlValue[]) => db.prepare(sql).get(...params) as T,
+  all: async <T>(sql: string, ...params: SqlValue[]) => db.prepare(sql).all(...params) as T[],
+  run: async () => {
+    throw new Error('read only');
+  },
+});
+
 const indexesOf = (db: DatabaseSync, table: string) =>
   (
     db
@@ -41,7 +51,7 @@ const indexesOf = (db: DatabaseSync, table: string) =>
   ).map((row) => row.name);
 
 describe('reading a vault’s state at a time', () => {
-  it('finds the last block at or before the time, the later of two blocks with one timestamp', () => {
+  it('finds the last block at or before the time, the later of two blocks with one timestamp', async () => {
     const db = openIndexDatabase(indexPath(), 'chain');
     addStates(db, [
       [10, 1000],
@@ -49,14 +59,14 @@ describe('reading a vault’s state at a time', () => {
       [12, 1012],
       [20, 1100],
     ]);
-    expect(vaultStateAt(db, VAULT, 999)).toBeUndefined();
-    expect(vaultStateAt(db, VAULT, 1000)?.balance).toBe(11n);
-    expect(vaultStateAt(db, VAULT, 1099)?.balance).toBe(12n);
-    expect(vaultStateAt(db, VAULT, 5000)?.balance).toBe(20n);
+    expect(await vaultStateAt(sqlOf(db), VAULT, 999)).toBeUndefined();
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1000))?.balance).toBe(11n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1099))?.balance).toBe(12n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 5000))?.balance).toBe(20n);
     db.close();
   });
 
-  it('is one index probe, with no sort of the vault’s history', () => {
+  it('is one index probe, with no sort of the vault’s history', async () => {
     const db = openIndexDatabase(indexPath(), 'chain');
     addStates(
       db,
@@ -71,11 +81,11 @@ describe('reading a vault’s state at a time', () => {
     expect(plan.join('\n')).toMatch(/USING (COVERING )?INDEX vault_states_by_vault_time/);
     expect(plan.join('\n')).not.toMatch(/TEMP B-TREE/);
     // Timestamp 1500 is blocks 1001 and 1002.
-    expect(vaultStateAt(db, VAULT, 1500)?.balance).toBe(1002n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1500))?.balance).toBe(1002n);
     db.close();
   });
 
-  it('replaces the older, slower index in an index.db kept from before, without a rebuild', () => {
+  it('replaces the older, slower index in an index.db kept from before, without a rebuild', async () => {
     const path = indexPath();
     const old = openIndexDatabase(path, 'chain');
     addStates(old, [[10, 1000]]);
@@ -92,7 +102,7 @@ describe('reading a vault’s state at a time', () => {
       (db.prepare("SELECT value FROM index_meta WHERE key = 'format'").get() as { value: string })
         .value,
     ).toBe(INDEX_FORMAT);
-    expect(vaultStateAt(db, VAULT, 1000)?.balance).toBe(10n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1000))?.balance).toBe(10n);
     db.close();
   });
 });
