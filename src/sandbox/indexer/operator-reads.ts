@@ -73,7 +73,7 @@ export function operatorReads(index: Pick<IndexView, 'read'>) {
   return {
     /** The asynchronous vaults and their fulfilment delays (seconds). */
     vaultDelays: all<{ address: string; fulfillment_delay: number | string }>(
-      'SELECT address, fulfillment_delay FROM vaults WHERE fulfillment_delay IS NOT NULL',
+      'SELECT address, fulfillment_delay FROM vaults WHERE fulfillment_delay IS NOT NULL ORDER BY address',
     ),
     /** Ids of `vault`'s pending requests made at or before `dueBy`, oldest first. */
     dueRequestIds: async (vault: string, dueBy: number, limit: number): Promise<string[]> =>
@@ -105,14 +105,19 @@ export function operatorReads(index: Pick<IndexView, 'read'>) {
     claimable: get<{ claimable_deposit: string; claimable_redeem: string }>(
       'SELECT claimable_deposit, claimable_redeem FROM positions WHERE user_address = ? AND vault = ?',
     ),
-    /** Every request still pending. */
+    /**
+     * Every request still pending, oldest first (in an order of its own: PostgreSQL's rows come
+     * in no order without one, and the first are those followed).
+     */
     pendingRequests: all<PendingRequest>(
-      "SELECT vault, request_id, user_address, timestamp FROM transactions WHERE status = 'pending'",
+      `SELECT vault, request_id, user_address, timestamp FROM transactions
+       WHERE status = 'pending' ORDER BY block_number, log_index`,
     ),
-    /** Every position with something fulfilled and not yet claimed. */
+    /** Every position with something fulfilled and not yet claimed (by vault, then user). */
     claimablePositions: all<{ user_address: string; vault: string }>(
       `SELECT user_address, vault FROM positions
-       WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'`,
+       WHERE claimable_deposit <> '0' OR claimable_redeem <> '0'
+       ORDER BY vault, user_address`,
     ),
   };
 }
