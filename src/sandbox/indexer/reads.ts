@@ -121,6 +121,20 @@ export async function firstActivityAt(sql: Sql, user: string): Promise<Map<strin
 }
 
 /**
+ * A user's positions, each with its vault's state as of a time: VAULT_STATE_AT_SQL's probe per
+ * position, then the state's row by key (no sort).
+ */
+export const USER_POSITIONS_SQL = `SELECT p.vault, p.shares, p.net_deposited, p.deposited_at,
+    p.pending_deposit, p.claimable_deposit, p.pending_redeem, p.claimable_redeem,
+    s.balance, s.reserved, s.total_supply, s.apy_bps, s.last_accrual
+  FROM positions p
+  LEFT JOIN vault_states s ON s.vault = p.vault AND s.block_number = (
+    SELECT block_number FROM vault_states
+    WHERE vault = p.vault AND timestamp <= ?
+    ORDER BY timestamp DESC, block_number DESC LIMIT 1)
+  WHERE p.user_address = ? ORDER BY p.vault`;
+
+/**
  * A user's open positions at the last indexed block. `value` is convertToAssets(shares) there
  * (vault-math.ts). `pnl` is value minus net deposited (deposits and claimed deposits, less
  * withdrawals and claimed redemptions), signed; `pnlPercent` is pnl over net deposited, in
@@ -134,8 +148,6 @@ export async function userPositions(
   now: number,
   address: string,
 ): Promise<Array<z.input<typeof DataPosition>>> {
-  // Each position with its vault's state at `now`, in one statement (VAULT_STATE_AT_SQL's
-  // probe, per position).
   const rows = await sql.all<
     {
       vault: string;
@@ -147,19 +159,7 @@ export async function userPositions(
       pending_redeem: string;
       claimable_redeem: string;
     } & { [K in keyof StateRow]: StateRow[K] | null }
-  >(
-    `SELECT p.vault, p.shares, p.net_deposited, p.deposited_at, p.pending_deposit,
-         p.claimable_deposit, p.pending_redeem, p.claimable_redeem,
-         s.balance, s.reserved, s.total_supply, s.apy_bps, s.last_accrual
-       FROM positions p
-       LEFT JOIN vault_states s ON s.vault = p.vault AND s.block_number = (
-         SELECT block_number FROM vault_states
-         WHERE vault = p.vault AND timestamp <= ?
-         ORDER BY timestamp DESC, block_number DESC LIMIT 1)
-       WHERE p.user_address = ? ORDER BY p.vault`,
-    now,
-    address.toLowerCase(),
-  );
+  >(USER_POSITIONS_SQL, now, address.toLowerCase());
   return rows
     .filter(
       (row) =>

@@ -49,6 +49,18 @@ export function deploymentVaults(deployment: Deployment): ReadonlyMap<string, Va
 }
 
 /**
+ * Every vault with its state as of a time: VAULT_STATE_AT_SQL's probe per vault, then the
+ * state's row by key (no sort, however long the vaults' histories).
+ */
+export const VAULT_SUMMARIES_SQL = `SELECT v.address, v.created_at, v.fulfillment_delay,
+    s.balance, s.reserved, s.total_supply, s.apy_bps, s.last_accrual
+  FROM vaults v
+  JOIN vault_states s ON s.vault = v.address AND s.block_number = (
+    SELECT block_number FROM vault_states
+    WHERE vault = v.address AND timestamp <= ?
+    ORDER BY timestamp DESC, block_number DESC LIMIT 1)`;
+
+/**
  * Every indexed vault at `now` (the last indexed block's time), in the deployment's order:
  * each vault with its state there, in one statement (VAULT_STATE_AT_SQL's probe, per vault).
  */
@@ -63,16 +75,7 @@ export async function vaultSummaries(
       created_at: number | string;
       fulfillment_delay: number | string | null;
     } & StateRow
-  >(
-    `SELECT v.address, v.created_at, v.fulfillment_delay,
-         s.balance, s.reserved, s.total_supply, s.apy_bps, s.last_accrual
-       FROM vaults v
-       JOIN vault_states s ON s.vault = v.address AND s.block_number = (
-         SELECT block_number FROM vault_states
-         WHERE vault = v.address AND timestamp <= ?
-         ORDER BY timestamp DESC, block_number DESC LIMIT 1)`,
-    now,
-  );
+  >(VAULT_SUMMARIES_SQL, now);
   const known = new Map(rows.map((row) => [row.address, row]));
   const summaries: VaultSummary[] = [];
   for (const [address, id] of vaults) {
