@@ -138,10 +138,11 @@ export function createDataQueries(deps: {
     return found;
   };
 
-  /** The vault at `address` among `among` (default: the summaries now). */
-  async function vaultAt(address: string, among?: readonly VaultSummary[]): Promise<VaultSummary> {
-    const all = among ?? (await summaries());
-    const found = all.find((vault) => vault.address.toLowerCase() === address.toLowerCase());
+  /** The vault at `address`, as summaries() has it. */
+  async function vaultAt(address: string): Promise<VaultSummary> {
+    const found = (await summaries()).find(
+      (vault) => vault.address.toLowerCase() === address.toLowerCase(),
+    );
     if (!found) {
       throw new DataApiError('VAULT_NOT_FOUND', `no vault at ${getAddress(address)}`, {
         address: getAddress(address),
