@@ -142,14 +142,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
       if (!chain.dev) return undefined;
       const fulfiller = createFulfiller({
         // The index open now, whichever that is.
-        index: {
-          read: (work) => current().read(work),
-          get db() {
-            return current().db;
-          },
-          checkpoint: () => current().checkpoint(),
-          onCommit: reads.onCommit,
-        },
+        index: { ...reads.view, onCommit: reads.onCommit },
         store,
         clock,
         operator: chain.treasury,

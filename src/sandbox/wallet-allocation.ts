@@ -38,7 +38,7 @@ export function createWalletAllocator(deps: {
     ]);
     if (nonce > 0 || eth > 0n || usdc > 0n) return true;
     try {
-      return deps.index.hasActivity(address);
+      return await deps.index.hasActivity(address);
     } catch (error) {
       // An index being rebuilt cannot say, and a wallet it would show history for must never
       // be handed out: the registration is retried once the index answers again.

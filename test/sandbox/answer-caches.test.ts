@@ -1,12 +1,14 @@
 import { describe, expect, it, vi } from 'vitest';
+import { IndexUnavailableError } from '../../src/sandbox/indexer/failure.ts';
 import { ANSWER_CACHE_LIMITS } from '../../src/sandbox/routes/response-cache.ts';
 import { useChainSandbox } from '../helpers/chain.ts';
-import type { TestSandbox } from '../helpers/sandbox.ts';
+import { admin, type TestSandbox } from '../helpers/sandbox.ts';
 
 /**
  * /v1's and GraphQL's kept answers (routes/response-cache.ts) on the real app, pushed past
  * their entry bound with as many different requests. Whether an answer came from the cache
- * shows in the index: a kept answer reads nothing from it, a built one reads it.
+ * shows in the data API's queries: a kept answer asks them nothing, a built one asks them
+ * (they may answer from their own per-commit reads, which do not tell).
  */
 let sandbox: TestSandbox;
 useChainSandbox((started) => {
@@ -19,27 +21,17 @@ const PAST_THE_BOUND = ANSWER_CACHE_LIMITS.maxEntries + 10;
 // biome-ignore lint/suspicious/noExplicitAny: bodies are compared whole
 type Body = any;
 
-/** Where the answers are built: /v1's routes and GraphQL's resolvers. */
-const ANSWERING = /src[\\/]sandbox[\\/](routes[\\/]data|graphql[\\/]resolvers)\.ts/;
-
 /**
- * Calls `send`, and says whether its answer was built (the answer's code read the index) or
- * kept. Reads made meanwhile by others (the ERC-7540 fulfiller looks in the background) are
- * told apart by where they come from.
+ * Calls `send`, and says whether its answer was built (its route or resolver asked the
+ * queries for the vaults) or kept.
  */
 async function watched(send: () => Promise<Body>): Promise<{ body: Body; built: boolean }> {
-  const index = sandbox.runtime.parts.indexer();
-  const read = index.read.bind(index);
-  let answering = 0;
-  const reads = vi.spyOn(index, 'read').mockImplementation((run) => {
-    if (ANSWERING.test(new Error().stack ?? '')) answering++;
-    return read(run);
-  });
+  const asked = vi.spyOn(sandbox.runtime.index.queries, 'vaults');
   try {
     const body = await send();
-    return { body, built: answering > 0 };
+    return { body, built: asked.mock.calls.length > 0 };
   } finally {
-    reads.mockRestore();
+    asked.mockRestore();
   }
 }
 
@@ -103,4 +95,68 @@ describe('the kept answers', () => {
     expect(versions()).toEqual(before);
     expect(after).toEqual({ body: first.body, built: true });
   }, 60_000);
+});
+
+/** A new commit of the index (a block that moves the clock): nothing of it is read yet. */
+async function commitOnce(): Promise<void> {
+  const before = sandbox.runtime.index.version();
+  const advanced = await admin(sandbox.app, 'POST', '/sandbox/clock/advance', { seconds: 60 });
+  expect(advanced.statusCode, advanced.body).toBe(200);
+  await sandbox.runtime.parts.indexer().syncTo();
+  expect(sandbox.runtime.index.version()).not.toBe(before);
+}
+
+describe('the per-commit reads behind the answers', () => {
+  it('read the index once for many requests at once, however long the read takes', async () => {
+    await commitOnce();
+    const { view, queries } = sandbox.runtime.index;
+    const read = view.read;
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // Every read of the data API's answers waits until all the requests have asked.
+    const reads = vi.spyOn(view, 'read').mockImplementation(async (work) => {
+      await held;
+      return read(work);
+    });
+    const asked = vi.spyOn(queries, 'vaults');
+    try {
+      // Ten URLs: ten answers to build, none kept for another.
+      const answers = Array.from({ length: 10 }, (_, i) =>
+        sandbox.app.inject({ url: `/v1/vaults?minTvl=${i + 1}` }),
+      );
+      while (asked.mock.calls.length < 10) await new Promise((resolve) => setImmediate(resolve));
+      // The vaults' summaries and the strategies: one read each, for all ten.
+      expect(reads).toHaveBeenCalledTimes(2);
+      release();
+      const bodies = (await Promise.all(answers)).map((answer) => {
+        expect(answer.statusCode, answer.body).toBe(200);
+        return answer.json() as Body;
+      });
+      expect(new Set(bodies.map((body) => body.totalTvl)).size).toBe(1);
+      expect(reads).toHaveBeenCalledTimes(2);
+    } finally {
+      release();
+      reads.mockRestore();
+      asked.mockRestore();
+    }
+  });
+
+  it('keep no read that failed: the next request reads again', async () => {
+    await commitOnce();
+    const { view } = sandbox.runtime.index;
+    const reads = vi.spyOn(view, 'read').mockImplementationOnce(async () => {
+      throw new IndexUnavailableError('a read failed (test)');
+    });
+    try {
+      const failed = await sandbox.app.inject({ url: '/v1/protocol/stats' });
+      expect(failed.statusCode, failed.body).toBe(503);
+      expect(failed.json()).toMatchObject({ error: { code: 'INDEX_UNAVAILABLE' } });
+      const again = await sandbox.app.inject({ url: '/v1/protocol/stats' });
+      expect(again.statusCode, again.body).toBe(200);
+    } finally {
+      reads.mockRestore();
+    }
+  });
 });

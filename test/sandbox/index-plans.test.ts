@@ -4,8 +4,14 @@ import { join } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DUE_REQUESTS_SQL, INDEXED_AFTER_SQL } from '../../src/sandbox/indexer/operator-reads.ts';
-import { VAULT_STATE_AT_SQL, vaultStateAt } from '../../src/sandbox/indexer/reads.ts';
+import {
+  USER_POSITIONS_SQL,
+  VAULT_STATE_AT_SQL,
+  vaultStateAt,
+} from '../../src/sandbox/indexer/reads.ts';
 import { INDEX_FORMAT, openIndexDatabase } from '../../src/sandbox/indexer/schema.ts';
+import { VAULT_SUMMARIES_SQL } from '../../src/sandbox/indexer/vaults.ts';
+import type { Sql, SqlValue } from '../../src/sandbox/store/sql.ts';
 
 const VAULT = '0x0763726b9227d70d227b16e79d47542c2194279c';
 const dirs: string[] = [];
@@ -20,16 +26,27 @@ function indexPath(): string {
 }
 
 /** Stores a state per block: `balance` is the block number, so a read shows which block it saw. */
-function addStates(db: DatabaseSync, blocks: Array<[number, number]>) {
+function addStatesOf(db: DatabaseSync, vault: string, blocks: Array<[number, number]>) {
   const insert = db.prepare(
     `INSERT INTO vault_states (vault, block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual)
      VALUES (?, ?, ?, ?, '0', '1000000', 800, ?)`,
   );
   db.exec('BEGIN');
   for (const [block, timestamp] of blocks)
-    insert.run(VAULT, block, timestamp, String(block), timestamp);
+    insert.run(vault, block, timestamp, String(block), timestamp);
   db.exec('COMMIT');
 }
+const addStates = (db: DatabaseSync, blocks: Array<[number, number]>) =>
+  addStatesOf(db, VAULT, blocks);
+
+/** `db` as the readers' Sql (reads only). */
+const sqlOf = (db: DatabaseSync): Sql => ({
+  get: async <T>(sql: string, ...params: SqlValue[]) => db.prepare(sql).get(...params) as T,
+  all: async <T>(sql: string, ...params: SqlValue[]) => db.prepare(sql).all(...params) as T[],
+  run: async () => {
+    throw new Error('read only');
+  },
+});
 
 const indexesOf = (db: DatabaseSync, table: string) =>
   (
@@ -41,7 +58,7 @@ const indexesOf = (db: DatabaseSync, table: string) =>
   ).map((row) => row.name);
 
 describe('reading a vault’s state at a time', () => {
-  it('finds the last block at or before the time, the later of two blocks with one timestamp', () => {
+  it('finds the last block at or before the time, the later of two blocks with one timestamp', async () => {
     const db = openIndexDatabase(indexPath(), 'chain');
     addStates(db, [
       [10, 1000],
@@ -49,14 +66,14 @@ describe('reading a vault’s state at a time', () => {
       [12, 1012],
       [20, 1100],
     ]);
-    expect(vaultStateAt(db, VAULT, 999)).toBeUndefined();
-    expect(vaultStateAt(db, VAULT, 1000)?.balance).toBe(11n);
-    expect(vaultStateAt(db, VAULT, 1099)?.balance).toBe(12n);
-    expect(vaultStateAt(db, VAULT, 5000)?.balance).toBe(20n);
+    expect(await vaultStateAt(sqlOf(db), VAULT, 999)).toBeUndefined();
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1000))?.balance).toBe(11n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1099))?.balance).toBe(12n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 5000))?.balance).toBe(20n);
     db.close();
   });
 
-  it('is one index probe, with no sort of the vault’s history', () => {
+  it('is one index probe, with no sort of the vault’s history', async () => {
     const db = openIndexDatabase(indexPath(), 'chain');
     addStates(
       db,
@@ -71,11 +88,11 @@ describe('reading a vault’s state at a time', () => {
     expect(plan.join('\n')).toMatch(/USING (COVERING )?INDEX vault_states_by_vault_time/);
     expect(plan.join('\n')).not.toMatch(/TEMP B-TREE/);
     // Timestamp 1500 is blocks 1001 and 1002.
-    expect(vaultStateAt(db, VAULT, 1500)?.balance).toBe(1002n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1500))?.balance).toBe(1002n);
     db.close();
   });
 
-  it('replaces the older, slower index in an index.db kept from before, without a rebuild', () => {
+  it('replaces the older, slower index in an index.db kept from before, without a rebuild', async () => {
     const path = indexPath();
     const old = openIndexDatabase(path, 'chain');
     addStates(old, [[10, 1000]]);
@@ -92,7 +109,53 @@ describe('reading a vault’s state at a time', () => {
       (db.prepare("SELECT value FROM index_meta WHERE key = 'format'").get() as { value: string })
         .value,
     ).toBe(INDEX_FORMAT);
-    expect(vaultStateAt(db, VAULT, 1000)?.balance).toBe(10n);
+    expect((await vaultStateAt(sqlOf(db), VAULT, 1000))?.balance).toBe(10n);
+    db.close();
+  });
+});
+
+describe('reading every vault’s state, or every position’s vault state, at a time', () => {
+  it('is one statement: one probe of the index per vault, with no sort of any history', () => {
+    const db = openIndexDatabase(indexPath(), 'chain');
+    const vaults = ['0x01', '0x02', '0x03'];
+    db.exec('BEGIN');
+    for (const vault of vaults) {
+      db.prepare('INSERT INTO vaults VALUES (?, 1, 1000, NULL)').run(vault);
+      db.prepare(
+        `INSERT INTO positions VALUES ('0xuser', ?, '1', '1', NULL, '0', '0', '0', '0')`,
+      ).run(vault);
+    }
+    db.exec('COMMIT');
+    for (const vault of vaults) {
+      addStatesOf(
+        db,
+        vault,
+        Array.from({ length: 2000 }, (_, i): [number, number] => [i + 1, 1000 + i]),
+      );
+    }
+    db.exec('ANALYZE');
+    for (const [sql, params] of [
+      [VAULT_SUMMARIES_SQL, [1500]],
+      [USER_POSITIONS_SQL, [1500, '0xuser']],
+    ] as const) {
+      const plan = (
+        db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>
+      )
+        .map((row) => row.detail)
+        .join('\n');
+      expect(plan).toMatch(
+        /SEARCH vault_states USING (COVERING )?INDEX vault_states_by_vault_time/,
+      );
+      expect(plan).toMatch(
+        /SEARCH s USING INDEX sqlite_autoindex_vault_states_1 \(vault=\? AND block_number=\?\)/,
+      );
+      expect(plan).not.toMatch(/TEMP B-TREE|SCAN vault_states|SCAN s\b/);
+      // Each vault's state at 1500 is its block 501's.
+      const balances = (db.prepare(sql).all(...params) as Array<{ balance: string }>).map(
+        (row) => row.balance,
+      );
+      expect(balances).toEqual(['501', '501', '501']);
+    }
     db.close();
   });
 });

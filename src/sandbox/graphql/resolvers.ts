@@ -36,7 +36,7 @@ export interface VaultRoot {
   tvlUsd: number;
   totalShares: string;
   pricePerShare: string;
-  apy: () => { current: number; day7: number; day30: number; inception: number };
+  apy: () => Promise<{ current: number; day7: number; day30: number; inception: number }>;
   fees: typeof VAULT_FEES;
   riskLevel: string;
   isERC7540: boolean;
@@ -56,16 +56,20 @@ export function vaultRoot(summary: VaultSummary, queries: DataQueries): VaultRoo
     tvlUsd: item.tvlUsd,
     totalShares: summary.totalShares.toString(),
     pricePerShare: summary.pricePerShare.toString(),
-    // Shared by every subscriber of one event: computed once.
+    // Shared by every subscriber of one event: read once (queries.apys keeps the read per
+    // summary, and drops one that failed, as this does).
     apy: () => {
       if (!apy) {
-        const rates = queries.apys(summary);
-        apy = {
+        const reading = queries.apys(summary).then((rates) => ({
           current: rates.current,
           day7: rates['7d'],
           day30: rates['30d'],
           inception: rates.inception,
-        };
+        }));
+        apy = reading;
+        reading.catch(() => {
+          if (apy === reading) apy = undefined;
+        });
       }
       return apy;
     },
@@ -168,11 +172,11 @@ export function createResolvers(queries: DataQueries): IResolvers {
 
     Query: {
       vaults: (_root, args: { riskLevel?: string; minTvl?: string; orderBy?: string }) =>
-        answer(() => {
+        answer(async () => {
           if (args.minTvl?.startsWith('-')) {
             throw graphqlError('BAD_USER_INPUT', 'minTvl must not be negative');
           }
-          const { summaries } = queries.vaults({
+          const { summaries } = await queries.vaults({
             riskLevel: lower(args.riskLevel),
             minTvl: args.minTvl ?? undefined,
             orderBy: lower(args.orderBy),
@@ -181,15 +185,17 @@ export function createResolvers(queries: DataQueries): IResolvers {
         }),
 
       vault: (_root, args: { address: string }) =>
-        answer(() => vaultRoot(queries.vaultAt(address('address', args.address)), queries)),
+        answer(async () =>
+          vaultRoot(await queries.vaultAt(address('address', args.address)), queries),
+        ),
 
       vaultHistory: (_root, args: { address: string; period: string; interval: string }) =>
-        answer(() => {
+        answer(async () => {
           const period = GRAPHQL_PERIODS[args.period];
           const interval = GRAPHQL_INTERVALS[args.interval];
           if (!period || !interval)
             throw graphqlError('BAD_USER_INPUT', 'unknown period or interval');
-          return queries.history(address('address', args.address), period, interval).points;
+          return (await queries.history(address('address', args.address), period, interval)).points;
         }),
 
       strategies: (_root, args: { status?: string; minSharpe?: number }) =>
@@ -217,17 +223,22 @@ export function createResolvers(queries: DataQueries): IResolvers {
         }),
 
       userPositions: (_root, args: { address: string }) =>
-        answer(() => {
+        answer(async () => {
           const user = address('address', args.address);
-          return queries.positions(user).positions.map((position) => ({
+          const { positions } = await queries.positions(user);
+          // Non-null in the spec: a position that is only a pending request dates from it
+          // (read once for all of them, and only if one needs it).
+          const firstActivity = positions.some((position) => position.depositedAt === null)
+            ? await queries.firstActivityAt(user)
+            : new Map<string, number>();
+          return positions.map((position) => ({
             vault: position.vault,
             shares: position.shares,
             value: position.value,
             pnl: position.pnl,
             pnlPercent: position.pnlPercent,
-            // Non-null in the spec: a position that is only a pending request dates from it.
             depositedAt:
-              position.depositedAt ?? isoTime(queries.firstActivityAt(user, position.vault) ?? 0),
+              position.depositedAt ?? isoTime(firstActivity.get(position.vault.toLowerCase()) ?? 0),
           }));
         }),
 
@@ -235,7 +246,7 @@ export function createResolvers(queries: DataQueries): IResolvers {
         _root,
         args: { address: string; type?: string; limit?: number; offset?: number },
       ) =>
-        answer(() => {
+        answer(async () => {
           const user = address('address', args.address);
           const page = TransactionsQuery.safeParse({
             type: lower(args.type),
@@ -248,7 +259,7 @@ export function createResolvers(queries: DataQueries): IResolvers {
               argument: String(issue?.path[0] ?? ''),
             });
           }
-          return queries.transactions(user, page.data).transactions.map(transactionRoot);
+          return (await queries.transactions(user, page.data)).transactions.map(transactionRoot);
         }),
 
       protocolStats: () => answer(() => queries.stats()),
@@ -282,16 +293,16 @@ export function createResolvers(queries: DataQueries): IResolvers {
  * createSourceEventStream by socket.ts (mercurius runs no subscriptions here).
  */
 export function createSubscribeResolver(queries: DataQueries) {
-  const subscribers: Record<string, (args: Record<string, unknown>) => TopicStream> = {
-    vaultUpdated: (args) => {
-      const vault = queries.vaultAt(address('address', args.address));
+  const subscribers: Record<string, (args: Record<string, unknown>) => Promise<TopicStream>> = {
+    vaultUpdated: async (args) => {
+      const vault = await queries.vaultAt(address('address', args.address));
       return topicStream(`vault:${vault.address.toLowerCase()}`);
     },
-    transactionCreated: (args) => {
+    transactionCreated: async (args) => {
       if (args.vaultAddress === undefined || args.vaultAddress === null) {
         return topicStream('transactions:*');
       }
-      const vault = queries.vaultAt(address('vaultAddress', args.vaultAddress));
+      const vault = await queries.vaultAt(address('vaultAddress', args.vaultAddress));
       return topicStream(`transactions:${vault.address.toLowerCase()}`);
     },
   };
@@ -319,8 +330,8 @@ function createNestedReads(queries: DataQueries) {
   const vaultsByAddress = new WeakMap<readonly VaultSummary[], Map<string, VaultRoot>>();
   return {
     /** The vault detail's strategies: the live ones in the vault (no agent names needed). */
-    strategiesOf(vault: string): unknown[] {
-      const all = queries.strategies();
+    async strategiesOf(vault: string): Promise<unknown[]> {
+      const all = await queries.strategies();
       let byVault = strategiesByVault.get(all);
       if (!byVault) {
         byVault = new Map();
@@ -334,8 +345,8 @@ function createNestedReads(queries: DataQueries) {
       }
       return byVault.get(vault) ?? [];
     },
-    vaultAt(address: string): VaultRoot | null {
-      const all = queries.summaries();
+    async vaultAt(address: string): Promise<VaultRoot | null> {
+      const all = await queries.summaries();
       let byAddress = vaultsByAddress.get(all);
       if (!byAddress) {
         byAddress = new Map(

@@ -3,6 +3,7 @@ import type { Store } from '../store/index.ts';
 import type { Checkpoint, IndexCommit, Indexer } from './indexer.ts';
 import { createDataQueries, type DataQueries } from './queries.ts';
 import { hasIndexedActivity, indexTime } from './reads.ts';
+import type { IndexView } from './view.ts';
 
 /**
  * The index as its readers (routes, GraphQL, the wallet allocator) see it: the data API's
@@ -11,6 +12,8 @@ import { hasIndexedActivity, indexTime } from './reads.ts';
  * one, and commit listeners are carried over to it (attach).
  */
 export interface IndexReads {
+  /** The index's committed rows and what it says of itself, for readers of their own (the fulfiller). */
+  view: IndexView;
   /** The data API's answers, shared by REST and GraphQL. */
   queries: DataQueries;
   /** Why the index cannot answer (it failed and is being rebuilt), or undefined when it can. */
@@ -29,10 +32,10 @@ export interface IndexReads {
    */
   onCommit(listener: (changes: IndexCommit) => void): () => void;
   /**
-   * Whether the index holds any vault transaction or position of `address`. Throws
+   * Whether the index holds any vault transaction or position of `address`. Rejects with
    * IndexUnavailableError while the index has failed (it cannot say).
    */
-  hasActivity(address: string): boolean;
+  hasActivity(address: string): Promise<boolean>;
 }
 
 /**
@@ -46,21 +49,26 @@ export function createIndexReads(deps: {
 }): IndexReads & { attach(index: Indexer): () => void } {
   const { current } = deps;
   const listeners = new Set<(changes: IndexCommit) => void>();
-  return {
-    queries: createDataQueries({ chain: deps.chain, store: deps.store, index: current }),
-    failure: () => current().failure(),
-    checkpoint: () => current().checkpoint(),
-    now: () => indexTime(current()),
+  // The index open now, whichever that is, as its readers see it.
+  const view: IndexView = {
+    read: (work) => current().query(work),
     version: () => current().version(),
+    checkpoint: () => current().checkpoint(),
+    failure: () => current().failure(),
+  };
+  return {
+    view,
+    queries: createDataQueries({ chain: deps.chain, store: deps.store, index: view }),
+    failure: view.failure,
+    checkpoint: view.checkpoint,
+    now: () => indexTime(view),
+    version: view.version,
     waitStats: () => current().waitStats(),
     onCommit(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    hasActivity(address) {
-      const index = current();
-      return index.read(() => hasIndexedActivity(index.db, address));
-    },
+    hasActivity: (address) => view.read((sql) => hasIndexedActivity(sql, address)),
     attach(index) {
       return index.onCommit((changes) => {
         // Each listener is told even when another fails; the index logs the failure.

@@ -162,17 +162,6 @@ export function createIndexer(options: IndexerOptions) {
     );
   }
 
-  /** Runs a read of index.db: its file's failure is IndexUnavailableError, and starts a rebuild. */
-  function read<T>(work: () => T): T {
-    if (failure) throw new IndexUnavailableError(failure.reason);
-    try {
-      return work();
-    } catch (error) {
-      if (!isIndexFileFailure(error)) throw error;
-      throw new IndexUnavailableError(fail(error));
-    }
-  }
-
   /**
    * index.db through the Sql interface, for IndexView.read. Transitional: statements run on
    * the writer's own connection, which is safe only while every step runs synchronously
@@ -463,12 +452,11 @@ export function createIndexer(options: IndexerOptions) {
   }
 
   return {
-    /** index.db, for reads; run them through read(). Throws IndexUnavailableError while it has failed. */
+    /** index.db (tests). Throws IndexUnavailableError while it has failed. */
     get db() {
       if (failure) throw new IndexUnavailableError(failure.reason);
       return raw.db;
     },
-    read,
     /** The readers' view (view.ts): IndexView.read, over committed rows. */
     query,
     /** Why the index cannot answer (it failed and is being rebuilt), or undefined when it can. */

@@ -17,8 +17,8 @@ import type {
 import type { SandboxChain } from '../chain/index.ts';
 import { DataApiError } from '../errors.ts';
 import type { Store } from '../store/index.ts';
+import type { Sql } from '../store/sql.ts';
 import { IndexUnavailableError } from './failure.ts';
-import type { Indexer } from './indexer.ts';
 import { nodeList } from './nodes.ts';
 import {
   firstActivityAt,
@@ -31,6 +31,7 @@ import {
 import { protocolStats } from './stats.ts';
 import { type IndexedStrategy, indexedStrategies } from './strategies.ts';
 import {
+  deploymentVaults,
   usdOf,
   type VaultSummary,
   vaultApys,
@@ -39,66 +40,109 @@ import {
   vaultItem,
   vaultSummaries,
 } from './vaults.ts';
+import type { IndexView } from './view.ts';
 
 /**
  * The data API's answers, one function per question, shared by REST (routes/data.ts) and
  * GraphQL (graphql/resolvers.ts) so that the two never disagree: each answers the REST shape,
  * which GraphQL maps onto its types. Arguments arrive validated; a vault or strategy that is
- * not there is a DataApiError (VAULT_NOT_FOUND, STRATEGY_NOT_FOUND).
+ * not there is a DataApiError (VAULT_NOT_FOUND, STRATEGY_NOT_FOUND). Every answer is read
+ * through the IndexView (view.ts), asynchronously: the writer's own index today, a replica's
+ * PostgreSQL tomorrow, with the same SQL.
  */
 export function createDataQueries(deps: {
   chain: SandboxChain;
   store: Store;
-  /** The index open now (runtime.ts holds it, and may replace it). */
-  index: () => Indexer;
+  /** The index as its readers see it (runtime.ts builds it over the index open now). */
+  index: IndexView;
 }) {
   const { chain, store, index } = deps;
+  const vaults = deploymentVaults(chain.deployment);
   /** When each node key was last used, for the node list (kept in memory). */
   const nodeSeen = new Map<string, number>();
-  const now = () => indexTime(index());
+  const now = () => indexTime(index);
+  /** `work` on the index's committed rows; an index that cannot answer is INDEX_UNAVAILABLE. */
+  const read = <T>(work: (sql: Sql) => Promise<T>): Promise<T> => readIndex(index, work);
 
   /**
    * Answers that only the index changes, computed once per commit: a read that many clients
-   * repeat (every vault with its APYs, say) costs its queries once between two blocks. Kept
+   * repeat (every vault with its APYs, say) costs its queries once between two blocks, however
+   * many ask at once (the promise is kept, not the value: callers that arrive while it is read
+   * share the read). A read that fails is dropped, so the next caller reads again. Kept
    * frozen, since each is handed to every caller until the next commit.
    */
   let memoVersion = -1;
-  let memo = new Map<string, unknown>();
-  function perCommit<T extends object>(key: string, compute: () => T): T {
-    if (index().version() !== memoVersion) {
+  let memo = new Map<string, Promise<unknown>>();
+  function perCommit<T extends object>(key: string, compute: () => Promise<T>): Promise<T> {
+    const version = index.version();
+    if (version !== memoVersion) {
       memo = new Map();
-      memoVersion = index().version();
+      memoVersion = version;
     }
-    let value = memo.get(key) as T | undefined;
+    const entries = memo;
+    let value = entries.get(key) as Promise<T> | undefined;
     if (value === undefined) {
-      value = Object.freeze(compute());
-      memo.set(key, value);
+      const computing = compute().then((answer) => Object.freeze(answer));
+      entries.set(key, computing);
+      computing.catch(() => {
+        if (entries.get(key) === computing) entries.delete(key);
+      });
+      value = computing;
     }
     return value;
   }
-  const summaries = (): VaultSummary[] =>
-    perCommit('summaries', () => vaultSummaries(index()).map((vault) => Object.freeze(vault)));
-  const strategies = (): IndexedStrategy[] =>
-    perCommit('strategies', () =>
-      indexedStrategies(index().db, chain.deployment, now()).map((s) => Object.freeze(s)),
+  /**
+   * The summaries read last (those of the newest version read so far), for what must answer
+   * synchronously: the GraphQL cost of a vault's history needs the vaults' creation times
+   * while it validates a document (routes/graphql.ts reads summaries() first).
+   */
+  let lastSummaries: { version: number; summaries: readonly VaultSummary[] } = {
+    version: -1,
+    summaries: [],
+  };
+  const summaries = (): Promise<readonly VaultSummary[]> => {
+    const version = index.version();
+    return perCommit('summaries', async () => {
+      const found = await read((sql) => vaultSummaries(sql, vaults, now()));
+      const frozen = found.map((vault) => Object.freeze(vault));
+      if (version >= lastSummaries.version) lastSummaries = { version, summaries: frozen };
+      return frozen;
+    });
+  };
+  const strategies = (): Promise<readonly IndexedStrategy[]> =>
+    perCommit('strategies', async () =>
+      (await read((sql) => indexedStrategies(sql, chain.deployment, now()))).map((s) =>
+        Object.freeze(s),
+      ),
     );
 
   /**
    * A vault's APYs, once per summary: a summary belongs to one commit, and a lazy reader (a
    * subscription's event built after the next block) must not store its answer under another.
+   * The promise is kept (concurrent readers share one read), and dropped if it fails.
    */
-  const apysOf = new WeakMap<VaultSummary, ReturnType<typeof vaultApys>>();
-  const apys = (vault: VaultSummary) => {
+  type Apys = Awaited<ReturnType<typeof vaultApys>>;
+  const apysOf = new WeakMap<VaultSummary, Promise<Readonly<Apys>>>();
+  const apys = (vault: VaultSummary): Promise<Readonly<Apys>> => {
     let found = apysOf.get(vault);
     if (!found) {
-      found = Object.freeze(vaultApys(index(), vault));
-      apysOf.set(vault, found);
+      const reading = read((sql) => vaultApys(sql, vault, vault.at)).then((rates) =>
+        Object.freeze(rates),
+      );
+      apysOf.set(vault, reading);
+      reading.catch(() => {
+        if (apysOf.get(vault) === reading) apysOf.delete(vault);
+      });
+      found = reading;
     }
     return found;
   };
 
-  function vaultAt(address: string, vaults = summaries()): VaultSummary {
-    const found = vaults.find((vault) => vault.address.toLowerCase() === address.toLowerCase());
+  /** The vault at `address`, as summaries() has it. */
+  async function vaultAt(address: string): Promise<VaultSummary> {
+    const found = (await summaries()).find(
+      (vault) => vault.address.toLowerCase() === address.toLowerCase(),
+    );
     if (!found) {
       throw new DataApiError('VAULT_NOT_FOUND', `no vault at ${getAddress(address)}`, {
         address: getAddress(address),
@@ -128,28 +172,29 @@ export function createDataQueries(deps: {
   /** An agent's name by its wallet, or null. */
   const nameIn = (names: Map<string, string>) => (owner: string) => names.get(owner) || null;
 
-  const answers = {
+  return {
     /** Moves whenever any answer may change: the index committed, or an agent row changed. */
-    version: () => `${index().version()}:${store.agents.version()}`,
+    version: () => `${index.version()}:${store.agents.version()}`,
     /** A node key was used (its node is online for a while). */
     // In sandbox time, as every other time the data API answers.
     nodeSeen: (nodeId: string) => nodeSeen.set(nodeId, chain.nowSeconds() * 1000),
     /** After a restore: what was seen since may be ahead of the restored clock. */
     forgetNodesSeen: () => nodeSeen.clear(),
     summaries,
+    /** The summaries read last, synchronously (see lastSummaries); empty before any read. */
+    lastSummaries: (): readonly VaultSummary[] => lastSummaries.summaries,
     strategies,
     vaultAt,
 
-    vaults(query: {
+    async vaults(query: {
       riskLevel?: string | undefined;
       minTvl?: string | undefined;
       orderBy?: string | undefined;
-    }): z.input<typeof DataVaultList> & { summaries: VaultSummary[] } {
-      const all = strategies();
-      const vaults = summaries();
-      const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
+    }): Promise<z.input<typeof DataVaultList> & { summaries: VaultSummary[] }> {
+      const [all, vaultList] = await Promise.all([strategies(), summaries()]);
+      const totalTvl = vaultList.reduce((sum, vault) => sum + vault.tvl, 0n);
       const min = query.minTvl === undefined ? 0n : BigInt(query.minTvl);
-      let items = vaults
+      let items = vaultList
         .filter((vault) => vault.tvl >= min)
         .map((vault) => ({ vault, item: vaultItem(vault, all) }))
         .filter(({ item }) => query.riskLevel === undefined || item.riskLevel === query.riskLevel);
@@ -165,31 +210,32 @@ export function createDataQueries(deps: {
     /** One strategy as /v1/strategies lists it (deprecated ones too); undefined if none. */
     async strategy(strategyId: string): Promise<z.input<typeof DataStrategy> | undefined> {
       const { names } = await agentDirectory();
-      return readIndex(index, () => {
-        const found = strategies().find((s) => s.id === strategyId.toLowerCase());
-        return found && strategyItem(found, nameIn(names)(found.owner));
-      });
+      const found = (await strategies()).find((s) => s.id === strategyId.toLowerCase());
+      return found && strategyItem(found, nameIn(names)(found.owner));
     },
 
     apys,
-    /** When a user first did anything in a vault (Unix seconds), or undefined. */
-    firstActivityAt: (user: string, vault: string) => firstActivityAt(index().db, user, vault),
+    /**
+     * When a user first did anything in each vault (Unix seconds), by the vault's lower-case
+     * address: one read for all of a user's positions.
+     */
+    firstActivityAt: (user: string) => read((sql) => firstActivityAt(sql, user)),
     /** The transactions with these index keys (what a commit recorded). */
-    transactionsAt: (keys: Array<{ blockNumber: number; logIndex: number }>) =>
-      transactionsAt(index().db, keys),
+    transactionsAt: (keys: ReadonlyArray<{ blockNumber: number; logIndex: number }>) =>
+      read((sql) => transactionsAt(sql, keys)),
 
-    vault(address: string, all = strategies()): z.input<typeof DataVaultDetail> {
-      const vault = vaultAt(address);
-      return vaultDetail(vault, chain.deployment.usdc, all, apys(vault));
+    async vault(address: string): Promise<z.input<typeof DataVaultDetail>> {
+      const [vault, all] = await Promise.all([vaultAt(address), strategies()]);
+      return vaultDetail(vault, chain.deployment.usdc, all, await apys(vault));
     },
 
-    /** A vault's detail from a summary already read (GraphQL's lists). */
-    history(
+    async history(
       address: string,
       period: keyof typeof HISTORY_PERIODS,
       interval: keyof typeof HISTORY_INTERVALS,
-    ): z.input<typeof VaultHistory> {
-      return vaultHistory(index(), vaultAt(address), period, interval);
+    ): Promise<z.input<typeof VaultHistory>> {
+      const vault = await vaultAt(address);
+      return read((sql) => vaultHistory(sql, vault, period, interval, vault.at));
     },
 
     async strategyList(query: {
@@ -197,20 +243,20 @@ export function createDataQueries(deps: {
       minSharpe?: number | undefined;
     }): Promise<z.input<typeof DataStrategyList>> {
       const agentName = nameIn((await agentDirectory()).names);
-      return readIndex(index, () => ({
-        strategies: strategies()
+      return {
+        strategies: (await strategies())
           .filter((s) => s.status !== 'deprecated')
           .filter((s) => query.status === undefined || s.status === query.status)
           .filter(
             (s) => query.minSharpe === undefined || s.performance.sharpeRatio >= query.minSharpe,
           )
           .map((s) => strategyItem(s, agentName(s.owner))),
-      }));
+      };
     },
 
-    strategyPerformance(strategyId: string): z.input<typeof StrategyPerformance> {
+    async strategyPerformance(strategyId: string): Promise<z.input<typeof StrategyPerformance>> {
       const id = strategyId.toLowerCase();
-      const found = strategies().find((s) => s.id === id);
+      const found = (await strategies()).find((s) => s.id === id);
       if (!found) throw new DataApiError('STRATEGY_NOT_FOUND', `no strategy ${id}`, { id });
       return {
         id: found.id,
@@ -226,6 +272,7 @@ export function createDataQueries(deps: {
       };
     },
 
+    /** The node list is measured live: nothing of it comes from the index. */
     async nodes(): Promise<z.input<typeof DataNodeList>> {
       return { nodes: await nodeList(chain, store, nodeSeen) };
     },
@@ -233,60 +280,37 @@ export function createDataQueries(deps: {
     async stats(): Promise<z.input<typeof ProtocolStats>> {
       // The agent count is the store's: it moves without a commit.
       const { version, count } = await agentDirectory();
-      return readIndex(index, () =>
-        perCommit(`stats:${version}`, () =>
-          protocolStats(index(), count, summaries(), strategies()),
-        ),
-      );
+      return perCommit(`stats:${version}`, async () => {
+        const [vaultList, all] = await Promise.all([summaries(), strategies()]);
+        const at = index.checkpoint() ?? { number: 0, timestamp: 0 };
+        return read((sql) => protocolStats(sql, at, count, vaultList, all));
+      });
     },
 
-    transactions(
+    async transactions(
       address: string,
       page: { type?: string | undefined; limit: number; offset: number },
-    ): z.input<typeof UserTransactions> {
-      const found = userTransactions(index().db, address, page);
+    ): Promise<z.input<typeof UserTransactions>> {
+      const found = await read((sql) => userTransactions(sql, address, page));
       return { address: getAddress(address), ...found, limit: page.limit, offset: page.offset };
     },
 
-    positions(address: string): z.input<typeof UserPositions> {
-      return { address: getAddress(address), positions: userPositions(index(), address) };
+    async positions(address: string): Promise<z.input<typeof UserPositions>> {
+      const at = now();
+      const positions = await read((sql) => userPositions(sql, vaults, at, address));
+      return { address: getAddress(address), positions };
     },
   };
-  // The node list is measured live; the rest comes from the index.
-  // The node list is measured live; those that read the store first read the index themselves.
-  return readingIndex(answers, index, [
-    'version',
-    'nodeSeen',
-    'forgetNodesSeen',
-    'nodes',
-    'strategy',
-    'strategyList',
-    'stats',
-  ]);
 }
 
 /**
- * `answers` with each function but those named in `apart` run as a read of the index: while
- * index.db has failed (and is rebuilt) each throws INDEX_UNAVAILABLE, never an answer read
- * from a damaged file or one that misses the writes since.
+ * `work` as a read of the index: while index.db has failed (and is rebuilt) it throws
+ * INDEX_UNAVAILABLE, never an answer read from a damaged file or one that misses the writes
+ * since.
  */
-function readingIndex<T extends object>(
-  answers: T,
-  index: () => Indexer,
-  apart: Array<keyof T>,
-): T {
-  const reading = { ...answers } as Record<string, unknown>;
-  for (const [key, value] of Object.entries(answers)) {
-    if (typeof value !== 'function' || apart.includes(key as keyof T)) continue;
-    reading[key] = (...args: unknown[]) => readIndex(index, () => value(...args));
-  }
-  return reading as T;
-}
-
-/** `work` as a read of the index (see readingIndex). */
-function readIndex<T>(index: () => Indexer, work: () => T): T {
+async function readIndex<T>(index: IndexView, work: (sql: Sql) => Promise<T>): Promise<T> {
   try {
-    return index().read(work);
+    return await index.read(work);
   } catch (error) {
     if (!(error instanceof IndexUnavailableError)) throw error;
     throw new DataApiError('INDEX_UNAVAILABLE', error.message);

@@ -1,16 +1,16 @@
-import type { DatabaseSync } from 'node:sqlite';
 import { getAddress } from 'viem';
 import type { z } from 'zod';
 import type {
   DATA_TRANSACTION_TYPES,
   DataPosition,
   DataTransaction,
+  VaultId,
 } from '../../api/schemas/index.ts';
 import { VAULT_CONFIG } from '../chain/deployment.ts';
-import type { Indexer } from './indexer.ts';
+import type { Sql } from '../store/sql.ts';
 import type { VaultState } from './projection.ts';
-import { statement } from './statements.ts';
 import { convertToAssets, totalAssetsAt } from './vault-math.ts';
+import type { IndexView } from './view.ts';
 
 /** Unix seconds as ISO 8601 UTC, without milliseconds. */
 export function isoTime(seconds: number): string {
@@ -31,27 +31,27 @@ interface TransactionRow {
 }
 
 /** A user's transactions, newest first, one page of them, and how many there are in all. */
-export function userTransactions(
-  db: DatabaseSync,
+export async function userTransactions(
+  sql: Sql,
   address: string,
   page: { type?: string | undefined; limit: number; offset: number },
-): { transactions: Array<z.input<typeof DataTransaction>>; total: number } {
+): Promise<{ transactions: Array<z.input<typeof DataTransaction>>; total: number }> {
   const user = address.toLowerCase();
   const where = page.type ? 'user_address = ? AND type = ?' : 'user_address = ?';
   const params = page.type ? [user, page.type] : [user];
-  const total = Number(
-    (
-      statement(db, `SELECT COUNT(*) AS n FROM transactions WHERE ${where}`).get(...params) as {
-        n: number;
-      }
-    ).n,
+  const counted = await sql.get<{ n: number | string }>(
+    `SELECT COUNT(*) AS n FROM transactions WHERE ${where}`,
+    ...params,
   );
-  const rows = statement(
-    db,
+  const rows = await sql.all<TransactionRow>(
     `SELECT * FROM transactions WHERE ${where}
        ORDER BY block_number DESC, log_index DESC LIMIT ? OFFSET ?`,
-  ).all(...params, page.limit, page.offset) as unknown as TransactionRow[];
-  return { total, transactions: rows.map(transactionItem) };
+    ...params,
+    page.limit,
+    page.offset,
+  );
+  // COUNT(*) is a BIGINT on PostgreSQL.
+  return { total: Number(counted?.n ?? 0), transactions: rows.map(transactionItem) };
 }
 
 /** A transaction row as the data API answers it. */
@@ -71,41 +71,68 @@ export function transactionItem(row: TransactionRow): z.input<typeof DataTransac
   };
 }
 
-/** The transactions with these keys (block and log index), in the order of the keys. */
-export function transactionsAt(
-  db: DatabaseSync,
-  keys: Array<{ blockNumber: number; logIndex: number }>,
-): Array<z.input<typeof DataTransaction>> {
-  const byKey = statement(
-    db,
-    'SELECT * FROM transactions WHERE block_number = ? AND log_index = ?',
+/**
+ * The transactions with these keys (block and log index), in the order of the keys. One
+ * statement for all of them: the keys of a commit are the transactions its blocks recorded,
+ * so the blocks they span hold little else.
+ */
+export async function transactionsAt(
+  sql: Sql,
+  keys: ReadonlyArray<{ blockNumber: number; logIndex: number }>,
+): Promise<Array<z.input<typeof DataTransaction>>> {
+  if (keys.length === 0) return [];
+  const blocks = keys.map((key) => key.blockNumber);
+  const rows = await sql.all<TransactionRow>(
+    'SELECT * FROM transactions WHERE block_number >= ? AND block_number <= ?',
+    Math.min(...blocks),
+    Math.max(...blocks),
+  );
+  const byKey = new Map(
+    rows.map((row) => [`${Number(row.block_number)}:${Number(row.log_index)}`, row]),
   );
   return keys.flatMap((key) => {
-    const row = byKey.get(key.blockNumber, key.logIndex) as TransactionRow | undefined;
+    const row = byKey.get(`${key.blockNumber}:${key.logIndex}`);
     return row ? [transactionItem(row)] : [];
   });
 }
 
 /** Whether the index holds any vault transaction or position of `address`. */
-export function hasIndexedActivity(db: DatabaseSync, address: string): boolean {
+export async function hasIndexedActivity(sql: Sql, address: string): Promise<boolean> {
   const user = address.toLowerCase();
-  return (
-    statement(
-      db,
-      `SELECT 1 FROM transactions WHERE user_address = ?
-       UNION ALL SELECT 1 FROM positions WHERE user_address = ? LIMIT 1`,
-    ).get(user, user) !== undefined
+  const found = await sql.get(
+    `SELECT 1 AS found FROM transactions WHERE user_address = ?
+       UNION ALL SELECT 1 AS found FROM positions WHERE user_address = ? LIMIT 1`,
+    user,
+    user,
   );
+  return found !== undefined;
 }
 
-/** When a user first did anything in a vault (a request, before any deposit), or undefined. */
-export function firstActivityAt(db: DatabaseSync, user: string, vault: string): number | undefined {
-  const row = statement(
-    db,
-    'SELECT MIN(timestamp) AS at FROM transactions WHERE user_address = ? AND vault = ?',
-  ).get(user.toLowerCase(), vault.toLowerCase()) as { at: number | null } | undefined;
-  return row?.at === null || row?.at === undefined ? undefined : Number(row.at);
+/**
+ * When a user first did anything in each vault (a request, before any deposit), in Unix
+ * seconds, by the vault's lower-case address.
+ */
+export async function firstActivityAt(sql: Sql, user: string): Promise<Map<string, number>> {
+  const rows = await sql.all<{ vault: string; first_at: number | string }>(
+    'SELECT vault, MIN(timestamp) AS first_at FROM transactions WHERE user_address = ? GROUP BY vault',
+    user.toLowerCase(),
+  );
+  return new Map(rows.map((row) => [row.vault, Number(row.first_at)]));
 }
+
+/**
+ * A user's positions, each with its vault's state as of a time: VAULT_STATE_AT_SQL's probe per
+ * position, then the state's row by key (no sort).
+ */
+export const USER_POSITIONS_SQL = `SELECT p.vault, p.shares, p.net_deposited, p.deposited_at,
+    p.pending_deposit, p.claimable_deposit, p.pending_redeem, p.claimable_redeem,
+    s.balance, s.reserved, s.total_supply, s.apy_bps, s.last_accrual
+  FROM positions p
+  LEFT JOIN vault_states s ON s.vault = p.vault AND s.block_number = (
+    SELECT block_number FROM vault_states
+    WHERE vault = p.vault AND timestamp <= ?
+    ORDER BY timestamp DESC, block_number DESC LIMIT 1)
+  WHERE p.user_address = ? ORDER BY p.vault`;
 
 /**
  * A user's open positions at the last indexed block. `value` is convertToAssets(shares) there
@@ -114,26 +141,25 @@ export function firstActivityAt(db: DatabaseSync, user: string, vault: string): 
  * percent. On the ERC-7540 vault, pendingDeposit and claimableDeposit are assets and
  * pendingRedeem and claimableRedeem are shares, as its request views answer them.
  */
-export function userPositions(
-  index: Indexer,
+export async function userPositions(
+  sql: Sql,
+  /** The deployment's vaults, by lower-case address. */
+  vaults: ReadonlyMap<string, VaultId>,
+  now: number,
   address: string,
-): Array<z.input<typeof DataPosition>> {
-  const now = indexTime(index);
-  const rows = statement(
-    index.db,
-    `SELECT vault, shares, net_deposited, deposited_at, pending_deposit, claimable_deposit,
-         pending_redeem, claimable_redeem
-       FROM positions WHERE user_address = ? ORDER BY vault`,
-  ).all(address.toLowerCase()) as Array<{
-    vault: string;
-    shares: string;
-    net_deposited: string;
-    deposited_at: number | null;
-    pending_deposit: string;
-    claimable_deposit: string;
-    pending_redeem: string;
-    claimable_redeem: string;
-  }>;
+): Promise<Array<z.input<typeof DataPosition>>> {
+  const rows = await sql.all<
+    {
+      vault: string;
+      shares: string;
+      net_deposited: string;
+      deposited_at: number | string | null;
+      pending_deposit: string;
+      claimable_deposit: string;
+      pending_redeem: string;
+      claimable_redeem: string;
+    } & { [K in keyof StateRow]: StateRow[K] | null }
+  >(USER_POSITIONS_SQL, now, address.toLowerCase());
   return rows
     .filter(
       (row) =>
@@ -145,13 +171,13 @@ export function userPositions(
     )
     .map((row) => {
       const shares = BigInt(row.shares);
-      const state = vaultStateAt(index.db, row.vault, now);
+      const state = row.balance === null ? undefined : toState(row as StateRow);
       const value = state
         ? convertToAssets(shares, totalAssetsAt(state, now), state.totalSupply)
         : 0n;
       const deposited = BigInt(row.net_deposited);
       const pnl = value - deposited;
-      const id = index.vaults.get(row.vault);
+      const id = vaults.get(row.vault);
       return {
         vault: getAddress(row.vault),
         vaultName: id ? VAULT_CONFIG[id].name : row.vault,
@@ -160,16 +186,16 @@ export function userPositions(
         pnl: pnl.toString(),
         pnlPercent: deposited > 0n ? Number((pnl * 1_000_000n) / deposited) / 10_000 : 0,
         depositedAt: row.deposited_at === null ? null : isoTime(Number(row.deposited_at)),
-        pendingDeposit: row.pending_deposit,
-        claimableDeposit: row.claimable_deposit,
-        pendingRedeem: row.pending_redeem,
-        claimableRedeem: row.claimable_redeem,
+        pendingDeposit: String(row.pending_deposit),
+        claimableDeposit: String(row.claimable_deposit),
+        pendingRedeem: String(row.pending_redeem),
+        claimableRedeem: String(row.claimable_redeem),
       };
     });
 }
 
 /** The data API's "now": the last indexed block's timestamp (sandbox time). */
-export function indexTime(index: Indexer): number {
+export function indexTime(index: Pick<IndexView, 'checkpoint'>): number {
   return index.checkpoint()?.timestamp ?? 0;
 }
 
@@ -183,19 +209,24 @@ export const VAULT_STATE_AT_SQL = `SELECT balance, reserved, total_supply, apy_b
   ORDER BY timestamp DESC, block_number DESC LIMIT 1`;
 
 /** A vault's state as of the last block at or before `at`; undefined before its creation. */
-export function vaultStateAt(db: DatabaseSync, vault: string, at: number): VaultState | undefined {
-  const row = statement(db, VAULT_STATE_AT_SQL).get(vault, at) as StateRow | undefined;
+export async function vaultStateAt(
+  sql: Sql,
+  vault: string,
+  at: number,
+): Promise<VaultState | undefined> {
+  const row = await sql.get<StateRow>(VAULT_STATE_AT_SQL, vault, at);
   return row && toState(row);
 }
 
+/** A vault_states row (BIGINT columns may come as numbers or decimal strings). */
 export interface StateRow {
-  block_number?: number;
-  timestamp?: number;
+  block_number?: number | string;
+  timestamp?: number | string;
   balance: string;
   reserved: string;
   total_supply: string;
-  apy_bps: number;
-  last_accrual: number;
+  apy_bps: number | string;
+  last_accrual: number | string;
 }
 
 export function toState(row: StateRow): VaultState {

@@ -1,8 +1,7 @@
 import type { z } from 'zod';
 import type { ProtocolStats } from '../../api/schemas/index.ts';
-import type { Indexer } from './indexer.ts';
-import { indexTime, isoTime } from './reads.ts';
-import { statement } from './statements.ts';
+import type { Sql } from '../store/sql.ts';
+import { isoTime } from './reads.ts';
 import type { IndexedStrategy } from './strategies.ts';
 import { usdOf, type VaultSummary } from './vaults.ts';
 
@@ -11,23 +10,27 @@ import { usdOf, type VaultSummary } from './vaults.ts';
  * indexed vault transaction; `volume24h` sums the assets of deposits, withdrawals and claims
  * in the 24 hours of sandbox time before that block (requests move nothing until claimed).
  */
-export function protocolStats(
-  index: Indexer,
+export async function protocolStats(
+  sql: Sql,
+  /** The last indexed block: its number and time. */
+  at: { number: number; timestamp: number },
   /** How many agents the store holds. */
   agents: number,
-  vaults: VaultSummary[],
-  strategies: IndexedStrategy[],
-): z.input<typeof ProtocolStats> {
-  const db = index.db;
-  const now = indexTime(index);
+  vaults: readonly VaultSummary[],
+  strategies: readonly IndexedStrategy[],
+): Promise<z.input<typeof ProtocolStats>> {
+  const now = at.timestamp;
   const totalTvl = vaults.reduce((sum, vault) => sum + vault.tvl, 0n);
-  const count = (sql: string, ...params: Array<number | string>) =>
-    Number((statement(db, sql).get(...params) as { n: number }).n);
-  const recent = statement(
-    db,
+  // COUNT is a BIGINT on PostgreSQL (a string without a type parser): Number() either way.
+  const counts = await sql.get<{ users: number | string; transactions: number | string }>(
+    'SELECT COUNT(DISTINCT user_address) AS users, COUNT(*) AS transactions FROM transactions',
+  );
+  // uint256 amounts are summed here, exactly, rather than by the database (a REAL in SQLite).
+  const recent = await sql.all<{ amount: string }>(
     `SELECT amount FROM transactions
        WHERE timestamp > ? AND type IN ('deposit', 'withdraw', 'claim') AND status <> 'failed'`,
-  ).all(now - 24 * 3600) as Array<{ amount: string }>;
+    now - 24 * 3600,
+  );
   return {
     totalTvl: totalTvl.toString(),
     totalTvlUsd: usdOf(totalTvl),
@@ -35,10 +38,10 @@ export function protocolStats(
     strategies: strategies.length,
     liveStrategies: strategies.filter((s) => s.status === 'live').length,
     agents,
-    users: count('SELECT COUNT(DISTINCT user_address) AS n FROM transactions'),
-    transactions: count('SELECT COUNT(*) AS n FROM transactions'),
+    users: Number(counts?.users ?? 0),
+    transactions: Number(counts?.transactions ?? 0),
     volume24h: recent.reduce((sum, row) => sum + BigInt(row.amount), 0n).toString(),
-    blockNumber: index.checkpoint()?.number ?? 0,
+    blockNumber: at.number,
     updatedAt: isoTime(now),
   };
 }

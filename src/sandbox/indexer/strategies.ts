@@ -1,9 +1,8 @@
-import type { DatabaseSync } from 'node:sqlite';
 import { type Address, getAddress } from 'viem';
 import type { DATA_STRATEGY_STATUSES } from '../../api/schemas/index.ts';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import type { Deployment } from '../chain/deployment.ts';
-import { statement } from './statements.ts';
+import type { Sql } from '../store/sql.ts';
 import { type Performance, simulatePerformance } from './strategy-sim.ts';
 
 export type DataStrategyStatus = (typeof DATA_STRATEGY_STATUSES)[number];
@@ -42,21 +41,18 @@ export function vaultOf(id: string, deployment: Deployment): Address {
 }
 
 /** Every indexed strategy with its vault, allocation and simulated performance at `now`. */
-export function indexedStrategies(
-  db: DatabaseSync,
+export async function indexedStrategies(
+  sql: Sql,
   deployment: Deployment,
   now: number,
-): IndexedStrategy[] {
-  const rows = statement(
-    db,
-    'SELECT id, owner, name, status, paper_trading_at FROM strategies ORDER BY created_at, id',
-  ).all() as Array<{
+): Promise<IndexedStrategy[]> {
+  const rows = await sql.all<{
     id: string;
     owner: string;
     name: string;
     status: string;
-    paper_trading_at: number | null;
-  }>;
+    paper_trading_at: number | string | null;
+  }>('SELECT id, owner, name, status, paper_trading_at FROM strategies ORDER BY created_at, id');
   const live = rows.filter((row) => STATUS_MAP[row.status] === 'live');
   const perVault = new Map<string, number>();
   for (const row of live) {

@@ -1,5 +1,6 @@
 import { type Address, getAddress } from 'viem';
 import type { z } from 'zod';
+import type { VaultId } from '../../api/schemas/index.ts';
 import {
   type DataVaultDetail,
   type DataVaultItem,
@@ -8,10 +9,10 @@ import {
   HISTORY_PERIODS,
   type VaultHistory,
 } from '../../api/schemas/index.ts';
-import { VAULT_CONFIG } from '../chain/deployment.ts';
-import type { Indexer } from './indexer.ts';
-import { indexTime, isoTime, type StateRow, toState, vaultStateAt } from './reads.ts';
-import { statement } from './statements.ts';
+import { VAULT_IDS } from '../../api/schemas/values.ts';
+import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
+import type { Sql } from '../store/sql.ts';
+import { isoTime, type StateRow, toState, VAULT_STATE_AT_SQL } from './reads.ts';
 import type { IndexedStrategy } from './strategies.ts';
 import {
   annualisedGrowth,
@@ -42,19 +43,45 @@ export interface VaultSummary {
   at: number;
 }
 
-/** Every indexed vault at the last indexed block, in the deployment's order. */
-export function vaultSummaries(index: Indexer): VaultSummary[] {
-  const now = indexTime(index);
-  const rows = statement(
-    index.db,
-    'SELECT address, created_at, fulfillment_delay FROM vaults',
-  ).all() as Array<{ address: string; created_at: number; fulfillment_delay: number | null }>;
+/** The deployment's vaults by lower-case address, in its order: the vaults the index follows. */
+export function deploymentVaults(deployment: Deployment): ReadonlyMap<string, VaultId> {
+  return new Map(VAULT_IDS.map((id) => [deployment.vaults[id].toLowerCase(), id]));
+}
+
+/**
+ * Every vault with its state as of a time: VAULT_STATE_AT_SQL's probe per vault, then the
+ * state's row by key (no sort, however long the vaults' histories).
+ */
+export const VAULT_SUMMARIES_SQL = `SELECT v.address, v.created_at, v.fulfillment_delay,
+    s.balance, s.reserved, s.total_supply, s.apy_bps, s.last_accrual
+  FROM vaults v
+  JOIN vault_states s ON s.vault = v.address AND s.block_number = (
+    SELECT block_number FROM vault_states
+    WHERE vault = v.address AND timestamp <= ?
+    ORDER BY timestamp DESC, block_number DESC LIMIT 1)`;
+
+/**
+ * Every indexed vault at `now` (the last indexed block's time), in the deployment's order:
+ * each vault with its state there, in one statement (VAULT_STATE_AT_SQL's probe, per vault).
+ */
+export async function vaultSummaries(
+  sql: Sql,
+  vaults: ReadonlyMap<string, VaultId>,
+  now: number,
+): Promise<VaultSummary[]> {
+  const rows = await sql.all<
+    {
+      address: string;
+      created_at: number | string;
+      fulfillment_delay: number | string | null;
+    } & StateRow
+  >(VAULT_SUMMARIES_SQL, now);
   const known = new Map(rows.map((row) => [row.address, row]));
   const summaries: VaultSummary[] = [];
-  for (const [address, id] of index.vaults) {
+  for (const [address, id] of vaults) {
     const row = known.get(address);
-    const state = row && vaultStateAt(index.db, address, now);
-    if (!row || !state) continue;
+    if (!row) continue;
+    const state = toState(row);
     const tvl = totalAssetsAt(state, now);
     summaries.push({
       address: getAddress(address),
@@ -74,7 +101,7 @@ export function vaultSummaries(index: Indexer): VaultSummary[] {
 /** The list item of GET /v1/vaults. */
 export function vaultItem(
   vault: VaultSummary,
-  strategies: IndexedStrategy[],
+  strategies: readonly IndexedStrategy[],
 ): z.input<typeof DataVaultItem> {
   const config = VAULT_CONFIG[vault.id as keyof typeof VAULT_CONFIG];
   return {
@@ -95,25 +122,39 @@ export function vaultItem(
 /** The sandbox's vaults charge no fees. */
 export const VAULT_FEES = { management: 0, performance: 0, hurdle: 0 } as const;
 
-/** A vault's rates: now, and the share price's annualised growth over 7 and 30 days and since creation. */
-export function vaultApys(
-  index: Indexer,
+/**
+ * A vault's rates: now, and the share price's annualised growth over 7 and 30 days and since
+ * creation. Its states at those times are read in one statement.
+ */
+export async function vaultApys(
+  sql: Sql,
   vault: VaultSummary,
-): { current: number; '7d': number; '30d': number; inception: number } {
-  const now = indexTime(index);
+  now: number,
+): Promise<{ current: number; '7d': number; '30d': number; inception: number }> {
   const address = vault.address.toLowerCase();
-  const current = vaultStateAt(index.db, address, now);
-  const growthSince = (seconds: number | null) => {
-    const from = seconds === null ? vault.createdAt : Math.max(vault.createdAt, now - seconds);
-    const then = vaultStateAt(index.db, address, from);
+  const from = (seconds: number | null) =>
+    seconds === null ? vault.createdAt : Math.max(vault.createdAt, now - seconds);
+  const windows = [now, from(7 * DAY), from(30 * DAY), from(null)];
+  // Each branch is VAULT_STATE_AT_SQL, tagged with its window.
+  const rows = await sql.all<StateRow & { at_window: number | string }>(
+    windows
+      .map((_, i) => `SELECT ${i} AS at_window, w${i}.* FROM (${VAULT_STATE_AT_SQL}) w${i}`)
+      .join(' UNION ALL '),
+    ...windows.flatMap((at) => [address, at]),
+  );
+  const states = new Map(rows.map((row) => [Number(row.at_window), toState(row)]));
+  const current = states.get(0);
+  const growthSince = (window: number) => {
+    const at = windows[window] as number;
+    const then = states.get(window);
     if (!then || !current) return 0;
-    return annualisedGrowth(priceAt(then, from), priceAt(current, now), now - from);
+    return annualisedGrowth(priceAt(then, at), priceAt(current, now), now - at);
   };
   return {
     current: vault.apy,
-    '7d': growthSince(7 * DAY),
-    '30d': growthSince(30 * DAY),
-    inception: growthSince(null),
+    '7d': growthSince(1),
+    '30d': growthSince(2),
+    inception: growthSince(3),
   };
 }
 
@@ -121,8 +162,8 @@ export function vaultApys(
 export function vaultDetail(
   vault: VaultSummary,
   asset: Address,
-  strategies: IndexedStrategy[],
-  apys: ReturnType<typeof vaultApys>,
+  strategies: readonly IndexedStrategy[],
+  apys: Awaited<ReturnType<typeof vaultApys>>,
 ): z.input<typeof DataVaultDetail> {
   const item = vaultItem(vault, strategies);
   return {
@@ -155,13 +196,13 @@ export class TooManyPointsError extends Error {}
  * interval the vault was created in. `apy` is the share price's growth over the point's
  * interval (from the previous point, or from creation), annualised.
  */
-export function vaultHistory(
-  index: Indexer,
+export async function vaultHistory(
+  sql: Sql,
   vault: VaultSummary,
   period: keyof typeof HISTORY_PERIODS,
   interval: keyof typeof HISTORY_INTERVALS,
-): z.input<typeof VaultHistory> {
-  const now = indexTime(index);
+  now: number,
+): Promise<z.input<typeof VaultHistory>> {
   const step = HISTORY_INTERVALS[interval];
   const days = HISTORY_PERIODS[period];
   const start = days === null ? vault.createdAt : Math.max(vault.createdAt, now - days * DAY);
@@ -174,15 +215,19 @@ export function vaultHistory(
     );
   }
   const address = vault.address.toLowerCase();
-  const rows = statement(
-    index.db,
+  // The state at the start, then every state after it up to now: two probes of one index.
+  const first = await sql.get<StateRow>(VAULT_STATE_AT_SQL, address, start);
+  const rows = await sql.all<StateRow>(
     `SELECT block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual
        FROM vault_states WHERE vault = ? AND timestamp > ? AND timestamp <= ?
        ORDER BY timestamp, block_number`,
-  ).all(address, start, now) as unknown as StateRow[];
-  let state = vaultStateAt(index.db, address, start);
-  let previous = { at: start, price: state ? priceAt(state, start) : undefined };
+    address,
+    start,
+    now,
+  );
+  let state = first && toState(first);
   let next = 0;
+  let previous = { at: start, price: state ? priceAt(state, start) : undefined };
   const points = times.map((at) => {
     while (next < rows.length && Number(rows[next]?.timestamp) <= at) {
       state = toState(rows[next] as StateRow);

@@ -3,8 +3,9 @@ import { ConfigurableVault } from '../chain/contracts/artifacts.ts';
 import type { ChainLogger } from '../chain/local-chain.ts';
 import type { ServerWallet, TxRequest } from '../chain/wallets.ts';
 import type { SandboxClock } from '../clock.ts';
-import type { Indexer } from '../indexer/indexer.ts';
+import type { IndexCommit } from '../indexer/indexer.ts';
 import { operatorReads } from '../indexer/operator-reads.ts';
+import type { IndexView } from '../indexer/view.ts';
 import type { Store } from '../store/index.ts';
 
 /** How often due requests are looked for. */
@@ -34,8 +35,13 @@ export interface FulfilmentLimits {
 export const FULFILMENT_LIMITS: FulfilmentLimits = { maxFollowed: 10_000, scanPerLook: 2000 };
 
 export interface FulfillerOptions {
-  /** The index, read through its named queries (runtime.ts may swap the instance under it). */
-  index: Pick<Indexer, 'read' | 'db' | 'checkpoint' | 'onCommit'>;
+  /**
+   * The index, read through its named queries (runtime.ts may swap the instance under it),
+   * and told of its commits.
+   */
+  index: Pick<IndexView, 'read' | 'checkpoint'> & {
+    onCommit(listener: (changes: IndexCommit) => void): () => void;
+  };
   store: Store;
   clock: SandboxClock;
   /** The vaults' operator (the treasury holds OPERATOR_ROLE). */
@@ -95,7 +101,7 @@ export function createFulfiller(options: FulfillerOptions) {
     const agent = await store.agents.findByAgentAddress(controller);
     return agent && { controller, walletIndex: agent.wallet_index };
   };
-  const follow = (row: { vault: string; request_id: string; timestamp: number }) => {
+  const follow = (row: { vault: string; request_id: string; timestamp: number | string }) => {
     if (followed.size < limits.maxFollowed) {
       followed.set(`${row.vault}:${row.request_id}`, {
         vault: row.vault,
@@ -115,8 +121,8 @@ export function createFulfiller(options: FulfillerOptions) {
    */
   async function seed(): Promise<void> {
     seen = { block: index.checkpoint()?.number ?? 0, logIndex: Number.MAX_SAFE_INTEGER };
-    const pending = reads.pendingRequests();
-    const claimable = reads.claimablePositions();
+    const pending = await reads.pendingRequests();
+    const claimable = await reads.claimablePositions();
     for (const row of pending) if (await agentOf(row.user_address)) follow(row);
     for (const row of claimable) await claimFor(row.user_address, row.vault);
   }
@@ -126,7 +132,7 @@ export function createFulfiller(options: FulfillerOptions) {
    * scanPerLook of them (the rest at the next look).
    */
   async function takeNew(): Promise<void> {
-    const rows = reads.indexedAfter(seen.block, seen.logIndex, limits.scanPerLook);
+    const rows = await reads.indexedAfter(seen.block, seen.logIndex, limits.scanPerLook);
     for (const row of rows) {
       const { request_id: requestId } = row;
       if (requestId && row.status === 'pending' && (await agentOf(row.user_address))) {
@@ -140,9 +146,17 @@ export function createFulfiller(options: FulfillerOptions) {
   /** The followed requests of `vault` that are due; those no longer pending stop being followed. */
   async function followedDue(vault: string, dueBy: number): Promise<bigint[]> {
     const ids: bigint[] = [];
-    for (const [key, entry] of followed) {
-      if (entry.vault !== vault || entry.requestedAt > dueBy) continue;
-      const row = reads.request(vault, entry.requestId);
+    const candidates = [...followed].filter(
+      ([, entry]) => entry.vault === vault && entry.requestedAt <= dueBy,
+    );
+    if (candidates.length === 0) return ids;
+    // Their rows in one read, rather than one each.
+    const rows = await reads.requests(
+      vault,
+      candidates.map(([, entry]) => entry.requestId),
+    );
+    for (const [key, entry] of candidates) {
+      const row = rows.get(entry.requestId);
       if (row?.status === 'pending') {
         if (Number(row.timestamp) <= dueBy) ids.push(BigInt(entry.requestId));
         continue;
@@ -156,12 +170,12 @@ export function createFulfiller(options: FulfillerOptions) {
 
   async function fulfilDue(): Promise<void> {
     const now = clock.nowSeconds();
-    const vaults = reads.vaultDelays();
+    const vaults = await reads.vaultDelays();
     for (const { address: vault, fulfillment_delay: delay } of vaults) {
       const dueBy = now - Number(delay);
       const limit = FULFIL_BATCH * FULFIL_TXS_PER_LOOK;
       const ids = [
-        ...new Set([...(await followedDue(vault, dueBy)), ...dueIds(vault, dueBy, limit)]),
+        ...new Set([...(await followedDue(vault, dueBy)), ...(await dueIds(vault, dueBy, limit))]),
       ];
       if (ids.length === 0) continue;
       const batches: bigint[][] = [];
@@ -201,8 +215,8 @@ export function createFulfiller(options: FulfillerOptions) {
     }
   }
 
-  function dueIds(vault: string, dueBy: number, limit: number): bigint[] {
-    return reads.dueRequestIds(vault, dueBy, limit).map((id) => BigInt(id));
+  async function dueIds(vault: string, dueBy: number, limit: number): Promise<bigint[]> {
+    return (await reads.dueRequestIds(vault, dueBy, limit)).map((id) => BigInt(id));
   }
 
   /**
@@ -222,7 +236,7 @@ export function createFulfiller(options: FulfillerOptions) {
   }
 
   async function claimOne(claim: Claim): Promise<void> {
-    const row = reads.claimable(claim.controller.toLowerCase(), claim.vault);
+    const row = await reads.claimable(claim.controller.toLowerCase(), claim.vault);
     const vault = getAddress(claim.vault);
     const { controller } = claim;
     const requests: TxRequest[] = [];

@@ -49,11 +49,13 @@ export async function registerGraphqlRoutes(
   options: GraphqlOptions,
 ): Promise<Live> {
   const limits: GraphqlLimits = { ...GRAPHQL_LIMITS, ...options.limits };
+  // Validation is synchronous: it takes the vaults as last read, which guard() reads first
+  // for a document that asks for a history (a vault's creation time does not change).
   const history: HistorySource = {
     now: () => deps.index.now(),
     createdAt: (address) =>
       data.queries
-        .summaries()
+        .lastSummaries()
         .filter((vault) => address === undefined || sameAddress(vault.address, address))
         .map((vault) => vault.createdAt),
   };
@@ -94,7 +96,7 @@ export async function registerGraphqlRoutes(
     ],
     log: app.log,
   });
-  const unpublish = publishCommits(deps.index, data.queries, live);
+  const unpublish = publishCommits(deps.index, data.queries, live, app.log);
   // The server's keep-alive: a ping to every acknowledged socket.
   const keepAlive = setInterval(() => live.pingAll(), KEEP_ALIVE_MS);
   keepAlive.unref();
@@ -182,6 +184,7 @@ export async function registerGraphqlRoutes(
     ) {
       throw new DataApiError('INVALID_PARAMETER', '"operationName" must be a string');
     }
+    if (/\bvaultHistory\b/.test(source)) await readVaults();
     if (/\bnodeStats\b/.test(source)) return;
     // A body can be 64 KiB: the key is its digest, so that a kept answer costs its own bytes.
     const key = createHash('sha256')
@@ -191,6 +194,18 @@ export async function registerGraphqlRoutes(
     const kept = answers.lookup(key, version);
     if (kept) return reply.type('application/json; charset=utf-8').send(kept);
     pending.set(request, { key, version });
+  }
+
+  /**
+   * Reads the vaults, for the cost of a history (see `history`). An index that cannot answer
+   * is left for the query to report, in GraphQL's terms.
+   */
+  async function readVaults(): Promise<void> {
+    try {
+      await data.queries.summaries();
+    } catch {
+      // The query reads the vaults again, and answers the error.
+    }
   }
 
   /** Keeps a successful answer that guard() marked as one to keep. */
