@@ -6,6 +6,7 @@ import {
   type Address,
   createPublicClient,
   encodeAbiParameters,
+  encodeFunctionData,
   type Hex,
   http,
   keccak256,
@@ -241,8 +242,24 @@ describe.each([
 
   it('rolls a step back whole when its transaction fails, and indexes it on the next try', async () => {
     const before = index.checkpoint();
-    const balance = await usdcBalance(vault);
+    // A block that moves the vault's balance: the failed step applied it to the vault's state
+    // the projection keeps in memory.
+    await rpc.call('anvil_setBalance', [vault, toHex(10n ** 18n)]);
+    await rpc.call('anvil_impersonateAccount', [vault]);
+    await rpc.call('eth_sendTransaction', [
+      {
+        from: vault,
+        to: deployment.usdc,
+        data: encodeFunctionData({
+          abi: MockUSDC.abi,
+          functionName: 'transfer',
+          args: [deployment.usdc, 1_000_000n],
+        }),
+      },
+    ]);
+    await rpc.call('anvil_stopImpersonatingAccount', [vault]);
     await mine();
+    const balance = await usdcBalance(vault);
     hookFails = true;
     await expect(index.syncTo()).rejects.toThrow('the hook failed');
     hookFails = false;
@@ -251,7 +268,8 @@ describe.each([
     expect(blocks?.top).toBe(before?.number);
     await index.syncTo();
     expect(index.checkpoint()?.hash).toBe((await chainHead()).hash);
-    // What the projection kept in memory of the rolled-back step was forgotten.
+    // What the projection kept in memory of the rolled-back step was forgotten: the transfer
+    // is counted once.
     const [state] = await stored<{ balance: string }>(
       'SELECT balance FROM vault_states WHERE vault = ? ORDER BY block_number DESC LIMIT 1',
       vault.toLowerCase(),
@@ -303,6 +321,7 @@ describe.each([
     });
   } else {
     it('refuses file copies and synchronous reads, which are SQLite’s', async () => {
+      const before = index.checkpoint();
       await expect(index.copyTo(join(dir, 'never.db'))).rejects.toThrow(
         /not on PostgreSQL yet: snapshots of the index are SQLite files/,
       );
@@ -310,6 +329,11 @@ describe.each([
         /not on PostgreSQL yet/,
       );
       expect(() => index.db).toThrow(/PostgreSQL is read through the Sql interface/);
+      // Nothing was replaced: the index goes on from where it was.
+      expect(index.checkpoint()).toEqual(before);
+      await mine();
+      await index.syncTo();
+      expect(index.checkpoint()?.number).toBe((before?.number ?? 0) + 1);
     });
 
     it('answers INDEX_UNAVAILABLE while its database cannot be reached, and rebuilds nothing', async () => {

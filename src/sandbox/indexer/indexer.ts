@@ -165,14 +165,15 @@ export async function createIndexer(options: IndexerOptions) {
   /** Empties the storage, or puts the copy at `from` in place; reads wait meanwhile. */
   async function reopen(from?: string): Promise<void> {
     reopening = true;
+    projection.reset();
     try {
       await storage.reopen(from);
     } finally {
-      projection.reset();
-      head = undefined;
       reopening = false;
+      // What the storage holds now: the new rows, or, after a reopen that failed, what is left
+      // (nothing that can be read is indexed again from the start).
+      head = await storedHead().catch(() => undefined);
     }
-    head = await storedHead();
   }
 
   /**
