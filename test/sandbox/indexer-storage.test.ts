@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
+import pg from 'pg';
 import {
   type Address,
   createPublicClient,
@@ -334,6 +335,32 @@ describe.each([
       await mine();
       await index.syncTo();
       expect(index.checkpoint()?.number).toBe((before?.number ?? 0) + 1);
+    });
+
+    it('refuses an index schema made by a newer agentctl, touching nothing', async () => {
+      const setVersion = async (version: number) => {
+        const client = new pg.Client({
+          connectionString: (storage.options() as { url: string }).url,
+        });
+        await client.connect();
+        try {
+          await client.query('UPDATE sandbox_index.schema_version SET version = $1', [version]);
+        } finally {
+          await client.end();
+        }
+      };
+      const before = index.checkpoint();
+      await index.close();
+      await setVersion(99);
+      try {
+        await expect(open()).rejects.toThrow(
+          /index schema \(sandbox_index\) is version 99, newer than this agentctl knows \(1\); upgrade agentctl/,
+        );
+      } finally {
+        await setVersion(1);
+        index = await open();
+      }
+      expect(index.checkpoint()).toEqual(before);
     });
 
     it('answers INDEX_UNAVAILABLE while its database cannot be reached, and rebuilds nothing', async () => {
