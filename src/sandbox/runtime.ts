@@ -235,8 +235,8 @@ async function openIndex(
   follow: IndexFollow,
   paused: (() => boolean) | undefined,
 ): Promise<Indexer> {
-  const index = createIndexer({
-    path: join(stateDir, INDEX_FILE),
+  const index = await createIndexer({
+    storage: { kind: 'sqlite', path: join(stateDir, INDEX_FILE) },
     rpc: follow.rpc,
     chainId: follow.chainId,
     deployment: follow.deployment,

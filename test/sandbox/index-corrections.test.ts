@@ -44,8 +44,8 @@ beforeAll(async () => {
   rpc = createRpcClient(anvil.rpcUrl);
   // anvil refuses to mine below its own start time; the genesis is older than that.
   await rpc.call('anvil_setTime', [GENESIS.block_timestamp]);
-  index = createIndexer({
-    path: join(dir, 'index.db'),
+  index = await createIndexer({
+    storage: { kind: 'sqlite', path: join(dir, 'index.db') },
     rpc,
     chainId: CHAIN_ID,
     deployment,

@@ -23,10 +23,35 @@ export function isIndexFileFailure(error: unknown): boolean {
  * GraphQL answer it as INDEX_UNAVAILABLE (503), never with what the damaged file says.
  */
 export class IndexUnavailableError extends Error {
-  constructor(reason: string) {
-    super(
-      `the data API's index is unavailable: ${reason}; it is being rebuilt from the chain, retry shortly`,
-    );
+  /** `outlook`: what happens meanwhile (a rebuild, unless said otherwise). */
+  constructor(reason: string, outlook = 'it is being rebuilt from the chain') {
+    super(`the data API's index is unavailable: ${reason}; ${outlook}, retry shortly`);
     this.name = 'IndexUnavailableError';
   }
+}
+
+/**
+ * Whether `error` is a PostgreSQL connection that failed or could not be made (a socket error,
+ * a server shutting down, a FATAL), rather than an answer to a statement: the storage cannot be
+ * reached for now, and the index it holds is not damaged by that.
+ */
+export function isConnectionFailure(error: unknown): boolean {
+  const failure = error as { code?: unknown; severity?: unknown; message?: unknown } | null;
+  if (failure === null || typeof failure !== 'object') return false;
+  const { code, severity, message } = failure;
+  if (typeof code === 'string') {
+    // SQLSTATE class 08 (connection exception); 57P01-57P03 (shut down, cannot connect now).
+    if (/^08|^57P0[1-3]$/.test(code)) return true;
+    if (
+      /^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN)$/.test(code)
+    )
+      return true;
+  }
+  if (severity === 'FATAL' || severity === 'PANIC') return true;
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|not queryable|connection error|timeout exceeded when trying to connect/i.test(
+      message,
+    )
+  );
 }

@@ -1,5 +1,4 @@
 import type { Hash } from 'viem';
-import type { RawStore } from './raw-store.ts';
 import type { ChainSource } from './source.ts';
 
 /**
@@ -22,7 +21,8 @@ export type StepOutcome = 'done' | 'more' | 'reread';
 
 export function createFollower(options: {
   source: ChainSource;
-  raw: () => RawStore;
+  /** The hashes of the indexed blocks from `from` to `to`, by number. */
+  indexedHashes(from: number, to: number): Promise<Map<number, Hash>>;
   /** The last indexed block. */
   checkpoint: () => { number: number; hash: Hash } | undefined;
   /** Blocks this deep are final; 0 on a dev chain, where any block may be replaced. */
@@ -33,7 +33,7 @@ export function createFollower(options: {
   closed: () => boolean;
   log: { warn(message: string): void };
   /** Cuts the index back to `ancestor` and derives its tables again. */
-  rollBack(ancestor: number): void;
+  rollBack(ancestor: number): Promise<void>;
 }) {
   const { source, finality } = options;
 
@@ -51,8 +51,9 @@ export function createFollower(options: {
     for (let upper = top; upper >= floor; upper -= 32) {
       const bottom = Math.max(floor, upper - 31);
       const chain = await source.headers(bottom, upper);
+      const indexed = await options.indexedHashes(bottom, upper);
       for (let n = upper; n >= bottom; n--) {
-        const ours = options.raw().hashAt(n);
+        const ours = indexed.get(n);
         if (!ours) return n;
         if (ours === chain[n - bottom]?.hash) return n;
       }
@@ -75,7 +76,7 @@ export function createFollower(options: {
     options.log.warn(
       `the chain no longer holds indexed block ${at.number}: the index goes back to block ${ancestor} and follows the chain`,
     );
-    options.rollBack(ancestor);
+    await options.rollBack(ancestor);
   }
 
   /**

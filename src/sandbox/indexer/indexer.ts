@@ -2,32 +2,29 @@ import type { Hash } from 'viem';
 import type { Deployment } from '../chain/deployment.ts';
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import type { RpcClient } from '../chain/rpc.ts';
-import type { Sql, SqlValue } from '../store/sql.ts';
-import { IndexUnavailableError, isIndexFileFailure } from './failure.ts';
+import type { Sql, SqlTransaction } from '../store/sql.ts';
+import { IndexUnavailableError } from './failure.ts';
 import { createFollower, DeepReorgError, poll, type StepOutcome } from './follower.ts';
-import {
-  type BlockChanges,
-  createProjection,
-  type FailedCall,
-  type VaultState,
-} from './projection.ts';
-import { openRawStore } from './raw-store.ts';
+import { type BlockChanges, createProjection, type VaultState } from './projection.ts';
+import * as raw from './raw-store.ts';
+import { INDEX_SCHEMA } from './schema-postgres.ts';
 import {
   type ChainObservation,
   checksummed,
   createChainSource,
   MAX_BLOCKS_PER_STEP,
 } from './source.ts';
-import { statement } from './statements.ts';
+import { type IndexStorageOptions, openIndexStorage } from './storage.ts';
 import { totalAssetsAt } from './vault-math.ts';
 import { createWriteWaits } from './write-waits.ts';
 
 export { DeepReorgError, INDEX_POLL_MS } from './follower.ts';
 export { type ChainObservation, checksummed } from './source.ts';
+export type { IndexStorageOptions } from './storage.ts';
 
 export interface IndexerOptions {
-  /** index.db in the state dir. */
-  path: string;
+  /** Where the index is kept: index.db in the state dir, or a schema of a PostgreSQL database. */
+  storage: IndexStorageOptions;
   rpc: RpcClient;
   chainId: number;
   deployment: Deployment;
@@ -52,6 +49,12 @@ export interface IndexerOptions {
   /** True while the chain cannot be read (it is being rebuilt): the background poll waits. */
   paused?: () => boolean;
   log: { warn(message: string): void; error(message: string): void };
+  /**
+   * Runs inside each of the index's transactions (a step, a rollback, a correction), after its
+   * rows and before its COMMIT, with the index's last block as committed: where replicas are
+   * to be told of the commit (a NOTIFY is sent at COMMIT). A throw rolls the transaction back.
+   */
+  afterCommitTx?: (tx: SqlTransaction, head: Checkpoint | undefined) => Promise<void>;
 }
 
 /** What one commit changed. After a reorg every vault counts as changed. */
@@ -65,19 +68,21 @@ export interface IndexCommit {
 export type Checkpoint = Readonly<{ number: number; hash: Hash; timestamp: number }>;
 
 /**
- * Follows the chain into index.db. `syncTo(n)` indexes up to block n and resolves once it is
- * committed: the write path awaits it before answering, so a client reads its own write from
- * /v1 at once. A poll picks up everything else (someone calling a vault over the RPC URL)
- * within INDEX_POLL_MS. Each step compares the next block's parentHash with the checkpoint;
- * on a mismatch it finds the common ancestor, cuts the raw data back to it and derives the
- * rest again.
+ * Follows the chain into the index (index.db, or the index's schema on PostgreSQL).
+ * `syncTo(n)` indexes up to block n and resolves once it is committed: the write path awaits
+ * it before answering, so a client reads its own write from /v1 at once. A poll picks up
+ * everything else (someone calling a vault over the RPC URL) within INDEX_POLL_MS. Each step
+ * compares the next block's parentHash with the checkpoint; on a mismatch it finds the common
+ * ancestor, cuts the raw data back to it and derives the rest again.
  *
  * The façade over the index's parts, as Ponder separates them: the sync source (source.ts:
- * what is read from the chain), the raw store (raw-store.ts: raw rows in index.db), the
- * follower (follower.ts: the head, reorgs, the poll) and the projection (projection.ts: the
- * derived tables). It holds what they share: one writer at a time, the version, the failure.
+ * what is read from the chain), the storage (storage.ts: where the rows are kept), the raw
+ * rows (raw-store.ts), the follower (follower.ts: the head, reorgs, the poll) and the
+ * projection (projection.ts: the derived tables). It holds what they share: one writer at a
+ * time, the version, the last indexed block, the failure. Each step, rollback and correction is
+ * one transaction; readers (query) see committed rows only.
  */
-export function createIndexer(options: IndexerOptions) {
+export async function createIndexer(options: IndexerOptions) {
   const finality = options.finalityDepth ?? 0;
   let running: Promise<void> = Promise.resolve();
   let closed = false;
@@ -90,18 +95,23 @@ export function createIndexer(options: IndexerOptions) {
   });
   const { vaults } = source;
   const identity = JSON.stringify({ chainId: options.chainId, contracts: source.watched });
-  const projectionConfig = {
+  const projection = createProjection({
     usdc: source.usdc,
     registry: source.registry,
     vaults: new Map(
       [...vaults].map(([address, id]) => [address, { async: VAULT_CONFIG[id].async }]),
     ),
-  };
-  const raw = openRawStore({ path: options.path, identity, warn: options.log.warn });
-  let projection = createProjection(raw.db, projectionConfig);
+  });
+  /** The index's name in what is logged and answered. */
+  const name = options.storage.kind === 'sqlite' ? 'index.db' : `the index (${INDEX_SCHEMA})`;
+  const storage = await openIndexStorage(options.storage, identity, options.log.warn);
   let stopPolling: (() => void) | undefined;
   /** Moves with every commit (a step, a rollback): what /v1's answer cache is keyed on. */
   let version = 0;
+  /** The last indexed block, as committed: read at open, set after each commit. */
+  let head: Checkpoint | undefined;
+  /** True while the storage is being emptied or replaced: reads wait for the new one. */
+  let reopening = false;
   /** Told of every commit, after it (graphql/live.ts publishes subscriptions from it). */
   const commitListeners = new Set<(changes: IndexCommit) => void>();
   function committed(changes: IndexCommit): void {
@@ -116,13 +126,14 @@ export function createIndexer(options: IndexerOptions) {
   const waits = createWriteWaits();
 
   /**
-   * Set once index.db has failed (a damaged page, a disk that no longer takes it): reads then
-   * answer IndexUnavailableError, never what the file says, until the file has been started
-   * afresh (`reopened`) and the chain indexed into it again.
+   * Set once the index has failed (a damaged page of index.db, a disk that no longer takes it,
+   * a chain that reorganised deeper than the finality depth): reads then answer
+   * IndexUnavailableError, never what the index says, until it has been started afresh
+   * (`reopened`) and the chain indexed into it again.
    */
   let failure: { reason: string; reopened: boolean } | undefined;
 
-  function fail(error: unknown, reason = `index.db failed (${(error as Error).message})`): string {
+  function fail(error: unknown, reason = `${name} failed (${(error as Error).message})`): string {
     if (!failure) {
       options.log.error(
         `${reason}: the data API answers 503 (INDEX_UNAVAILABLE) while it is rebuilt from the chain`,
@@ -134,22 +145,67 @@ export function createIndexer(options: IndexerOptions) {
     return reason;
   }
 
-  /** Deletes index.db and opens it empty: every block is indexed into it again. */
-  function reopen(): void {
-    raw.reopen();
-    projection = createProjection(raw.db, projectionConfig);
-    lastCheckpoint = undefined;
+  /** The last block the storage holds (committed, or as `sql`, a transaction, sees it). */
+  async function storedHead(sql: Sql = storage.sql): Promise<Checkpoint | undefined> {
+    const row = await raw.headBlock(sql);
+    return row && Object.freeze(row);
+  }
+
+  try {
+    head = await storedHead();
+  } catch (error) {
+    // Damage that quick_check did not see: rebuilt (the poll does it, or the first sync).
+    if (!storage.isDamage(error)) {
+      await storage.close();
+      throw error;
+    }
+    fail(error);
+  }
+
+  /** Empties the storage, or puts the copy at `from` in place; reads wait meanwhile. */
+  async function reopen(from?: string): Promise<void> {
+    reopening = true;
+    projection.reset();
+    try {
+      await storage.reopen(from);
+    } finally {
+      reopening = false;
+      // What the storage holds now: the new rows, or, after a reopen that failed, what is left
+      // (nothing that can be read is indexed again from the start).
+      head = await storedHead().catch(() => undefined);
+    }
   }
 
   /**
-   * Rebuilds a failed index.db from the chain, in the background poll. Its subscribers hear
+   * Runs `work` as one transaction of the index, with the afterCommitTx hook; `work` answers
+   * the last indexed block as of its rows. What the projection keeps in memory is forgotten if
+   * the transaction is rolled back.
+   */
+  async function inTransaction(
+    work: (tx: SqlTransaction) => Promise<Checkpoint | undefined>,
+  ): Promise<void> {
+    try {
+      head = await storage.transaction(async (tx) => {
+        const at = await work(tx);
+        await options.afterCommitTx?.(tx, at);
+        return at;
+      });
+      version++;
+    } catch (error) {
+      projection.reset();
+      throw error;
+    }
+  }
+
+  /**
+   * Rebuilds a failed index from the chain, in the background poll. Its subscribers hear
    * nothing of the blocks indexed again, and one reorg-like commit (every vault changed) once
    * it answers again.
    */
   async function rebuild(): Promise<void> {
     await serially(async () => {
       if (closed || !failure || failure.reopened) return;
-      reopen();
+      await reopen();
       failure.reopened = true;
     });
     await syncTo();
@@ -158,50 +214,37 @@ export function createIndexer(options: IndexerOptions) {
     version++;
     committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
     options.log.warn(
-      `index.db was rebuilt from the chain (up to block ${checkpoint()?.number ?? 0}); the data API answers from it again`,
+      `${name} was rebuilt from the chain (up to block ${head?.number ?? 0}); the data API answers from it again`,
     );
   }
 
-  /**
-   * index.db through the Sql interface, for IndexView.read. Transitional: statements run on
-   * the writer's own connection, which is safe only while every step runs synchronously
-   * between its BEGIN and COMMIT (a read never sees a step's uncommitted rows).
-   */
-  const readSql: Sql = {
-    get: async <T>(sql: string, ...params: SqlValue[]) =>
-      statement(raw.db, sql).get(...params) as T | undefined,
-    all: async <T>(sql: string, ...params: SqlValue[]) =>
-      statement(raw.db, sql).all(...params) as unknown as T[],
-    run: async () => {
-      throw new Error('the index is read-only to its readers');
-    },
-  };
-
-  /** IndexView.read: `work` on the committed rows; a failing file starts a rebuild. */
-  async function query<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+  /** Refuses a read while the index cannot answer. */
+  function checkReadable(): void {
     if (failure) throw new IndexUnavailableError(failure.reason);
-    try {
-      return await work(readSql);
-    } catch (error) {
-      if (!isIndexFileFailure(error)) throw error;
-      throw new IndexUnavailableError(fail(error));
+    if (reopening) {
+      throw new IndexUnavailableError(`${name} is being replaced`, 'it answers again at once');
     }
   }
 
-  /** The last indexed block as of `version` (every read asks for it: the index's time). */
-  let lastCheckpoint: { version: number; block: Checkpoint | undefined } | undefined;
-  function checkpoint(): Checkpoint | undefined {
-    if (lastCheckpoint?.version === version) return lastCheckpoint.block;
-    const row = raw.head();
-    const block =
-      row &&
-      Object.freeze({
-        number: Number(row.number),
-        hash: row.hash,
-        timestamp: Number(row.timestamp),
-      });
-    lastCheckpoint = { version, block };
-    return block;
+  /**
+   * IndexView.read: `work` on the committed rows. A damaged storage starts a rebuild; one that
+   * cannot be reached (a lost PostgreSQL connection) answers IndexUnavailableError while it
+   * lasts, and is not rebuilt.
+   */
+  async function query<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    checkReadable();
+    try {
+      return await work(storage.sql);
+    } catch (error) {
+      if (storage.isDamage(error)) throw new IndexUnavailableError(fail(error));
+      if (storage.isUnreachable(error)) {
+        throw new IndexUnavailableError(
+          `its database cannot be reached (${(error as Error).message})`,
+          'it answers again once the connection is back',
+        );
+      }
+      throw error;
+    }
   }
 
   /** Serialises every step: one writer, in order. */
@@ -213,8 +256,8 @@ export function createIndexer(options: IndexerOptions) {
 
   const follower = createFollower({
     source,
-    raw: () => raw,
-    checkpoint,
+    indexedHashes: (from, to) => raw.hashesBetween(storage.sql, from, to),
+    checkpoint: () => head,
     finality,
     ...(options.ceiling && { ceiling: options.ceiling }),
     closed: () => closed,
@@ -224,38 +267,36 @@ export function createIndexer(options: IndexerOptions) {
 
   /**
    * Cuts the raw data back to `ancestor` and derives every derived table again from the rest,
-   * after `amend` (which may add raw rows, such as corrections) in the same transaction.
+   * after `amend` (which may add raw rows, such as corrections), in one transaction.
    */
-  function rollBack(ancestor: number, amend?: () => void): void {
-    raw.begin();
-    try {
-      amend?.();
-      raw.cutBackTo(ancestor);
+  async function rollBack(
+    ancestor: number,
+    amend?: (tx: SqlTransaction) => Promise<void>,
+  ): Promise<void> {
+    await inTransaction(async (tx) => {
+      await amend?.(tx);
+      await raw.cutBackTo(tx, ancestor);
       projection.reset();
-      rederive();
-      raw.commit();
-      version++;
-      if (!failure) committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
-    } catch (error) {
-      raw.rollBackQuietly();
-      projection.reset();
-      lastCheckpoint = undefined;
-      throw error;
-    }
+      await rederive(tx);
+      return storedHead(tx);
+    });
+    if (!failure) committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
   }
 
   /** Applies every raw row kept, block by block, as the blocks were indexed. */
-  function rederive(): void {
-    for (const block of raw.rawBlocks()) {
+  async function rederive(tx: SqlTransaction): Promise<void> {
+    for (const block of await raw.rawBlocks(tx)) {
       const at = { number: block.number, timestamp: block.timestamp };
-      projection.applyBlock(at, block.logs, block.failed);
-      for (const [vault, state] of block.corrections) projection.correct(at, vault, state);
+      await projection.applyBlock(tx, at, block.logs, block.failed);
+      for (const [vault, state] of block.corrections) {
+        await projection.correct(tx, at, vault, state);
+      }
     }
   }
 
   /** Indexes blocks after the checkpoint up to `target`, one committed step at a time. */
   async function step(target: number): Promise<StepOutcome> {
-    const at = checkpoint();
+    const at = head;
     const from = at ? at.number + 1 : (options.startBlock ?? 1);
     if (from > target) return 'done';
     const to = Math.min(target, from + MAX_BLOCKS_PER_STEP - 1);
@@ -265,7 +306,7 @@ export function createIndexer(options: IndexerOptions) {
       options.log.warn(
         `the chain reorganised below block ${at.number + 1}: the index goes back to block ${ancestor} and follows the new chain`,
       );
-      rollBack(ancestor);
+      await rollBack(ancestor);
       return 'more';
     }
     for (let i = 1; i < blocks.length; i++) {
@@ -274,71 +315,67 @@ export function createIndexer(options: IndexerOptions) {
     const events = await readEvents();
     if (!events) return 'reread';
 
+    const sourced: raw.SourcedBlock[] = blocks.map((block) => ({
+      block,
+      logs: (events.logs.get(block.number) ?? []).sort((a, b) => a.logIndex - b.logIndex),
+      failed: events.failed.get(block.number) ?? [],
+    }));
     const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
-    raw.begin();
-    try {
-      for (const block of blocks) {
-        const blockLogs = (events.logs.get(block.number) ?? []).sort(
-          (a, b) => a.logIndex - b.logIndex,
-        );
-        const blockFailed: FailedCall[] = events.failed.get(block.number) ?? [];
-        raw.addBlock(block, blockLogs, blockFailed);
-        if (blockLogs.length > 0 || blockFailed.length > 0) {
-          const changed: BlockChanges = projection.applyBlock(block, blockLogs, blockFailed);
-          for (const vault of changed.vaults) changes.vaults.add(vault);
-          changes.transactions.push(...changed.transactions);
-        }
+    await inTransaction(async (tx) => {
+      await raw.addBlocks(tx, sourced);
+      for (const { block, logs, failed } of sourced) {
+        if (logs.length === 0 && failed.length === 0) continue;
+        const changed: BlockChanges = await projection.applyBlock(tx, block, logs, failed);
+        for (const vault of changed.vaults) changes.vaults.add(vault);
+        changes.transactions.push(...changed.transactions);
       }
-      raw.commit();
-      version++;
-      // A rebuild indexes old blocks again: nothing in them is news to a subscriber.
-      if (!failure) committed(changes);
-    } catch (error) {
-      raw.rollBackQuietly();
-      // The cached vault states (and the last block) may hold what was rolled back.
-      projection.reset();
-      lastCheckpoint = undefined;
-      throw error;
-    }
+      const last = blocks.at(-1);
+      return last
+        ? Object.freeze({ number: last.number, hash: last.hash, timestamp: last.timestamp })
+        : head;
+    });
+    // A rebuild indexes old blocks again: nothing in them is news to a subscriber.
+    if (!failure) committed(changes);
     return to < target ? 'more' : 'done';
   }
 
   /**
-   * What index.db holds that the chain, whose head is `head`, does not: the index is a witness
+   * What the index holds that the chain, whose head is `head`, does not: the index is a witness
    * kept beside sandbox.db. Blocks past the chain's head are missing from it; so are the
    * transactions the index saw in blocks that the chain now has with other hashes, when the
    * chain's blocks of the same numbers lack them (a chain rebuilt after cheat methods keeps
    * every transaction under new hashes: it misses nothing). Undefined when nothing is missing.
    */
-  async function missingFrom(head: {
+  async function missingFrom(chainHead: {
     number: number;
     hash: Hash;
   }): Promise<{ indexedBlock: number; transactions: number } | undefined> {
     try {
-      return await compareWith(head);
+      return await compareWith(chainHead);
     } catch (error) {
       // A damaged index is no witness: it is rebuilt.
-      if (!isIndexFileFailure(error)) throw error;
+      if (!storage.isDamage(error)) throw error;
       fail(error);
       return undefined;
     }
   }
 
-  async function compareWith(head: {
+  async function compareWith(chainHead: {
     number: number;
     hash: Hash;
   }): Promise<{ indexedBlock: number; transactions: number } | undefined> {
-    const at = checkpoint();
+    const at = failure ? undefined : head;
     if (!at) return undefined;
-    if (at.number > head.number) {
-      const transactions = new Set(raw.witnessedAfter(head.number).map((row) => row.tx_hash)).size;
+    if (at.number > chainHead.number) {
+      const rows = await raw.witnessedAfter(storage.sql, chainHead.number);
+      const transactions = new Set(rows.map((row) => row.tx_hash)).size;
       return { indexedBlock: at.number, transactions };
     }
     const [onChain] =
-      at.number === head.number ? [head] : await source.headers(at.number, at.number);
+      at.number === chainHead.number ? [chainHead] : await source.headers(at.number, at.number);
     if (onChain?.hash === at.hash) return undefined;
     const ancestor = await follower.commonAncestor(at.number);
-    const rows = raw.witnessedAfter(ancestor);
+    const rows = await raw.witnessedAfter(storage.sql, ancestor);
     const numbers = [...new Set(rows.map((row) => Number(row.block_number)))];
     const txsAt = await source.transactionsOf(numbers);
     const lost = new Set(
@@ -356,8 +393,9 @@ export function createIndexer(options: IndexerOptions) {
       try {
         await follower.indexUpTo(target, step);
       } catch (error) {
-        // A damaged file, found by a step or by a rollback after a reorg: rebuilt.
-        if (isIndexFileFailure(error)) fail(error);
+        // A damaged file, found by a step or by a rollback after a reorg: rebuilt. A lost
+        // connection is not damage: the poll tries again.
+        if (storage.isDamage(error)) fail(error);
         // Blocks the index took as final are gone: nothing it holds can be trusted, and the
         // chain is indexed again from the start.
         if (error instanceof DeepReorgError) fail(error, error.message);
@@ -383,7 +421,7 @@ export function createIndexer(options: IndexerOptions) {
       try {
         await correctFrom(observed, corrected);
       } catch (error) {
-        if (isIndexFileFailure(error)) throw new IndexUnavailableError(fail(error));
+        if (storage.isDamage(error)) throw new IndexUnavailableError(fail(error));
         throw error;
       }
     });
@@ -391,15 +429,15 @@ export function createIndexer(options: IndexerOptions) {
   }
 
   async function correctFrom(observed: ChainObservation, corrected: string[]): Promise<void> {
-    const at = checkpoint();
+    const at = head;
     const { number } = observed.block;
-    const held = raw.hashAt(number);
+    const held = await raw.hashAt(storage.sql, number);
     if (!at || held !== observed.block.hash) return;
-    const timestamp = raw.timestampAt(number);
-    const indexedAt = (vault: string): VaultState => {
-      if (at.number === number) return projection.stateOf(vault);
+    const timestamp = await raw.timestampAt(storage.sql, number);
+    const indexedAt = async (vault: string): Promise<VaultState> => {
+      if (at.number === number) return projection.stateOf(storage.sql, vault);
       return (
-        raw.stateAtBlock(vault, number) ?? {
+        (await raw.stateAtBlock(storage.sql, vault, number)) ?? {
           balance: 0n,
           reserved: 0n,
           totalSupply: 0n,
@@ -408,33 +446,34 @@ export function createIndexer(options: IndexerOptions) {
         }
       );
     };
-    const differing = [...observed.states].flatMap(([vault, state]) => {
-      const indexed = indexedAt(vault);
+    const differing: Array<{
+      vault: string;
+      state: VaultState;
+      indexed: VaultState;
+      fields: Array<keyof VaultState>;
+    }> = [];
+    for (const [vault, state] of observed.states) {
+      const indexed = await indexedAt(vault);
       const fields = (Object.keys(state) as Array<keyof VaultState>).filter(
         (field) => state[field] !== indexed[field],
       );
-      return fields.length > 0 ? [{ vault, state, indexed, fields }] : [];
-    });
+      if (fields.length > 0) differing.push({ vault, state, indexed, fields });
+    }
     if (differing.length === 0) return;
-    const record = () => {
-      for (const { vault, state } of differing) raw.addCorrection(number, vault, state);
+    const record = async (tx: SqlTransaction) => {
+      for (const { vault, state } of differing) await raw.addCorrection(tx, number, vault, state);
     };
     if (at.number === number) {
-      raw.begin();
-      try {
-        record();
-        for (const { vault, state } of differing)
-          projection.correct({ number, timestamp }, vault, state);
-        raw.commit();
-      } catch (error) {
-        raw.rollBackQuietly();
-        projection.reset();
-        throw error;
-      }
-      version++;
+      await inTransaction(async (tx) => {
+        await record(tx);
+        for (const { vault, state } of differing) {
+          await projection.correct(tx, { number, timestamp }, vault, state);
+        }
+        return at;
+      });
     } else {
       // The blocks indexed since then were derived from the uncorrected state.
-      rollBack(at.number, record);
+      await rollBack(at.number, record);
     }
     for (const { vault, state, indexed, fields } of differing) {
       const detail = fields
@@ -452,10 +491,14 @@ export function createIndexer(options: IndexerOptions) {
   }
 
   return {
-    /** index.db (tests). Throws IndexUnavailableError while it has failed. */
+    /**
+     * index.db's read-only connection (committed rows only). Throws IndexUnavailableError while
+     * it has failed; SQLite only (throws on PostgreSQL). Transitional: for what still reads the
+     * file directly.
+     */
     get db() {
-      if (failure) throw new IndexUnavailableError(failure.reason);
-      return raw.db;
+      checkReadable();
+      return storage.readerDb;
     },
     /** The readers' view (view.ts): IndexView.read, over committed rows. */
     query,
@@ -466,39 +509,39 @@ export function createIndexer(options: IndexerOptions) {
     /** Each vault's state on the chain at block `at` (see source.ts), for reconcile(). */
     observe: source.observe,
     reconcile,
-    /** Rebuilds index.db from the chain now, if it has failed (the poll does it otherwise). */
+    /** Rebuilds the index from the chain now, if it has failed (the poll does it otherwise). */
     rebuild,
     /**
      * Writes a consistent copy of index.db, as indexed so far, to `path` (a new file), between
-     * steps; false, writing nothing, while it has failed (it is being rebuilt).
+     * steps; false, writing nothing, while it has failed (it is being rebuilt). Rejects on
+     * PostgreSQL (snapshots of the index there are a later step).
      */
     copyTo(path: string): Promise<boolean> {
       let copied = false;
       return serially(async () => {
         if (failure) return;
-        raw.copyTo(path);
+        await storage.copyTo(path);
         copied = true;
       }).then(() => copied);
     },
     /**
-     * Puts the copy at `from` (made by copyTo) in place of index.db, or an empty index.db when
+     * Puts the copy at `from` (made by copyTo) in place of index.db, or an empty index when
      * undefined, between steps; the next step goes on from the copy's last block (or indexes
      * the chain from the start). Whatever was cached from the old one is stale (the version
-     * moves); subscribers are not told (the caller closes them).
+     * moves); subscribers are not told (the caller closes them). A copy rejects on PostgreSQL.
      */
     replaceWith(from: string | undefined): Promise<void> {
       return serially(async () => {
         failure = undefined;
         try {
-          raw.reopen(from);
+          await reopen(from);
         } catch (error) {
+          if (storage.kind !== 'sqlite') throw error;
           // Derived data: an index.db that cannot be put in place is rebuilt from the chain
           // (the poll does it), and answers 503 INDEX_UNAVAILABLE meanwhile.
           fail(error, `index.db could not be put in place (${(error as Error).message})`);
-          raw.reopen();
+          await reopen();
         }
-        projection = createProjection(raw.db, projectionConfig);
-        lastCheckpoint = undefined;
         version++;
       });
     },
@@ -529,21 +572,12 @@ export function createIndexer(options: IndexerOptions) {
     },
     /** A value that changes whenever the index commits anything. */
     version: () => version,
-    /** The last indexed block; undefined while the index has failed. */
-    checkpoint(): Checkpoint | undefined {
-      if (failure) return undefined;
-      try {
-        return checkpoint();
-      } catch (error) {
-        if (!isIndexFileFailure(error)) throw error;
-        fail(error);
-        return undefined;
-      }
-    },
+    /** The last indexed block (kept in memory); undefined while the index has failed. */
+    checkpoint: (): Checkpoint | undefined => (failure ? undefined : head),
     /** Follows the chain in the background. */
     start(): void {
       stopPolling = poll({
-        describe: () => (failure ? 'rebuilding index.db' : 'indexing'),
+        describe: () => (failure ? `rebuilding ${name}` : 'indexing'),
         work: () => (failure ? rebuild() : syncTo()),
         ...(options.paused && { paused: options.paused }),
         log: options.log,
@@ -554,12 +588,8 @@ export function createIndexer(options: IndexerOptions) {
       closed = true;
       stopPolling?.();
       await running;
-      try {
-        raw.close();
-      } catch {
-        // Closed already by a rebuild that could not finish.
-      }
+      await storage.close();
     },
   };
 }
-export type Indexer = ReturnType<typeof createIndexer>;
+export type Indexer = Awaited<ReturnType<typeof createIndexer>>;

@@ -1,7 +1,8 @@
-import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { type Abi, decodeEventLog, decodeFunctionData, type Hex } from 'viem';
 import { STRATEGY_STATUSES } from '../../api/schemas/values.ts';
 import { ConfigurableVault, StrategyRegistryV3 } from '../chain/contracts/artifacts.ts';
+import type { Sql, SqlValue } from '../store/sql.ts';
+import { insertRows } from './statements.ts';
 
 /**
  * Turns the raw data of a block (its watched logs, and its reverted calls to a vault) into
@@ -103,144 +104,114 @@ interface PositionRow {
   claimableRedeem: bigint;
 }
 
-export function createProjection(
-  db: DatabaseSync,
-  watched: { usdc: string; vaults: Map<string, { async: boolean }>; registry: string },
-) {
-  const prepare = (sql: string): StatementSync => db.prepare(sql);
-  const sql = {
-    vault: prepare('SELECT address FROM vaults WHERE address = ?'),
-    insertVault: prepare(
-      'INSERT INTO vaults (address, created_block, created_at, fulfillment_delay) VALUES (?, ?, ?, NULL)',
-    ),
-    setDelay: prepare('UPDATE vaults SET fulfillment_delay = ? WHERE address = ?'),
-    lastState: prepare(
-      'SELECT balance, reserved, total_supply, apy_bps, last_accrual FROM vault_states WHERE vault = ? ORDER BY block_number DESC LIMIT 1',
-    ),
-    state: prepare(
-      `INSERT INTO vault_states (vault, block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (vault, block_number) DO UPDATE SET balance = excluded.balance,
-         reserved = excluded.reserved, total_supply = excluded.total_supply,
-         apy_bps = excluded.apy_bps, last_accrual = excluded.last_accrual`,
-    ),
-    transaction: prepare(
-      `INSERT INTO transactions (block_number, log_index, hash, type, vault, user_address, amount, shares, status, timestamp, request_id)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ),
-    fulfilRequest: prepare(
-      `UPDATE transactions SET status = 'fulfilled', amount = ?, shares = ?
-       WHERE vault = ? AND request_id = ? AND status = 'pending'`,
-    ),
-    claimRequests: prepare(
-      `UPDATE transactions SET status = 'claimed'
-       WHERE vault = ? AND user_address = ? AND type = ? AND status = 'fulfilled'`,
-    ),
-    position: prepare(
-      `SELECT shares, net_deposited, deposited_at, pending_deposit, claimable_deposit, pending_redeem, claimable_redeem
-       FROM positions WHERE user_address = ? AND vault = ?`,
-    ),
-    upsertPosition: prepare(
-      `INSERT INTO positions (user_address, vault, shares, net_deposited, deposited_at, pending_deposit, claimable_deposit, pending_redeem, claimable_redeem)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (user_address, vault) DO UPDATE SET shares = excluded.shares,
-         net_deposited = excluded.net_deposited, deposited_at = excluded.deposited_at,
-         pending_deposit = excluded.pending_deposit, claimable_deposit = excluded.claimable_deposit,
-         pending_redeem = excluded.pending_redeem, claimable_redeem = excluded.claimable_redeem`,
-    ),
-    strategy: prepare(
-      `INSERT INTO strategies (id, owner, name, status, created_at, status_changed_at, paper_trading_at)
-       VALUES (?, ?, ?, 'shadow', ?, ?, NULL) ON CONFLICT (id) DO NOTHING`,
-    ),
-    strategyStatus: prepare(
-      `UPDATE strategies SET status = ?, status_changed_at = ?,
-         paper_trading_at = COALESCE(paper_trading_at, ?) WHERE id = ?`,
-    ),
-  };
+/** A position's row as it is read. */
+interface StoredPosition {
+  shares: string;
+  net_deposited: string;
+  deposited_at: number | null;
+  pending_deposit: string;
+  claimable_deposit: string;
+  pending_redeem: string;
+  claimable_redeem: string;
+}
 
+const SQL = {
+  vault: 'SELECT address FROM vaults WHERE address = ?',
+  insertVault:
+    'INSERT INTO vaults (address, created_block, created_at, fulfillment_delay) VALUES (?, ?, ?, NULL)',
+  setDelay: 'UPDATE vaults SET fulfillment_delay = ? WHERE address = ?',
+  lastState:
+    'SELECT balance, reserved, total_supply, apy_bps, last_accrual FROM vault_states WHERE vault = ? ORDER BY block_number DESC LIMIT 1',
+  states: `INSERT INTO vault_states (vault, block_number, timestamp, balance, reserved, total_supply, apy_bps, last_accrual)
+     VALUES`,
+  statesConflict: `ON CONFLICT (vault, block_number) DO UPDATE SET balance = excluded.balance,
+       reserved = excluded.reserved, total_supply = excluded.total_supply,
+       apy_bps = excluded.apy_bps, last_accrual = excluded.last_accrual`,
+  transactions: `INSERT INTO transactions (block_number, log_index, hash, type, vault, user_address, amount, shares, status, timestamp, request_id)
+     VALUES`,
+  fulfilRequest: `UPDATE transactions SET status = 'fulfilled', amount = ?, shares = ?
+     WHERE vault = ? AND request_id = ? AND status = 'pending'`,
+  claimRequests: `UPDATE transactions SET status = 'claimed'
+     WHERE vault = ? AND user_address = ? AND type = ? AND status = 'fulfilled'`,
+  position: `SELECT shares, net_deposited, deposited_at, pending_deposit, claimable_deposit, pending_redeem, claimable_redeem
+     FROM positions WHERE user_address = ? AND vault = ?`,
+  positions: `INSERT INTO positions (user_address, vault, shares, net_deposited, deposited_at, pending_deposit, claimable_deposit, pending_redeem, claimable_redeem)
+     VALUES`,
+  positionsConflict: `ON CONFLICT (user_address, vault) DO UPDATE SET shares = excluded.shares,
+       net_deposited = excluded.net_deposited, deposited_at = excluded.deposited_at,
+       pending_deposit = excluded.pending_deposit, claimable_deposit = excluded.claimable_deposit,
+       pending_redeem = excluded.pending_redeem, claimable_redeem = excluded.claimable_redeem`,
+  strategy: `INSERT INTO strategies (id, owner, name, status, created_at, status_changed_at, paper_trading_at)
+     VALUES (?, ?, ?, 'shadow', ?, ?, NULL) ON CONFLICT (id) DO NOTHING`,
+  strategyStatus: `UPDATE strategies SET status = ?, status_changed_at = ?,
+       paper_trading_at = COALESCE(paper_trading_at, ?) WHERE id = ?`,
+};
+
+/**
+ * The projection's statements run on the Sql given: the transaction of the step (or rollback,
+ * or correction) that applies them. It keeps in memory each vault's state as of the last block
+ * applied, and the vaults known to exist: reset() forgets both, and must be called whenever a
+ * transaction that applied blocks is rolled back.
+ */
+export function createProjection(watched: {
+  usdc: string;
+  vaults: Map<string, { async: boolean }>;
+  registry: string;
+}) {
   /** Each vault's state as of the last block applied; loaded on first use. */
   const states = new Map<string, VaultState>();
+  /** The vaults with a row in `vaults`. */
+  const known = new Set<string>();
 
-  function stateOf(vault: string): VaultState {
+  async function stateOf(tx: Sql, vault: string): Promise<VaultState> {
     let state = states.get(vault);
     if (!state) {
-      const row = sql.lastState.get(vault) as
-        | {
-            balance: string;
-            reserved: string;
-            total_supply: string;
-            apy_bps: number;
-            last_accrual: number;
-          }
-        | undefined;
+      const row = await tx.get<StateRow>(SQL.lastState, vault);
       state = row
-        ? {
-            balance: BigInt(row.balance),
-            reserved: BigInt(row.reserved),
-            totalSupply: BigInt(row.total_supply),
-            apyBps: BigInt(row.apy_bps),
-            lastAccrual: BigInt(row.last_accrual),
-          }
+        ? toState(row)
         : { balance: 0n, reserved: 0n, totalSupply: 0n, apyBps: 0n, lastAccrual: 0n };
+      // Another read of the same vault may have come first, while this one awaited.
+      state = states.get(vault) ?? state;
       states.set(vault, state);
     }
     return state;
   }
 
-  function changePosition(
-    user: string,
-    vault: string,
-    change: (position: PositionRow) => void,
-  ): PositionRow {
-    const row = sql.position.get(user, vault) as
-      | {
-          shares: string;
-          net_deposited: string;
-          deposited_at: number | null;
-          pending_deposit: string;
-          claimable_deposit: string;
-          pending_redeem: string;
-          claimable_redeem: string;
-        }
-      | undefined;
-    const position: PositionRow = {
-      shares: BigInt(row?.shares ?? 0),
-      netDeposited: BigInt(row?.net_deposited ?? 0),
-      depositedAt:
-        row?.deposited_at === undefined || row.deposited_at === null
-          ? null
-          : Number(row.deposited_at),
-      pendingDeposit: BigInt(row?.pending_deposit ?? 0),
-      claimableDeposit: BigInt(row?.claimable_deposit ?? 0),
-      pendingRedeem: BigInt(row?.pending_redeem ?? 0),
-      claimableRedeem: BigInt(row?.claimable_redeem ?? 0),
-    };
-    change(position);
-    sql.upsertPosition.run(
-      user,
-      vault,
-      position.shares.toString(),
-      position.netDeposited.toString(),
-      position.depositedAt,
-      position.pendingDeposit.toString(),
-      position.claimableDeposit.toString(),
-      position.pendingRedeem.toString(),
-      position.claimableRedeem.toString(),
-    );
-    return position;
-  }
-
   /**
-   * Applies one block's raw data; call inside the transaction that records the block. Answers
-   * what it changed: the vaults whose state it moved, and the transactions it recorded.
+   * Applies one block's raw data on `tx`, the transaction that records the block. Answers what
+   * it changed: the vaults whose state it moved, and the transactions it recorded. Rows are
+   * written in batches: the block's positions once each, at its end; its transactions before
+   * any statement that updates transactions, and at its end.
    */
-  function applyBlock(
+  async function applyBlock(
+    tx: Sql,
     block: { number: number; timestamp: number },
     logs: RawLog[],
     failed: FailedCall[] = [],
-  ): BlockChanges {
+  ): Promise<BlockChanges> {
     const changed = new Set<string>();
     const created: TransactionKey[] = [];
+    const transactions: SqlValue[][] = [];
+    const flushTransactions = async () => {
+      await insertRows(tx, SQL.transactions, transactions.splice(0));
+    };
+    /** The block's positions, by user and vault, as they stand: written at the block's end. */
+    const positions = new Map<string, { user: string; vault: string; position: PositionRow }>();
+    const changePosition = async (
+      user: string,
+      vault: string,
+      change: (position: PositionRow) => void,
+    ): Promise<PositionRow> => {
+      const key = `${user} ${vault}`;
+      let held = positions.get(key);
+      if (!held) {
+        const row = await tx.get<StoredPosition>(SQL.position, user, vault);
+        held = { user, vault, position: toPosition(row) };
+        positions.set(key, held);
+      }
+      change(held.position);
+      return held.position;
+    };
     const record = (
       log: RawLog,
       type: string,
@@ -252,7 +223,7 @@ export function createProjection(
       requestId: bigint | null = null,
     ) => {
       created.push({ blockNumber: block.number, logIndex: log.logIndex });
-      sql.transaction.run(
+      transactions.push([
         block.number,
         log.logIndex,
         log.txHash,
@@ -264,7 +235,21 @@ export function createProjection(
         status,
         block.timestamp,
         requestId === null ? null : requestId.toString(),
+      ]);
+    };
+    const fulfilRequest = async (vault: string, args: EventArgs) => {
+      await flushTransactions();
+      await tx.run(
+        SQL.fulfilRequest,
+        args.assets.toString(),
+        args.shares.toString(),
+        vault,
+        args.requestId.toString(),
       );
+    };
+    const claimRequests = async (vault: string, user: string, type: string) => {
+      await flushTransactions();
+      await tx.run(SQL.claimRequests, vault, user, type);
     };
 
     for (const log of logs) {
@@ -279,7 +264,8 @@ export function createProjection(
 
       if (address === watched.registry) {
         if (event.eventName === 'StrategySubmitted') {
-          sql.strategy.run(
+          await tx.run(
+            SQL.strategy,
             String(args.strategyId).toLowerCase(),
             String(args.owner).toLowerCase(),
             String(args.name),
@@ -288,7 +274,8 @@ export function createProjection(
           );
         } else if (event.eventName === 'StrategyStatusChanged') {
           const to = STRATEGY_STATUSES[Number(args.to)] ?? 'unknown';
-          sql.strategyStatus.run(
+          await tx.run(
+            SQL.strategyStatus,
             to,
             block.timestamp,
             to === 'paper_trading' ? block.timestamp : null,
@@ -303,11 +290,11 @@ export function createProjection(
         const from = String(args.from).toLowerCase();
         const to = String(args.to).toLowerCase();
         if (watched.vaults.has(to)) {
-          stateOf(to).balance += args.value;
+          (await stateOf(tx, to)).balance += args.value;
           changed.add(to);
         }
         if (watched.vaults.has(from)) {
-          stateOf(from).balance -= args.value;
+          (await stateOf(tx, from)).balance -= args.value;
           changed.add(from);
         }
         continue;
@@ -316,8 +303,13 @@ export function createProjection(
       const vault = address;
       const info = watched.vaults.get(vault);
       if (!info) continue;
-      const state = stateOf(vault);
-      if (!sql.vault.get(vault)) sql.insertVault.run(vault, block.number, block.timestamp);
+      const state = await stateOf(tx, vault);
+      if (!known.has(vault)) {
+        if (!(await tx.get(SQL.vault, vault))) {
+          await tx.run(SQL.insertVault, vault, block.number, block.timestamp);
+        }
+        known.add(vault);
+      }
       changed.add(vault);
       switch (event.eventName) {
         case 'ApyChanged':
@@ -327,20 +319,20 @@ export function createProjection(
           state.lastAccrual = args.timestamp;
           break;
         case 'FulfillmentDelayChanged':
-          sql.setDelay.run(Number(args.fulfillmentDelay), vault);
+          await tx.run(SQL.setDelay, Number(args.fulfillmentDelay), vault);
           break;
         case 'Transfer': {
           const from = String(args.from).toLowerCase();
           const to = String(args.to).toLowerCase();
           if (from === ZERO) state.totalSupply += args.value;
           else if (from !== vault)
-            changePosition(from, vault, (p) => {
+            await changePosition(from, vault, (p) => {
               p.shares -= args.value;
             });
           if (to === ZERO) state.totalSupply -= args.value;
           // Shares the ERC-7540 vault holds in escrow are no one's position.
           else if (to !== vault)
-            changePosition(to, vault, (p) => {
+            await changePosition(to, vault, (p) => {
               p.shares += args.value;
               // Shares received (a transfer, not a deposit) date the position too.
               p.depositedAt ??= block.timestamp;
@@ -351,7 +343,7 @@ export function createProjection(
           // ERC-4626: Deposit(sender, owner, assets, shares). A claim on the ERC-7540 vault
           // logs it with the controller as sender.
           const owner = String(args.owner).toLowerCase();
-          changePosition(owner, vault, (p) => {
+          await changePosition(owner, vault, (p) => {
             p.netDeposited += args.assets;
             p.depositedAt ??= block.timestamp;
           });
@@ -360,19 +352,19 @@ export function createProjection(
             break;
           }
           const controller = String(args.sender).toLowerCase();
-          const left = changePosition(controller, vault, (p) => {
+          const left = await changePosition(controller, vault, (p) => {
             p.claimableDeposit -= args.assets;
           });
           record(log, 'claim', vault, controller, args.assets, args.shares, 'claimed');
           if (left.claimableDeposit === 0n)
-            sql.claimRequests.run(vault, controller, 'deposit_request');
+            await claimRequests(vault, controller, 'deposit_request');
           break;
         }
         case 'Withdraw': {
           // Withdraw(sender, receiver, owner, assets, shares); on the ERC-7540 vault the owner
           // is the controller whose fulfilled redemption is claimed.
           const owner = String(args.owner).toLowerCase();
-          const left = changePosition(owner, vault, (p) => {
+          const left = await changePosition(owner, vault, (p) => {
             p.netDeposited -= args.assets;
             if (info.async) p.claimableRedeem -= args.shares;
           });
@@ -383,13 +375,13 @@ export function createProjection(
             break;
           }
           record(log, 'claim', vault, owner, args.assets, args.shares, 'claimed');
-          if (left.claimableRedeem === 0n) sql.claimRequests.run(vault, owner, 'redeem_request');
+          if (left.claimableRedeem === 0n) await claimRequests(vault, owner, 'redeem_request');
           break;
         }
         case 'DepositRequest': {
           state.reserved += args.assets;
           const controller = String(args.controller).toLowerCase();
-          changePosition(controller, vault, (p) => {
+          await changePosition(controller, vault, (p) => {
             p.pendingDeposit += args.assets;
           });
           record(
@@ -406,7 +398,7 @@ export function createProjection(
         }
         case 'RedeemRequest': {
           const controller = String(args.controller).toLowerCase();
-          changePosition(controller, vault, (p) => {
+          await changePosition(controller, vault, (p) => {
             p.pendingRedeem += args.shares;
           });
           // Its assets are known once it is fulfilled, at the price of that moment.
@@ -425,31 +417,21 @@ export function createProjection(
         case 'DepositFulfilled': {
           state.reserved -= args.assets;
           const controller = String(args.controller).toLowerCase();
-          changePosition(controller, vault, (p) => {
+          await changePosition(controller, vault, (p) => {
             p.pendingDeposit -= args.assets;
             p.claimableDeposit += args.assets;
           });
-          sql.fulfilRequest.run(
-            args.assets.toString(),
-            args.shares.toString(),
-            vault,
-            args.requestId.toString(),
-          );
+          await fulfilRequest(vault, args);
           break;
         }
         case 'RedeemFulfilled': {
           state.reserved += args.assets;
           const controller = String(args.controller).toLowerCase();
-          changePosition(controller, vault, (p) => {
+          await changePosition(controller, vault, (p) => {
             p.pendingRedeem -= args.shares;
             p.claimableRedeem += args.shares;
           });
-          sql.fulfilRequest.run(
-            args.assets.toString(),
-            args.shares.toString(),
-            vault,
-            args.requestId.toString(),
-          );
+          await fulfilRequest(vault, args);
           break;
         }
         default:
@@ -458,83 +440,156 @@ export function createProjection(
     }
 
     for (const call of failed) {
-      if (recordFailure(block, call)) {
+      const row = failureRow(block, call);
+      if (row) {
+        transactions.push(row);
         created.push({ blockNumber: block.number, logIndex: failedCallKey(call) });
       }
     }
-
-    for (const vault of changed) writeState(block, vault);
+    await flushTransactions();
+    await insertRows(
+      tx,
+      SQL.positions,
+      [...positions.values()].map(({ user, vault, position }) => [
+        user,
+        vault,
+        position.shares.toString(),
+        position.netDeposited.toString(),
+        position.depositedAt,
+        position.pendingDeposit.toString(),
+        position.claimableDeposit.toString(),
+        position.pendingRedeem.toString(),
+        position.claimableRedeem.toString(),
+      ]),
+      SQL.positionsConflict,
+    );
+    await writeStates(tx, block, [...changed]);
     return { vaults: changed, transactions: created };
   }
 
-  /** Records a vault's state after `block` (the block's own row, replaced if it has one). */
-  function writeState(block: { number: number; timestamp: number }, vault: string): void {
-    const state = stateOf(vault);
-    sql.state.run(
-      vault,
-      block.number,
-      block.timestamp,
-      state.balance.toString(),
-      state.reserved.toString(),
-      state.totalSupply.toString(),
-      Number(state.apyBps),
-      Number(state.lastAccrual),
-    );
+  /** Records vaults' states after `block` (the block's own rows, replaced if it has them). */
+  async function writeStates(
+    tx: Sql,
+    block: { number: number; timestamp: number },
+    vaults: string[],
+  ): Promise<void> {
+    const rows: SqlValue[][] = [];
+    for (const vault of vaults) {
+      const state = await stateOf(tx, vault);
+      rows.push([
+        vault,
+        block.number,
+        block.timestamp,
+        state.balance.toString(),
+        state.reserved.toString(),
+        state.totalSupply.toString(),
+        Number(state.apyBps),
+        Number(state.lastAccrual),
+      ]);
+    }
+    await insertRows(tx, SQL.states, rows, SQL.statesConflict);
   }
 
   /**
-   * Sets a vault's state after `block` to what the chain held then (a correction); call
-   * inside the transaction that records it, after the block's own logs.
+   * Sets a vault's state after `block` to what the chain held then (a correction), on `tx`, the
+   * transaction that records it, after the block's own logs.
    */
-  function correct(
+  async function correct(
+    tx: Sql,
     block: { number: number; timestamp: number },
     vault: string,
     state: VaultState,
-  ): void {
+  ): Promise<void> {
     states.set(vault, { ...state });
-    writeState(block, vault);
-  }
-
-  /** A reverted call to a vault: a `failed` transaction of the type its function names. */
-  function recordFailure(block: { number: number; timestamp: number }, call: FailedCall): boolean {
-    const vault = call.to.toLowerCase();
-    let decoded: { functionName: string; args?: readonly unknown[] };
-    try {
-      decoded = decodeFunctionData({ abi: ConfigurableVault.abi, data: call.input });
-    } catch {
-      return false;
-    }
-    const type = FAILED_CALL_TYPES[decoded.functionName];
-    if (!type) return false;
-    const first = decoded.args?.[0];
-    const amount = typeof first === 'bigint' ? first : 0n;
-    const isShares =
-      decoded.functionName === 'mint' || decoded.functionName.toLowerCase().includes('redeem');
-    sql.transaction.run(
-      block.number,
-      failedCallKey(call),
-      call.txHash,
-      type,
-      vault,
-      call.from.toLowerCase(),
-      isShares ? '0' : amount.toString(),
-      isShares ? amount.toString() : null,
-      'failed',
-      block.timestamp,
-      null,
-    );
-    return true;
+    await writeStates(tx, block, [vault]);
   }
 
   return {
     applyBlock,
     correct,
-    /** A vault's state as of the last block applied. */
-    stateOf: (vault: string): VaultState => ({ ...stateOf(vault) }),
-    /** Forgets the cached vault states (after the derived tables were cleared). */
+    /** A vault's state as of the last block applied (read through `sql` if not cached). */
+    stateOf: async (sql: Sql, vault: string): Promise<VaultState> => ({
+      ...(await stateOf(sql, vault)),
+    }),
+    /**
+     * Forgets what is kept in memory (after the derived tables were cleared, or a transaction
+     * that applied blocks was rolled back).
+     */
     reset(): void {
       states.clear();
+      known.clear();
     },
   };
 }
 export type Projection = ReturnType<typeof createProjection>;
+
+/** A position as stored, or an empty one. */
+function toPosition(row: StoredPosition | undefined): PositionRow {
+  return {
+    shares: BigInt(row?.shares ?? 0),
+    netDeposited: BigInt(row?.net_deposited ?? 0),
+    depositedAt:
+      row?.deposited_at === undefined || row.deposited_at === null
+        ? null
+        : Number(row.deposited_at),
+    pendingDeposit: BigInt(row?.pending_deposit ?? 0),
+    claimableDeposit: BigInt(row?.claimable_deposit ?? 0),
+    pendingRedeem: BigInt(row?.pending_redeem ?? 0),
+    claimableRedeem: BigInt(row?.claimable_redeem ?? 0),
+  };
+}
+
+/** A vault state's row (vault_states, vault_corrections), as read. */
+export interface StateRow {
+  balance: string;
+  reserved: string;
+  total_supply: string;
+  apy_bps: number;
+  last_accrual: number;
+}
+
+export function toState(row: StateRow): VaultState {
+  return {
+    balance: BigInt(row.balance),
+    reserved: BigInt(row.reserved),
+    totalSupply: BigInt(row.total_supply),
+    apyBps: BigInt(row.apy_bps),
+    lastAccrual: BigInt(row.last_accrual),
+  };
+}
+
+/**
+ * A reverted call to a vault, as a `failed` transaction's row of the type its function names;
+ * undefined for a call that is none of them.
+ */
+function failureRow(
+  block: { number: number; timestamp: number },
+  call: FailedCall,
+): SqlValue[] | undefined {
+  const vault = call.to.toLowerCase();
+  let decoded: { functionName: string; args?: readonly unknown[] };
+  try {
+    decoded = decodeFunctionData({ abi: ConfigurableVault.abi, data: call.input });
+  } catch {
+    return undefined;
+  }
+  const type = FAILED_CALL_TYPES[decoded.functionName];
+  if (!type) return undefined;
+  const first = decoded.args?.[0];
+  const amount = typeof first === 'bigint' ? first : 0n;
+  const isShares =
+    decoded.functionName === 'mint' || decoded.functionName.toLowerCase().includes('redeem');
+  return [
+    block.number,
+    failedCallKey(call),
+    call.txHash,
+    type,
+    vault,
+    call.from.toLowerCase(),
+    isShares ? '0' : amount.toString(),
+    isShares ? amount.toString() : null,
+    'failed',
+    block.timestamp,
+    null,
+  ];
+}

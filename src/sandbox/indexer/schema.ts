@@ -8,9 +8,10 @@ import { isIndexFileFailure } from './failure.ts';
  * chain alone. Nothing in it is the only copy of anything: a file that is missing, damaged, of
  * another format or of another chain is deleted and rebuilt from the chain.
  *
- * The SQL is kept to what PostgreSQL also runs (a shared index on Postgres comes later):
- * integers are BIGINT, uint256 amounts are decimal TEXT (NUMERIC(78) on Postgres) summed in
- * JavaScript, and upserts use ON CONFLICT.
+ * These are index.db's tables; schema-postgres.ts holds the same tables on PostgreSQL, and the
+ * statements that read and write them run on both: integers are BIGINT, uint256 amounts are
+ * decimal TEXT here (NUMERIC(78, 0) there, both read as decimal strings) summed in JavaScript,
+ * and upserts use ON CONFLICT. A change of these tables is a change of both files.
  *
  * Raw logs, keyed by (block number, log index) with their block hash and transaction index,
  * and the vault states read from the chain where they differed from the logs

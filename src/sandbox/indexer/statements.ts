@@ -1,4 +1,5 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import type { Sql, SqlValue } from '../store/sql.ts';
 
 const cache = new WeakMap<DatabaseSync, Map<string, StatementSync>>();
 
@@ -19,4 +20,30 @@ export function statement(db: DatabaseSync, sql: string): StatementSync {
     statements.set(sql, prepared);
   }
   return prepared;
+}
+
+/** The most rows one multi-row INSERT carries (far below both backends' parameter limits). */
+const ROWS_PER_INSERT = 64;
+
+/**
+ * Inserts `rows` with as few statements as the bound allows: `head` is the statement up to
+ * VALUES (`INSERT INTO t (a, b) VALUES`), `tail` what follows the rows (an ON CONFLICT). Row
+ * counts are written as a sum of powers of two up to ROWS_PER_INSERT, so that only a few SQL
+ * texts exist (each is compiled once and cached by its text).
+ */
+export async function insertRows(
+  tx: Sql,
+  head: string,
+  rows: SqlValue[][],
+  tail = '',
+): Promise<void> {
+  const width = rows[0]?.length ?? 0;
+  const row = `(${Array(width).fill('?').join(', ')})`;
+  for (let at = 0; at < rows.length; ) {
+    let count = ROWS_PER_INSERT;
+    while (count > rows.length - at) count /= 2;
+    const batch = rows.slice(at, at + count);
+    await tx.run(`${head} ${Array(count).fill(row).join(', ')} ${tail}`, ...batch.flat());
+    at += count;
+  }
 }

@@ -91,11 +91,28 @@ export function redactedUrl(url: string): string {
   }
 }
 
-export async function createPostgresBackend(url: string): Promise<SqlBackend> {
+export interface PostgresBackendOptions {
+  /**
+   * The schema whose tables unqualified names mean (every connection's search_path), for a
+   * database shared with other tables (the index's, beside the store's in public).
+   */
+  schema?: string;
+  /** Brings the schema up to date on the writer's connection; default the store's migrations. */
+  migrate?: (client: pg.ClientBase) => Promise<void>;
+}
+
+export async function createPostgresBackend(
+  url: string,
+  backendOptions: PostgresBackendOptions = {},
+): Promise<SqlBackend> {
+  const searchPath = backendOptions.schema && {
+    options: `-c search_path=${backendOptions.schema}`,
+  };
   // Named, so that pg_stat_activity tells the writer from the readers.
   const pool = new pg.Pool({
     connectionString: url,
     types,
+    ...searchPath,
     max: 4,
     application_name: 'agentctl reader',
   });
@@ -135,6 +152,7 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
       const client = new pg.Client({
         connectionString: url,
         types,
+        ...searchPath,
         application_name: 'agentctl writer',
       });
       // A connection that fails or ends is replaced at the next write; the transaction that
@@ -199,7 +217,7 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
   };
 
   try {
-    await migratePostgres(await writerClient());
+    await (backendOptions.migrate ?? migratePostgres)(await writerClient());
   } catch (error) {
     const client = await writer?.catch(() => undefined);
     await client?.end().catch(() => undefined);

@@ -69,6 +69,11 @@ export function createSqliteBackend(path: string, writer: DatabaseSync) {
   return {
     ...backend,
     /**
+     * The read-only connection, for synchronous reads of committed rows. Transitional: the
+     * index's readers use it until they have moved onto the Sql interface.
+     */
+    reader,
+    /**
      * Runs `work` on the write connection while no transaction runs and none can start: for
      * what is SQLite's own (copying the file, replacing every row from another file).
      */

@@ -1,0 +1,214 @@
+import type pg from 'pg';
+
+/**
+ * The index's tables on PostgreSQL: the same tables as index.db's (schema.ts), in a schema of
+ * their own (INDEX_SCHEMA) of the database that holds the sandbox's tables (in public), so that
+ * a rebuild or a chain's reset empties the index's tables alone. Where the dialects differ:
+ * - uint256 amounts are NUMERIC(78, 0), where index.db holds decimal TEXT: pg hands NUMERIC back
+ *   as a decimal string, as node:sqlite hands the TEXT, and PostgreSQL also compares and sums it
+ *   as a number (index.db's is summed in JavaScript);
+ * - TEXT is compared byte by byte (COLLATE "C"), as SQLite's BINARY does;
+ * - the version is a row of schema_version (a newer one is refused), not index_meta's format:
+ *   a later change of the tables is a migration here, where index.db is started afresh.
+ * index_meta keeps the chain the tables were indexed from: another chain's are emptied.
+ */
+export const INDEX_SCHEMA = 'sandbox_index';
+
+const AMOUNT = 'NUMERIC(78, 0)';
+const TEXT = 'TEXT COLLATE "C"';
+
+/** Each migration of the index's schema, in order; a released one never changes. */
+export const INDEX_MIGRATIONS: readonly string[] = [
+  `
+CREATE TABLE index_meta (
+  key ${TEXT} PRIMARY KEY,
+  value ${TEXT} NOT NULL
+);
+CREATE TABLE blocks (
+  number BIGINT PRIMARY KEY,
+  hash ${TEXT} NOT NULL,
+  parent_hash ${TEXT} NOT NULL,
+  timestamp BIGINT NOT NULL
+);
+CREATE TABLE logs (
+  block_number BIGINT NOT NULL,
+  log_index INTEGER NOT NULL,
+  block_hash ${TEXT} NOT NULL,
+  tx_index INTEGER NOT NULL,
+  tx_hash ${TEXT} NOT NULL,
+  address ${TEXT} NOT NULL,
+  topic0 ${TEXT},
+  topic1 ${TEXT},
+  topic2 ${TEXT},
+  topic3 ${TEXT},
+  data ${TEXT} NOT NULL,
+  PRIMARY KEY (block_number, log_index)
+);
+CREATE TABLE failed_calls (
+  block_number BIGINT NOT NULL,
+  tx_index INTEGER NOT NULL,
+  tx_hash ${TEXT} NOT NULL,
+  from_address ${TEXT} NOT NULL,
+  to_address ${TEXT} NOT NULL,
+  input ${TEXT} NOT NULL,
+  PRIMARY KEY (block_number, tx_index)
+);
+CREATE TABLE vault_corrections (
+  block_number BIGINT NOT NULL,
+  vault ${TEXT} NOT NULL,
+  balance ${AMOUNT} NOT NULL,
+  reserved ${AMOUNT} NOT NULL,
+  total_supply ${AMOUNT} NOT NULL,
+  apy_bps BIGINT NOT NULL,
+  last_accrual BIGINT NOT NULL,
+  PRIMARY KEY (block_number, vault)
+);
+CREATE TABLE vaults (
+  address ${TEXT} PRIMARY KEY,
+  created_block BIGINT NOT NULL,
+  created_at BIGINT NOT NULL,
+  fulfillment_delay BIGINT
+);
+CREATE TABLE vault_states (
+  vault ${TEXT} NOT NULL,
+  block_number BIGINT NOT NULL,
+  timestamp BIGINT NOT NULL,
+  balance ${AMOUNT} NOT NULL,
+  reserved ${AMOUNT} NOT NULL,
+  total_supply ${AMOUNT} NOT NULL,
+  apy_bps BIGINT NOT NULL,
+  last_accrual BIGINT NOT NULL,
+  PRIMARY KEY (vault, block_number)
+);
+CREATE INDEX vault_states_by_vault_time ON vault_states (vault, timestamp, block_number);
+CREATE TABLE transactions (
+  block_number BIGINT NOT NULL,
+  log_index INTEGER NOT NULL,
+  hash ${TEXT} NOT NULL,
+  type ${TEXT} NOT NULL,
+  vault ${TEXT} NOT NULL,
+  user_address ${TEXT} NOT NULL,
+  amount ${AMOUNT} NOT NULL,
+  shares ${AMOUNT},
+  status ${TEXT} NOT NULL,
+  timestamp BIGINT NOT NULL,
+  request_id ${TEXT},
+  PRIMARY KEY (block_number, log_index)
+);
+CREATE INDEX transactions_by_user
+  ON transactions (user_address, block_number DESC, log_index DESC);
+CREATE INDEX transactions_by_request ON transactions (vault, request_id);
+CREATE INDEX transactions_by_status ON transactions (status, type);
+CREATE INDEX transactions_by_time ON transactions (timestamp);
+CREATE INDEX requests_pending_by_time
+  ON transactions (vault, timestamp, block_number, log_index) WHERE status = 'pending';
+CREATE TABLE positions (
+  user_address ${TEXT} NOT NULL,
+  vault ${TEXT} NOT NULL,
+  shares ${AMOUNT} NOT NULL,
+  net_deposited ${AMOUNT} NOT NULL,
+  deposited_at BIGINT,
+  pending_deposit ${AMOUNT} NOT NULL,
+  claimable_deposit ${AMOUNT} NOT NULL,
+  pending_redeem ${AMOUNT} NOT NULL,
+  claimable_redeem ${AMOUNT} NOT NULL,
+  PRIMARY KEY (user_address, vault)
+);
+CREATE INDEX positions_claimable ON positions (vault)
+  WHERE claimable_deposit <> '0' OR claimable_redeem <> '0';
+CREATE TABLE strategies (
+  id ${TEXT} PRIMARY KEY,
+  owner ${TEXT} NOT NULL,
+  name ${TEXT} NOT NULL,
+  status ${TEXT} NOT NULL,
+  created_at BIGINT NOT NULL,
+  status_changed_at BIGINT NOT NULL,
+  paper_trading_at BIGINT
+);
+`,
+];
+
+/** Every table of the index's schema, emptied together when it starts afresh. */
+const INDEX_TABLES = [
+  'blocks',
+  'logs',
+  'failed_calls',
+  'vault_corrections',
+  'vaults',
+  'vault_states',
+  'transactions',
+  'positions',
+  'strategies',
+];
+
+/** Not the store's (migrations-postgres.ts): the index migrates apart from the store. */
+const INDEX_MIGRATION_LOCK = 0x61676e74_02;
+
+/** The words of the refusal of an index schema made by a newer agentctl. */
+export function newerIndexSchemaMessage(version: number): string {
+  return `its index schema (${INDEX_SCHEMA}) is version ${version}, newer than this agentctl knows (${INDEX_MIGRATIONS.length}); upgrade agentctl`;
+}
+
+/**
+ * Brings the index's schema up to date on `client` (outside any transaction; its search_path is
+ * INDEX_SCHEMA), and empties its tables when they were indexed from a chain other than
+ * `identity`'s (said through `warn`). One transaction: DDL is transactional on PostgreSQL.
+ */
+export async function migrateIndexPostgres(
+  client: pg.ClientBase,
+  identity: string,
+  warn: (message: string) => void,
+): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [INDEX_MIGRATION_LOCK]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${INDEX_SCHEMA}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS schema_version (
+         one     BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+         version INTEGER NOT NULL
+       )`,
+    );
+    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version');
+    const current = rows[0]?.version ?? 0;
+    if (current > INDEX_MIGRATIONS.length) throw new Error(newerIndexSchemaMessage(current));
+    for (let version = current + 1; version <= INDEX_MIGRATIONS.length; version++) {
+      await client.query(INDEX_MIGRATIONS[version - 1] as string);
+    }
+    if (current < INDEX_MIGRATIONS.length) {
+      await client.query(
+        `INSERT INTO schema_version (version) VALUES ($1)
+         ON CONFLICT (one) DO UPDATE SET version = excluded.version`,
+        [INDEX_MIGRATIONS.length],
+      );
+    }
+    const chain = await client.query<{ value: string }>(
+      "SELECT value FROM index_meta WHERE key = 'chain'",
+    );
+    const held = chain.rows[0]?.value;
+    if (held !== identity) {
+      if (held !== undefined) {
+        warn(
+          `the index in ${INDEX_SCHEMA} was built for another chain or deployment: it is emptied and the chain indexed again`,
+        );
+      }
+      await emptyIndex(client, identity);
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
+/** Empties every table of the index (inside a transaction). */
+export const EMPTY_INDEX_SQL = `TRUNCATE ${INDEX_TABLES.join(', ')}`;
+/** Marks the index as the chain's whose identity is the one parameter (`?`). */
+export const SET_CHAIN_SQL = `INSERT INTO index_meta (key, value) VALUES ('chain', ?)
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+
+/** Empties every table of the index, and marks it as `identity`'s (inside a transaction). */
+async function emptyIndex(client: pg.ClientBase, identity: string): Promise<void> {
+  await client.query(EMPTY_INDEX_SQL);
+  await client.query(SET_CHAIN_SQL.replace('?', '$1'), [identity]);
+}
