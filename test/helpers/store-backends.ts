@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
+import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
+import { POSTGRES_SCHEMA_VERSION } from '../../src/sandbox/store/migrations-postgres.ts';
 import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
 import { type FreshDatabase, freshDatabase } from './postgres.ts';
 
@@ -22,6 +24,8 @@ export interface StoreBackend {
   open(): Promise<Store>;
   /** A store on the database of the last open(), as it is (the store before closed). */
   reopen(): Promise<Store>;
+  /** The schema version this agentctl brings the backend's database to. */
+  schemaVersion: number;
   /** Marks the database of the last open() as made with schema `version` (closed first). */
   setSchemaVersion(version: number): Promise<void>;
 }
@@ -31,6 +35,7 @@ function sqliteBackend(): StoreBackend {
   let path = '';
   return {
     name: 'sqlite',
+    schemaVersion: MIGRATIONS.length,
     start: async () => undefined,
     async stop() {
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -64,6 +69,7 @@ function postgresBackend(): StoreBackend {
   }
   return {
     name: 'postgres',
+    schemaVersion: POSTGRES_SCHEMA_VERSION,
     async start() {
       database = await freshDatabase();
     },

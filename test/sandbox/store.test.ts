@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Store, StoreTx } from '../../src/sandbox/store/index.ts';
-import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
 import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
 import { STORE_BACKENDS } from '../helpers/store-backends.ts';
@@ -186,7 +185,7 @@ describe.each(STORE_BACKENDS.map((backend) => backend()))('the store on $name', 
       /its schema is version 99, newer than this agentctl knows \(\d+\); upgrade agentctl/,
     );
     // afterEach closes a store: one whose database is at this agentctl's version again.
-    await backend.setSchemaVersion(MIGRATIONS.length);
+    await backend.setSchemaVersion(backend.schemaVersion);
     store = await backend.reopen();
     expect(await store.meta.get('kept')).toBe('yes');
   });

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/sandbox/store/migrations.ts';
-import { postgresMigration } from '../../src/sandbox/store/migrations-postgres.ts';
+import {
+  POSTGRES_SCHEMA_VERSION,
+  postgresMigration,
+} from '../../src/sandbox/store/migrations-postgres.ts';
 import { numberPlaceholders, redactedUrl } from '../../src/sandbox/store/postgres.ts';
 
 /** What the PostgreSQL backend changes in SQL written once for both (the store's own tests run it). */
@@ -14,12 +17,17 @@ describe('the PostgreSQL dialect', () => {
   });
 
   it("translates every migration: no STRICT, BLOB, REAL or SQLite's INTEGER is left", () => {
-    for (let version = 1; version <= MIGRATIONS.length; version++) {
+    for (let version = 1; version <= POSTGRES_SCHEMA_VERSION; version++) {
       const sql = postgresMigration(version);
       expect(sql).not.toMatch(/\bSTRICT\b|\bBLOB\b|\bREAL\b|\bINTEGER\b|\bVIRTUAL\b/);
     }
     expect(postgresMigration(2)).toMatch(/performance_score DOUBLE PRECISION GENERATED ALWAYS/);
-    expect(() => postgresMigration(MIGRATIONS.length + 1)).toThrow(/no migration/);
+    expect(() => postgresMigration(POSTGRES_SCHEMA_VERSION + 1)).toThrow(/no migration/);
+  });
+
+  it("adds the tables only PostgreSQL has to their version, past or beside SQLite's", () => {
+    expect(POSTGRES_SCHEMA_VERSION).toBeGreaterThanOrEqual(MIGRATIONS.length);
+    expect(postgresMigration(7)).toMatch(/CREATE TABLE sandbox_writer/);
   });
 
   it('never shows the password of a database URL', () => {

@@ -14,8 +14,40 @@ import { MIGRATIONS, newerSchemaMessage } from './migrations.ts';
  * - a generated column is STORED (PostgreSQL before 18 has no VIRTUAL ones); SQLite's real
  *   arithmetic and round() are spelled out (float8, sqlite_round2): PostgreSQL would compute
  *   10.0 * n in NUMERIC, and round a half cent otherwise;
- * - the version is a row of schema_version, not PRAGMA user_version.
+ * - the version is a row of schema_version, not PRAGMA user_version;
+ * - some tables are PostgreSQL's only (POSTGRES_ONLY): a team sandbox's, which SQLite never has.
  */
+
+/**
+ * Tables only PostgreSQL has, created with migration `version` (after its translation, if SQLite
+ * has that version too). Versions are one sequence for both backends: a version only PostgreSQL
+ * has takes its number, and SQLite's next migration takes the one after (MIGRATIONS gets an
+ * empty entry for it), so that a version always means the same tables.
+ */
+const POSTGRES_ONLY: ReadonlyArray<{ version: number; sql: string }> = [
+  {
+    // 7: the team sandbox's one writer (team/writer-lock.ts): who holds the writer lock, where
+    // it serves (replicas forward writes there), and since when. One row at most: the holder
+    // writes it once it has the lock, and a writer that connects again checks it is still its.
+    version: 7,
+    sql: `
+  CREATE TABLE sandbox_writer (
+    one          BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+    writer_id    TEXT NOT NULL,
+    url          TEXT,
+    host         TEXT NOT NULL,
+    pid          BIGINT NOT NULL,
+    started_at   TIMESTAMPTZ NOT NULL,
+    last_seen_at TIMESTAMPTZ NOT NULL
+  );`,
+  },
+];
+
+/** The schema version this agentctl brings a PostgreSQL database to. */
+export const POSTGRES_SCHEMA_VERSION = Math.max(
+  MIGRATIONS.length,
+  ...POSTGRES_ONLY.map((each) => each.version),
+);
 
 /** Rewrites of a whole statement that no word-for-word translation can make, by version. */
 const REWRITES: ReadonlyArray<{ version: number; sqlite: string; postgres: string }> = [
@@ -54,8 +86,14 @@ const REWRITES: ReadonlyArray<{ version: number; sqlite: string; postgres: strin
 
 /** Migration `version` (1-based) in PostgreSQL's dialect. */
 export function postgresMigration(version: number): string {
-  let sql = MIGRATIONS[version - 1];
-  if (sql === undefined) throw new Error(`there is no migration ${version}`);
+  const own = POSTGRES_ONLY.filter((each) => each.version === version).map((each) => each.sql);
+  const shared = MIGRATIONS[version - 1];
+  if (shared === undefined && own.length === 0) throw new Error(`there is no migration ${version}`);
+  return [translated(version, shared ?? ''), ...own].join('\n');
+}
+
+/** Migration `version` of MIGRATIONS (`sql`) in PostgreSQL's dialect. */
+function translated(version: number, sql: string): string {
   for (const rewrite of REWRITES.filter((each) => each.version === version)) {
     // A released migration never changes, so a rewrite that no longer matches is a bug here.
     if (!sql.includes(rewrite.sqlite)) {
@@ -97,15 +135,15 @@ export async function migratePostgres(client: pg.ClientBase): Promise<void> {
     );
     const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version');
     const current = rows[0]?.version ?? 0;
-    if (current > MIGRATIONS.length) throw new Error(newerSchemaMessage(current));
-    for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+    if (current > POSTGRES_SCHEMA_VERSION) throw new Error(newerSchemaMessage(current));
+    for (let version = current + 1; version <= POSTGRES_SCHEMA_VERSION; version++) {
       await client.query(postgresMigration(version));
     }
-    if (current < MIGRATIONS.length) {
+    if (current < POSTGRES_SCHEMA_VERSION) {
       await client.query(
         `INSERT INTO schema_version (version) VALUES ($1)
          ON CONFLICT (one) DO UPDATE SET version = excluded.version`,
-        [MIGRATIONS.length],
+        [POSTGRES_SCHEMA_VERSION],
       );
     }
     await client.query('COMMIT');

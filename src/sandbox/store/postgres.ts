@@ -88,7 +88,21 @@ export function redactedUrl(url: string): string {
   }
 }
 
-export async function createPostgresBackend(url: string): Promise<SqlBackend> {
+/** What the team sandbox's writer lock (team/writer-lock.ts) adds to a writer's backend. */
+export interface WriterHooks {
+  /**
+   * Runs on each new write connection before anything else runs on it (on the first, before the
+   * migrations): throwing refuses the connection, and the write (or the start) that needed it.
+   */
+  onWriterConnect?(client: pg.ClientBase): Promise<void>;
+  /** Runs once the schema is up to date; its writes go through the write connection. */
+  onOpen?(backend: SqlBackend): Promise<void>;
+}
+
+export async function createPostgresBackend(
+  url: string,
+  hooks: WriterHooks = {},
+): Promise<SqlBackend> {
   // Named, so that pg_stat_activity tells the writer from the readers.
   const pool = new pg.Pool({
     connectionString: url,
@@ -132,6 +146,7 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
           "SELECT current_setting('synchronous_commit') AS value",
         );
         if (rows[0]?.value === 'off') await client.query('SET synchronous_commit = on');
+        await hooks.onWriterConnect?.(client);
         live = client;
         return client;
       } catch (error) {
@@ -188,10 +203,12 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
     const client = await writer?.catch(() => undefined);
     await client?.end().catch(() => undefined);
     await pool.end().catch(() => undefined);
+    // A hook's refusal (another writer holds the lock) says what it means already.
+    if (error instanceof StartupError) throw error;
     throw new StartupError(`cannot open ${redactedUrl(url)}: ${(error as Error).message}`);
   }
 
-  return {
+  const backend: SqlBackend = {
     get: async (sql, ...params) => (await query(pool, sql, params)).rows[0] as never,
     all: async (sql, ...params) => (await query(pool, sql, params)).rows as never,
     run: (sql, ...params) =>
@@ -236,6 +253,15 @@ export async function createPostgresBackend(url: string): Promise<SqlBackend> {
       });
     },
   };
+  if (hooks.onOpen) {
+    try {
+      await hooks.onOpen(backend);
+    } catch (error) {
+      await backend.close().catch(() => undefined);
+      throw error;
+    }
+  }
+  return backend;
 }
 
 /** What a store on PostgreSQL cannot do yet: snapshots are SQLite files for now. */
@@ -251,8 +277,8 @@ function notOnPostgres(what: string) {
  * the same Store as openStore's, but for snapshots (copyTo, replaceFrom, checkReplaceable),
  * which reject. Throws a StartupError that names the database (without its password).
  */
-export async function openPostgresStore(url: string) {
-  const backend = await createPostgresBackend(url);
+export async function openPostgresStore(url: string, hooks: WriterHooks = {}) {
+  const backend = await createPostgresBackend(url, hooks);
   const specifics: BackendSpecifics = {
     // COMMIT returned: the commit is durable.
     sync: () => Promise.resolve(),
