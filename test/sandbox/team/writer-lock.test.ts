@@ -1,0 +1,174 @@
+import pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { StartupError } from '../../../src/sandbox/errors.ts';
+import type { Store } from '../../../src/sandbox/store/index.ts';
+import {
+  createPostgresBackend,
+  openPostgresStore,
+  redactedUrl,
+} from '../../../src/sandbox/store/postgres.ts';
+import {
+  createWriterLock,
+  readWriter,
+  WRITER_LOCK_KEY,
+  type WriterLock,
+  type WriterTakenOverError,
+} from '../../../src/sandbox/team/writer-lock.ts';
+import { type FreshDatabase, freshDatabase } from '../../helpers/postgres.ts';
+
+/**
+ * One writer per team sandbox, on a real PostgreSQL: the second is refused while the first holds
+ * the lock, the lock passes on when the first stops or its session is ended, and a writer whose
+ * session was ended while another took over refuses every write after.
+ */
+
+interface Writer {
+  store: Store;
+  lock: WriterLock;
+  lost: WriterTakenOverError[];
+}
+
+let database: FreshDatabase;
+const opened: Writer[] = [];
+
+beforeEach(async () => {
+  database = await freshDatabase();
+});
+afterEach(async () => {
+  for (const writer of opened.splice(0)) await writer.store.close().catch(() => undefined);
+  await database.drop();
+});
+
+/** A writer on the test's database, as host `host` and pid `pid`. */
+async function openWriter(host: string, pid: number): Promise<Writer> {
+  const lost: WriterTakenOverError[] = [];
+  const lock = createWriterLock({
+    database: redactedUrl(database.url),
+    host,
+    pid,
+    onLost: (error) => lost.push(error),
+  });
+  const store = await openPostgresStore(database.url, lock.hooks);
+  const writer = { store, lock, lost };
+  opened.push(writer);
+  return writer;
+}
+
+async function onDatabase<T extends pg.QueryResultRow>(sql: string): Promise<T[]> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    return (await client.query<T>(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Ends the session that holds the writer lock, as a lost connection would, and waits until it
+ * is gone (the lock free).
+ */
+async function endHolderSession(): Promise<void> {
+  const high = Math.floor(WRITER_LOCK_KEY / 2 ** 32);
+  const low = WRITER_LOCK_KEY % 2 ** 32;
+  const rows = await onDatabase<{ ended: boolean }>(
+    `SELECT pg_terminate_backend(pid, 10000) AS ended FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND classid = ${high} AND objid = ${low}`,
+  );
+  expect(rows).toEqual([{ ended: true }]);
+}
+
+/** The sandbox_writer row as a replica reads it. */
+async function writerRow() {
+  const reader = await createPostgresBackend(database.url);
+  try {
+    return await readWriter(reader);
+  } finally {
+    await reader.close();
+  }
+}
+
+describe('the writer lock', () => {
+  it('refuses a second writer while the first holds it, naming the first', async () => {
+    const first = await openWriter('host-a', 101);
+    await first.lock.announce('http://10.0.0.5:8787');
+    const row = await writerRow();
+    expect(row).toMatchObject({ url: 'http://10.0.0.5:8787', host: 'host-a', pid: 101 });
+
+    const refused = openWriter('host-b', 202);
+    await expect(refused).rejects.toBeInstanceOf(StartupError);
+    await expect(refused).rejects.toThrow(
+      `the sandbox on ${database.url} is served by a writer at http://10.0.0.5:8787 (host host-a, pid 101) since ${row?.startedAt}`,
+    );
+    // The first writes on.
+    await first.store.meta.set('still', 'writing');
+    expect(await first.store.meta.get('still')).toBe('writing');
+    expect(first.lost).toEqual([]);
+  });
+
+  it('passes to a new writer once the first has stopped, which removes its row', async () => {
+    const first = await openWriter('host-a', 101);
+    await first.lock.release();
+    await first.store.close();
+    expect(await writerRow()).toBeUndefined();
+
+    const second = await openWriter('host-b', 202);
+    expect(await writerRow()).toMatchObject({ url: null, host: 'host-b', pid: 202 });
+    await second.store.meta.set('written', 'by b');
+  });
+
+  it('takes the lock again when its connection comes back and nobody took over', async () => {
+    const first = await openWriter('host-a', 101);
+    await endHolderSession();
+    // The write that finds the connection dead may fail with it; the next connects again.
+    await first.store.meta.set('during', 'cut').catch(() => undefined);
+    await first.store.meta.set('after', 'cut');
+    expect(await first.store.meta.get('after')).toBe('cut');
+    expect(first.lost).toEqual([]);
+    await expect(openWriter('host-b', 202)).rejects.toThrow(/served by a writer .*host host-a/);
+  });
+
+  it('passes to a new writer when the first one’s session ends, and the first then refuses every write', async () => {
+    const first = await openWriter('host-a', 101);
+    await first.lock.announce('http://a:8787');
+    await endHolderSession();
+    const second = await openWriter('host-b', 202);
+    await second.lock.announce('http://b:8787');
+    const since = (await writerRow())?.startedAt;
+
+    await first.store.meta.set('during', 'cut').catch(() => undefined);
+    const takenOver = new RegExp(
+      `^another writer took over at ${since}: the sandbox on .* is served by a writer at http://b:8787 \\(host host-b, pid 202\\)`,
+    );
+    await expect(first.store.meta.set('after', 'cut')).rejects.toThrow(takenOver);
+    await expect(first.store.transaction((tx) => tx.meta.set('in', 'tx'))).rejects.toThrow(
+      takenOver,
+    );
+    await expect(first.lock.announce('http://a:8787')).rejects.toThrow(takenOver);
+    expect(first.lost).toHaveLength(1);
+    expect(first.lost[0]?.message).toMatch(takenOver);
+
+    // The second writer's writes are the only ones.
+    await second.store.meta.set('after', 'b');
+    expect(await second.store.meta.get('after')).toBe('b');
+    expect(await second.store.meta.get('during')).toBeUndefined();
+  });
+
+  it('refuses every write after another writer took over and stopped, though the lock is free', async () => {
+    const first = await openWriter('host-a', 101);
+    await endHolderSession();
+    const second = await openWriter('host-b', 202);
+    await second.store.meta.set('written', 'by b');
+    await second.lock.release();
+    await second.store.close();
+
+    await first.store.meta.set('during', 'cut').catch(() => undefined);
+    await expect(first.store.meta.set('after', 'cut')).rejects.toThrow(
+      /^another writer took over at an unknown time while this one's connection was lost: the sandbox on .* has no writer now/,
+    );
+    expect(first.lost).toHaveLength(1);
+    // The lock is free again: the first let it go rather than hold it while refusing.
+    const third = await openWriter('host-c', 303);
+    await third.store.meta.set('written', 'by c');
+  });
+});
