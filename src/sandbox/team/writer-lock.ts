@@ -23,11 +23,18 @@ import type { Sql, SqlBackend } from '../store/sql.ts';
  *   still its own: a writer that took over and stopped since (freeing the lock) has written,
  *   and this process's state (its chain, its clock) is no longer the database's;
  * - the loss is for good: after it, every write fails, whatever the lock's state is later;
+ * - a connection cut on this side only (a proxy, a NAT, a socket error) can leave this writer's
+ *   old session alive on the server, holding the lock: the new connection ends that session
+ *   (known by its pid and start time, never another's) before it takes the lock, rather than
+ *   take its own old session for another writer;
  * - how soon the server ends a dead writer's session bounds failover: a process killed closes
  *   its socket at once, but a host that vanishes leaves the session until TCP keepalives give
  *   up, so the write session asks for short ones (SESSION_KEEPALIVES).
  * What the lock cannot fence is outside the database: the old writer's anvil and its memory.
  * Neither is acknowledged to anyone (an answer follows its commit), and onLost stops the process.
+ * The write connection must reach PostgreSQL directly or through a session pooler: a
+ * transaction pooler (PgBouncer's transaction mode) gives the session's lock to whichever
+ * server connection ran the statement. PostgreSQL 14 or later (pg_terminate_backend's wait).
  */
 
 /**
@@ -156,6 +163,8 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
   let backend: SqlBackend | undefined;
   let connected = false;
   let lostWith: WriterTakenOverError | undefined;
+  /** The session that took the lock last: this writer's, whether or not it still lives. */
+  let session: { pid: number; start: string } | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
 
   const lose = (error: WriterTakenOverError): never => {
@@ -175,10 +184,21 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
     return rows[0]?.locked === true;
   };
 
+  /** Ends this writer's previous session if the server still has it (a cut on this side). */
+  const endPreviousSession = async (client: pg.ClientBase): Promise<void> => {
+    if (session === undefined) return;
+    await client.query(
+      `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+        WHERE pid = $1 AND backend_start::text = $2`,
+      [session.pid, session.start],
+    );
+  };
+
   const onWriterConnect = async (client: pg.ClientBase): Promise<void> => {
     if (lostWith) throw lostWith;
     for (const setting of SESSION_KEEPALIVES) await client.query(setting);
     const first = !connected;
+    await endPreviousSession(client);
     if (!(await takeLock(client))) {
       const row = await rowOn(client);
       const holder = describeWriter(row && recordOf(row));
@@ -194,6 +214,11 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
       );
     }
     connected = true;
+    const { rows } = await client.query<{ pid: number; start: string }>(
+      `SELECT pid, backend_start::text AS start FROM pg_stat_activity
+        WHERE pid = pg_backend_pid()`,
+    );
+    session = rows[0];
     if (first || backend === undefined) return;
     // The lock was free: still ours only if nobody wrote as the writer meanwhile.
     const row = await rowOn(client);

@@ -1,3 +1,4 @@
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StartupError } from '../../../src/sandbox/errors.ts';
@@ -39,8 +40,8 @@ afterEach(async () => {
   await database.drop();
 });
 
-/** A writer on the test's database, as host `host` and pid `pid`. */
-async function openWriter(host: string, pid: number): Promise<Writer> {
+/** A writer on the test's database (through `url`, when given), as host `host` and pid `pid`. */
+async function openWriter(host: string, pid: number, url = database.url): Promise<Writer> {
   const lost: WriterTakenOverError[] = [];
   const lock = createWriterLock({
     database: redactedUrl(database.url),
@@ -48,7 +49,7 @@ async function openWriter(host: string, pid: number): Promise<Writer> {
     pid,
     onLost: (error) => lost.push(error),
   });
-  const store = await openPostgresStore(database.url, lock.hooks);
+  const store = await openPostgresStore(url, lock.hooks);
   const writer = { store, lock, lost };
   opened.push(writer);
   return writer;
@@ -76,6 +77,56 @@ async function endHolderSession(): Promise<void> {
       WHERE locktype = 'advisory' AND granted AND classid = ${high} AND objid = ${low}`,
   );
   expect(rows).toEqual([{ ended: true }]);
+}
+
+/**
+ * A TCP proxy in front of the cluster that can drop its clients' side of every connection while
+ * keeping the server's: as a NAT or a proxy that forgets a connection, the client sees it reset
+ * and the server's session lives on, unaware.
+ */
+async function oneSidedCuts(target: string) {
+  const { hostname, port } = new URL(target);
+  const clientSides = new Set<Socket>();
+  const serverSides = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(Number(port), hostname);
+    for (const [socket, set] of [
+      [client, clientSides],
+      [upstream, serverSides],
+    ] as const) {
+      set.add(socket);
+      socket.on('close', () => set.delete(socket));
+      socket.on('error', () => undefined);
+    }
+    // The client's side going away does not end the server's.
+    client.pipe(upstream, { end: false });
+    upstream.pipe(client);
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target);
+  url.port = String((server.address() as AddressInfo).port);
+  return {
+    url: url.toString(),
+    cutClientSides(): void {
+      for (const client of clientSides) client.resetAndDestroy();
+    },
+    async close(): Promise<void> {
+      for (const socket of [...clientSides, ...serverSides]) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** How many sessions hold the writer lock. */
+async function lockHolders(): Promise<number> {
+  const high = Math.floor(WRITER_LOCK_KEY / 2 ** 32);
+  const low = WRITER_LOCK_KEY % 2 ** 32;
+  const rows = await onDatabase<{ pid: number }>(
+    `SELECT pid FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND classid = ${high} AND objid = ${low}`,
+  );
+  return rows.length;
 }
 
 /** The sandbox_writer row as a replica reads it. */
@@ -126,6 +177,25 @@ describe('the writer lock', () => {
     expect(await first.store.meta.get('after')).toBe('cut');
     expect(first.lost).toEqual([]);
     await expect(openWriter('host-b', 202)).rejects.toThrow(/served by a writer .*host host-a/);
+  });
+
+  it('takes the lock again after a cut on its side only, ending its own session the server kept', async () => {
+    const proxy = await oneSidedCuts(database.url);
+    try {
+      const first = await openWriter('host-a', 101, proxy.url);
+      await first.store.meta.set('before', 'cut');
+      proxy.cutClientSides();
+      // The server's side of the old connection lives on, and its session holds the lock.
+      expect(await lockHolders()).toBe(1);
+      await first.store.meta.set('during', 'cut').catch(() => undefined);
+      await first.store.meta.set('after', 'cut');
+      expect(await first.store.meta.get('after')).toBe('cut');
+      expect(first.lost).toEqual([]);
+      expect(await lockHolders()).toBe(1);
+      await expect(openWriter('host-b', 202)).rejects.toThrow(/served by a writer .*host host-a/);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('passes to a new writer when the first one’s session ends, and the first then refuses every write', async () => {
