@@ -27,6 +27,8 @@ interface Writer {
   store: Store;
   lock: WriterLock;
   lost: WriterTakenOverError[];
+  /** Resolves once onLost was called. */
+  toldLost: Promise<void>;
 }
 
 let database: FreshDatabase;
@@ -41,16 +43,29 @@ afterEach(async () => {
 });
 
 /** A writer on the test's database (through `url`, when given), as host `host` and pid `pid`. */
-async function openWriter(host: string, pid: number, url = database.url): Promise<Writer> {
+async function openWriter(
+  host: string,
+  pid: number,
+  url = database.url,
+  heartbeatMs?: number,
+): Promise<Writer> {
   const lost: WriterTakenOverError[] = [];
+  let told!: () => void;
+  const toldLost = new Promise<void>((resolve) => {
+    told = resolve;
+  });
   const lock = createWriterLock({
     database: redactedUrl(database.url),
     host,
     pid,
-    onLost: (error) => lost.push(error),
+    heartbeatMs,
+    onLost: (error) => {
+      lost.push(error);
+      told();
+    },
   });
   const store = await openPostgresStore(url, lock.hooks);
-  const writer = { store, lock, lost };
+  const writer = { store, lock, lost, toldLost };
   opened.push(writer);
   return writer;
 }
@@ -88,20 +103,23 @@ async function oneSidedCuts(target: string) {
   const { hostname, port } = new URL(target);
   const clientSides = new Set<Socket>();
   const serverSides = new Set<Socket>();
-  const server = createServer((client) => {
+  let held: Array<() => void> | undefined;
+  const relay = (client: Socket) => {
     const upstream = connect(Number(port), hostname);
-    for (const [socket, set] of [
-      [client, clientSides],
-      [upstream, serverSides],
-    ] as const) {
-      set.add(socket);
-      socket.on('close', () => set.delete(socket));
-      socket.on('error', () => undefined);
-    }
+    serverSides.add(upstream);
+    upstream.on('close', () => serverSides.delete(upstream));
+    upstream.on('error', () => undefined);
     // The client's side going away does not end the server's.
     client.pipe(upstream, { end: false });
     upstream.pipe(client);
     upstream.on('close', () => client.destroy());
+  };
+  const server = createServer((client) => {
+    clientSides.add(client);
+    client.on('close', () => clientSides.delete(client));
+    client.on('error', () => undefined);
+    if (held) held.push(() => relay(client));
+    else relay(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = new URL(target);
@@ -110,6 +128,15 @@ async function oneSidedCuts(target: string) {
     url: url.toString(),
     cutClientSides(): void {
       for (const client of clientSides) client.resetAndDestroy();
+    },
+    /** New connections wait (their client's connect pending) until releaseHeld(). */
+    holdNew(): void {
+      held = [];
+    },
+    releaseHeld(): void {
+      const waiting = held ?? [];
+      held = undefined;
+      for (const go of waiting) go();
     },
     async close(): Promise<void> {
       for (const socket of [...clientSides, ...serverSides]) socket.destroy();
@@ -222,6 +249,23 @@ describe('the writer lock', () => {
     await second.store.meta.set('after', 'b');
     expect(await second.store.meta.get('after')).toBe('b');
     expect(await second.store.meta.get('during')).toBeUndefined();
+  });
+
+  it('tells an idle writer that another took over, from its heartbeat', async () => {
+    const proxy = await oneSidedCuts(database.url);
+    try {
+      const first = await openWriter('host-a', 101, proxy.url, 20);
+      // Its heartbeat connects again only once the second writer holds the lock.
+      proxy.holdNew();
+      await endHolderSession();
+      await openWriter('host-b', 202);
+      proxy.releaseHeld();
+      await first.toldLost;
+      expect(first.lost).toHaveLength(1);
+      expect(first.lost[0]?.message).toMatch(/^another writer took over at .*host host-b, pid 202/);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('refuses every write after another writer took over and stopped, though the lock is free', async () => {
