@@ -128,7 +128,10 @@ export async function createPostgresBackend(
   /** The write connection, connected (again, after a failure) on first use. */
   let writer: Promise<pg.Client> | undefined;
   let live: pg.Client | undefined;
+  // A closed backend connects no more (a timer's late write would open a session, and hold it).
+  let closed = false;
   const writerClient = (): Promise<pg.Client> => {
+    if (closed) return Promise.reject(new Error('the store is closed'));
     writer ??= (async () => {
       const client = new pg.Client({
         connectionString: url,
@@ -245,6 +248,7 @@ export async function createPostgresBackend(
     },
     async close(): Promise<void> {
       await turns.exclusive(async () => {
+        closed = true;
         const client = await writer?.catch(() => undefined);
         writer = undefined;
         live = undefined;

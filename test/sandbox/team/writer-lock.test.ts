@@ -195,6 +195,17 @@ describe('the writer lock', () => {
     await second.store.meta.set('written', 'by b');
   });
 
+  it('passes to a new writer once the first closed its store, without a word from the first', async () => {
+    const first = await openWriter('host-a', 101);
+    await first.store.close();
+    // A closed store connects no more: a late write (a heartbeat's) cannot take the lock back.
+    await expect(first.store.meta.set('late', 'write')).rejects.toThrow('the store is closed');
+    const second = await openWriter('host-b', 202);
+    await second.store.meta.set('written', 'by b');
+    // The first's row stays until the second's replaces it: a writer that died leaves it too.
+    expect(await writerRow()).toMatchObject({ host: 'host-b', pid: 202 });
+  });
+
   it('takes the lock again when its connection comes back and nobody took over', async () => {
     const first = await openWriter('host-a', 101);
     await endHolderSession();
