@@ -157,6 +157,28 @@ describe('index commits announced through NOTIFY', () => {
   });
 });
 
+describe('listening while the database cannot be reached', () => {
+  it('says so, tries again, and closes', async () => {
+    const failures: Error[] = [];
+    const told = gate();
+    // Port 1 on loopback: nothing listens there, so each connection is refused at once.
+    const listener = listenIndexed('postgres://sandbox@127.0.0.1:1/team', {
+      onBlock: () => undefined,
+      onGap: () => undefined,
+      onDisconnect: (error) => {
+        failures.push(error);
+        if (failures.length === 2) told.open();
+      },
+    });
+    await told.opened;
+    await listener.close();
+    expect(failures.map((error) => (error as NodeJS.ErrnoException).code)).toEqual([
+      'ECONNREFUSED',
+      'ECONNREFUSED',
+    ]);
+  });
+});
+
 describe('delivering index notices', () => {
   it('keeps one block pending while a handler runs, the highest, whatever arrives', async () => {
     const told: Array<number | 'gap'> = [];
