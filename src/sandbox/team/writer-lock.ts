@@ -30,6 +30,10 @@ import type { Sql, SqlBackend } from '../store/sql.ts';
  * - how soon the server ends a dead writer's session bounds failover: a process killed closes
  *   its socket at once, but a host that vanishes leaves the session until TCP keepalives give
  *   up, so the write session asks for short ones (SESSION_KEEPALIVES).
+ * The lock fences the store's write connection only. A writer that writes on other connections
+ * too (the index's, the chain checkpoints') fences each of their transactions with fence(tx):
+ * it reads the sandbox_writer row as this writer's FOR SHARE, so that the transaction fails once
+ * another writer has claimed the row, and a new writer's claim waits for it to end.
  * What the lock cannot fence is outside the database: the old writer's anvil and its memory.
  * Neither is acknowledged to anyone (an answer follows its commit), and onLost stops the process.
  * The write connection must reach PostgreSQL directly or through a session pooler: a
@@ -136,6 +140,13 @@ export interface WriterLock {
   };
   /** Records the URL the writer serves on, once it listens: replicas forward writes there. */
   announce(url: string): Promise<void>;
+  /**
+   * Fences a write transaction on another connection than the store's (the index's, the
+   * checkpoints'): call it first in the transaction. Throws (and reports the loss) when the
+   * sandbox_writer row is no longer this writer's; else holds the row FOR SHARE until the
+   * transaction ends, so that a new writer's claim waits for it.
+   */
+  fence(tx: Sql): Promise<void>;
   /** The error every write fails with since the lock was lost, if it was. */
   lost(): WriterTakenOverError | undefined;
   /**
@@ -262,6 +273,21 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
       if (lostWith) throw lostWith;
       if (!backend) throw new Error('announce() before the store was opened');
       await backend.run('UPDATE sandbox_writer SET url = ? WHERE writer_id = ?', url, writerId);
+    },
+    async fence(tx) {
+      if (lostWith) throw lostWith;
+      // Qualified: another connection may search another schema (the index's sandbox_index).
+      const row = await tx.get(
+        'SELECT 1 AS ours FROM public.sandbox_writer WHERE writer_id = ? FOR SHARE',
+        writerId,
+      );
+      if (row === undefined) {
+        lose(
+          new WriterTakenOverError(
+            `another writer took over: the sandbox on ${options.database} has another writer (or none) since this one's connection was lost; this writer refuses every write`,
+          ),
+        );
+      }
     },
     lost: () => lostWith,
     async release() {

@@ -156,6 +156,26 @@ async function lockHolders(): Promise<number> {
   return rows.length;
 }
 
+/** A promise and the function that settles it. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+/** Resolves once `count` sessions wait for a row lock (a state reached, not a time waited). */
+async function rowLockWaiters(count: number): Promise<void> {
+  for (;;) {
+    const rows = await onDatabase<{ waiting: number }>(
+      "SELECT count(*) AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+    );
+    if (Number(rows[0]?.waiting) >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** The sandbox_writer row as a replica reads it. */
 async function writerRow() {
   const reader = await createPostgresBackend(database.url);
@@ -276,6 +296,49 @@ describe('the writer lock', () => {
       expect(first.lost[0]?.message).toMatch(/^another writer took over at .*host host-b, pid 202/);
     } finally {
       await proxy.close();
+    }
+  });
+
+  it('fences the writer’s transactions on other connections: a new writer’s claim waits for them, and they fail after it', async () => {
+    const first = await openWriter('host-a', 101);
+    // A connection of its own, as the index's or the checkpoints' are.
+    const other = await createPostgresBackend(database.url);
+    try {
+      const events: string[] = [];
+      const fenced = gate();
+      const held = gate();
+      const inFlight = other.transaction(async (tx) => {
+        await first.lock.fence(tx);
+        await tx.run(
+          "INSERT INTO meta (key, value) VALUES ('index', 'block 1') ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        );
+        fenced.open();
+        await held.opened;
+      });
+      await fenced.opened;
+      await endHolderSession();
+      const opening = openWriter('host-b', 202).then((second) => {
+        events.push('second opened');
+        return second;
+      });
+      await rowLockWaiters(1);
+      held.open();
+      await inFlight.then(() => events.push('first committed'));
+      const second = await opening;
+      expect(events).toEqual(['first committed', 'second opened']);
+      expect(await second.store.meta.get('index')).toBe('block 1');
+
+      const stale = other.transaction(async (tx) => {
+        await first.lock.fence(tx);
+        await tx.run(
+          "INSERT INTO meta (key, value) VALUES ('index', 'block 2') ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        );
+      });
+      await expect(stale).rejects.toThrow(/^another writer took over/);
+      expect(first.lost).toHaveLength(1);
+      expect(await second.store.meta.get('index')).toBe('block 1');
+    } finally {
+      await other.close();
     }
   });
 
