@@ -32,8 +32,10 @@ import type { Sql, SqlBackend } from '../store/sql.ts';
  *   up, so the write session asks for short ones (SESSION_KEEPALIVES).
  * The lock fences the store's write connection only. A writer that writes on other connections
  * too (the index's, the chain checkpoints') fences each of their transactions with fence(tx):
- * it reads the sandbox_writer row as this writer's FOR SHARE, so that the transaction fails once
- * another writer has claimed the row, and a new writer's claim waits for it to end.
+ * it reads the sandbox_writer row as this writer's FOR KEY SHARE, so that the transaction fails
+ * once another writer has claimed the row, and a new writer's claim (which locks the row FOR
+ * UPDATE first) waits for it to end; the holder's own updates of the row (its heartbeat, its
+ * URL) do not, so its store and its index never wait on each other.
  * What the lock cannot fence is outside the database: the old writer's anvil and its memory.
  * Neither is acknowledged to anyone (an answer follows its commit), and onLost stops the process.
  * The write connection must reach PostgreSQL directly or through a session pooler: a
@@ -143,7 +145,7 @@ export interface WriterLock {
   /**
    * Fences a write transaction on another connection than the store's (the index's, the
    * checkpoints'): call it first in the transaction. Throws (and reports the loss) when the
-   * sandbox_writer row is no longer this writer's; else holds the row FOR SHARE until the
+   * sandbox_writer row is no longer this writer's; else holds the row FOR KEY SHARE until the
    * transaction ends, so that a new writer's claim waits for it.
    */
   fence(tx: Sql): Promise<void>;
@@ -247,16 +249,21 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
   };
 
   const onOpen = async (opened: SqlBackend): Promise<void> => {
-    await opened.run(
-      `INSERT INTO sandbox_writer (writer_id, url, host, pid, started_at, last_seen_at)
-       VALUES (?, NULL, ?, ?, now(), now())
-       ON CONFLICT (one) DO UPDATE SET writer_id = excluded.writer_id, url = NULL,
-         host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
-         last_seen_at = excluded.last_seen_at`,
-      writerId,
-      host,
-      pid,
-    );
+    await opened.transaction(async (tx) => {
+      // FOR UPDATE: waits for the previous writer's fenced transactions (FOR KEY SHARE) to end,
+      // which an update of a column that is not the key would not.
+      await tx.get('SELECT 1 AS held FROM sandbox_writer FOR UPDATE');
+      await tx.run(
+        `INSERT INTO sandbox_writer (writer_id, url, host, pid, started_at, last_seen_at)
+         VALUES (?, NULL, ?, ?, now(), now())
+         ON CONFLICT (one) DO UPDATE SET writer_id = excluded.writer_id, url = NULL,
+           host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
+           last_seen_at = excluded.last_seen_at`,
+        writerId,
+        host,
+        pid,
+      );
+    });
     backend = opened;
     // A failed mark says nothing more than the writes do: a lost lock is reported by the hook.
     heartbeat = setInterval(() => {
@@ -278,7 +285,7 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
       if (lostWith) throw lostWith;
       // Qualified: another connection may search another schema (the index's sandbox_index).
       const row = await tx.get(
-        'SELECT 1 AS ours FROM public.sandbox_writer WHERE writer_id = ? FOR SHARE',
+        'SELECT 1 AS ours FROM public.sandbox_writer WHERE writer_id = ? FOR KEY SHARE',
         writerId,
       );
       if (row === undefined) {

@@ -327,6 +327,18 @@ describe('the writer lock', () => {
       const second = await opening;
       expect(events).toEqual(['first committed', 'second opened']);
       expect(await second.store.meta.get('index')).toBe('block 1');
+      // The holder's own marks do not wait for its fenced transactions.
+      const own = gate();
+      const ownHeld = gate();
+      const secondsTx = other.transaction(async (tx) => {
+        await second.lock.fence(tx);
+        own.open();
+        await ownHeld.opened;
+      });
+      await own.opened;
+      await second.lock.announce('http://b:8787');
+      ownHeld.open();
+      await secondsTx;
 
       const stale = other.transaction(async (tx) => {
         await first.lock.fence(tx);
