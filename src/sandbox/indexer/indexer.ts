@@ -98,6 +98,8 @@ export async function createIndexer(options: IndexerOptions) {
   const projection = createProjection({
     usdc: source.usdc,
     registry: source.registry,
+    governor: source.governor,
+    agentPass: source.agentPass,
     vaults: new Map(
       [...vaults].map(([address, id]) => [address, { async: VAULT_CONFIG[id].async }]),
     ),
