@@ -248,15 +248,22 @@ export async function rawBlocks(sql: Sql): Promise<RawBlock[]> {
     });
 }
 
-/** The transactions seen (in logs or reverted calls) in blocks after `above`. */
+/**
+ * The transactions seen (in logs or reverted calls) in blocks after `above`, but for the logs
+ * of the contracts `apart` names (the governor's and AgentPass's: lost-write reports count the
+ * vaults' and the registry's transactions, as they did before those were indexed).
+ */
 export function witnessedAfter(
   sql: Sql,
   above: number,
+  apart: readonly string[] = [],
 ): Promise<Array<{ block_number: number; tx_hash: Hash }>> {
+  const others = apart.length > 0 ? ` AND address NOT IN (${apart.map(() => '?').join(', ')})` : '';
   return sql.all(
-    `SELECT block_number, tx_hash FROM logs WHERE block_number > ?
+    `SELECT block_number, tx_hash FROM logs WHERE block_number > ?${others}
      UNION SELECT block_number, tx_hash FROM failed_calls WHERE block_number > ?`,
     above,
+    ...apart,
     above,
   );
 }

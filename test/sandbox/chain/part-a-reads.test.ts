@@ -38,12 +38,12 @@ async function answers(agent: { apiKey: string; agentAddress: Address; wallet: A
     get('/api/v1/agent/galaxy/eligibility', agent.apiKey),
     post('/api/v1/positions', { wallet_address: agent.agentAddress }),
     post('/api/v1/nfts', { wallet_address: agent.wallet }),
+    get(`/api/v1/agent/auth/lookup?wallet=${agent.wallet}`),
   ]);
   for (const body of bodies) expect(body.statusCode, body.body).toBe(200);
-  const [vaults, proposals, stats, positions, strategies, eligibility, wallet, nfts] = bodies.map(
-    (body) => body.json(),
-  );
-  return { vaults, proposals, stats, positions, strategies, eligibility, wallet, nfts };
+  const [vaults, proposals, stats, positions, strategies, eligibility, wallet, nfts, lookup] =
+    bodies.map((body) => body.json());
+  return { vaults, proposals, stats, positions, strategies, eligibility, wallet, nfts, lookup };
 }
 
 /** The same answers as the chain's views give them (what the routes read before). */
@@ -137,6 +137,7 @@ describe('Part A reads from the index', () => {
       }),
     ]);
     expect(after.eligibility.criteria.every((c: { met: boolean }) => c.met)).toBe(true);
+    expect(after.lookup.strategies_submitted).toBe(1);
     expectChain(after, await chainAnswers(who));
 
     // The index started afresh and rebuilt from the chain answers the same.
