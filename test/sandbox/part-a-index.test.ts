@@ -370,3 +370,46 @@ describe.each([
     expect(timeless(after)).toEqual(timeless(before));
   });
 });
+
+describe('Part A reads from an index of a chain read with eth_getLogs', () => {
+  it("reads a strategy's description from its transaction, which the logs do not carry", async () => {
+    const untouched = await rpc.call<Hex>('evm_snapshot');
+    const storage = sqlite();
+    // A finality depth: blocks come from eth_getLogs, not from whole blocks and receipts.
+    const index = await createIndexer({
+      storage: await storage.start(),
+      rpc,
+      chainId: CHAIN_ID,
+      deployment,
+      finalityDepth: 1,
+      log: { warn: () => {}, error: () => {} },
+    });
+    try {
+      await send(treasury, deployment.strategy_registry, StrategyRegistryV3.abi as Abi, 'submit', [
+        keccak256(toHex('dna from logs')),
+        'From the logs',
+        'Described in its submit call alone',
+        {
+          maxPositionSizePercent: 10n,
+          maxLeverage: 200n,
+          stopLossPercent: 500n,
+          slippageToleranceBps: 50n,
+          correlationThreshold: 70n,
+          velocityLimit: 1000n,
+          flashLoansEnabled: false,
+        },
+      ]);
+      await mine();
+      await index.syncTo();
+      const indexed = await index.query((sql) =>
+        indexedStrategiesOf(sql, deployment, treasury.address),
+      );
+      expect(indexed).toEqual(await strategiesOf(chainViews(), treasury.address));
+      expect(indexed.at(-1)?.description).toBe('Described in its submit call alone');
+    } finally {
+      await index.close();
+      await storage.stop();
+      await rpc.call('evm_revert', [untouched]);
+    }
+  });
+});
