@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
+import pg from 'pg';
 import {
   type Abi,
   type Address,
@@ -14,7 +15,7 @@ import {
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHAIN_ID } from '../../src/api/schemas/index.ts';
+import { CHAIN_ID, VAULT_IDS } from '../../src/api/schemas/index.ts';
 import { agentPassesOf } from '../../src/sandbox/chain/agent-wallets.ts';
 import { type AnvilProcess, startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import {
@@ -49,6 +50,7 @@ import {
   indexedVaults,
   indexedVotesCastBy,
 } from '../../src/sandbox/indexer/part-a-reads.ts';
+import { INDEX_MIGRATIONS, INDEX_SCHEMA } from '../../src/sandbox/indexer/schema-postgres.ts';
 import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
 
 /**
@@ -410,6 +412,62 @@ describe('Part A reads from an index of a chain read with eth_getLogs', () => {
       await index.close();
       await storage.stop();
       await rpc.call('evm_revert', [untouched]);
+    }
+  });
+});
+
+describe('an index on PostgreSQL made before Part A was indexed (schema version 1)', () => {
+  it('is emptied by the migration and indexed again from the chain, proposals and all', async () => {
+    const database = await freshDatabase();
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    let index: Indexer | undefined;
+    try {
+      // As an older agentctl left it: version 1's tables, with a block indexed in them.
+      await client.query(`CREATE SCHEMA ${INDEX_SCHEMA}; SET search_path = ${INDEX_SCHEMA}`);
+      await client.query(INDEX_MIGRATIONS[0] as string);
+      await client.query(
+        'CREATE TABLE schema_version (one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one), version INTEGER NOT NULL)',
+      );
+      await client.query('INSERT INTO schema_version (version) VALUES (1)');
+      await client.query(
+        "INSERT INTO blocks (number, hash, parent_hash, timestamp) VALUES (1, '0x01', '0x00', 1)",
+      );
+      // Marked as this chain's (as the indexer names it), so that only the version empties it.
+      const watched = [
+        ...VAULT_IDS.map((id) => deployment.vaults[id]),
+        deployment.usdc,
+        deployment.strategy_registry,
+        deployment.governor,
+        deployment.agent_pass,
+      ].map((address) => address.toLowerCase());
+      await client.query("INSERT INTO index_meta (key, value) VALUES ('chain', $1)", [
+        JSON.stringify({ chainId: CHAIN_ID, contracts: watched }),
+      ]);
+      const warnings: string[] = [];
+      index = await createIndexer({
+        storage: { kind: 'postgres', url: database.url },
+        rpc,
+        chainId: CHAIN_ID,
+        deployment,
+        log: { warn: (line) => warnings.push(line), error: (line) => warnings.push(line) },
+      });
+      // Nothing of the old rows is kept: the chain is indexed from its start.
+      expect(index.checkpoint()).toBeUndefined();
+      const { rows } = await client.query('SELECT version FROM schema_version');
+      expect(rows).toEqual([{ version: INDEX_MIGRATIONS.length }]);
+      await index.syncTo();
+      expect(index.checkpoint()?.hash).toBe((await latest()).hash);
+      const now = index.checkpoint()?.timestamp ?? 0;
+      const chain = chainViews();
+      (chain as unknown as { setNow(at: number): void }).setNow(now);
+      expect(await index.query((sql) => indexedActiveProposals(sql, now))).toEqual(
+        await activeProposals(chain),
+      );
+    } finally {
+      await index?.close();
+      await client.end();
+      await database.drop();
     }
   });
 });
