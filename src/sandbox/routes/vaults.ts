@@ -12,6 +12,7 @@ import { type Deposit, depositToVault, formatUsdc, toUsdcRaw } from '../chain/va
 import { indexedPositions, indexedVaults, readPartA } from '../indexer/part-a-reads.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { byAgent } from '../plugins/idempotency.ts';
+import { createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerVaultRoutes(
@@ -21,15 +22,18 @@ export function registerVaultRoutes(
   // Read from the index (part-a-reads.ts), as a replica, which runs no chain, reads them.
   const positionsOf = (owner: Address) =>
     readPartA(index.view, (sql) => indexedPositions(sql, chain.deployment, index.now(), owner));
+  const vaultLists = createResponseCache<'vaults'>();
   app.get(
     '/api/v1/vaults',
     { schema: { response: { 200: VaultList } }, onRequest: limits.public },
-    async () => {
-      const vaults = await readPartA(index.view, (sql) =>
-        indexedVaults(sql, chain.deployment, index.now()),
-      );
-      return { vaults, total: vaults.length };
-    },
+    async (_request, reply) =>
+      // Served pre-serialised until the index commits again: it depends on nothing else.
+      vaultLists.send(reply, 'vaults', index.version, async () => {
+        const vaults = await readPartA(index.view, (sql) =>
+          indexedVaults(sql, chain.deployment, index.now()),
+        );
+        return VaultList.parse({ vaults, total: vaults.length });
+      }),
   );
 
   app.get(

@@ -90,6 +90,8 @@ function expectChain(
 
 describe('Part A reads from the index', () => {
   it('reads each write back at once, as the chain answers it, before and after a rebuild', async () => {
+    // Answers kept before the writes (GET /api/v1/vaults's) must not be served after them.
+    expect((await get('/api/v1/vaults')).statusCode).toBe(200);
     const agent = await chainAgent(sandbox, 'established');
     const who = { ...agent, wallet: agent.account.address };
     // The registration's pass, at once.
