@@ -327,9 +327,10 @@ async function storeSchema(on: Sql): Promise<string> {
 /** The store's tables a snapshot copies: every one of its schema's but NOT_IN_SNAPSHOTS. */
 async function storeTables(on: Sql): Promise<string[]> {
   const rows = await on.all<{ table_name: string }>(
-    `SELECT table_name FROM information_schema.tables
-      WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'
-      ORDER BY table_name`,
+    `SELECT c.relname AS table_name
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = current_schema() AND c.relkind = 'r'
+      ORDER BY c.relname`,
   );
   return rows.map((row) => row.table_name).filter((table) => !NOT_IN_SNAPSHOTS.has(table));
 }
@@ -343,9 +344,16 @@ async function columnsOf(
   schema: string,
   tables?: readonly string[],
 ): Promise<Map<string, string>> {
+  // pg_catalog, not information_schema: its views open each table (is_updatable), which waits
+  // for any lock on it.
   const rows = await on.all<{ table_name: string; column_name: string; data_type: string }>(
-    `SELECT table_name, column_name, data_type FROM information_schema.columns
-      WHERE table_schema = ? ORDER BY table_name, ordinal_position`,
+    `SELECT c.relname AS table_name, a.attname AS column_name,
+            format_type(a.atttypid, a.atttypmod) AS data_type
+       FROM pg_attribute a
+       JOIN pg_class c ON c.oid = a.attrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = ? AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+      ORDER BY c.relname, a.attnum`,
     schema,
   );
   const columns = new Map<string, string[]>();
@@ -361,9 +369,13 @@ async function columnsOf(
 /** A table's columns that can be written (not generated ones), quoted, comma separated. */
 async function writableColumns(on: Sql, schema: string, table: string): Promise<string> {
   const rows = await on.all<{ column_name: string }>(
-    `SELECT column_name FROM information_schema.columns
-      WHERE table_schema = ? AND table_name = ? AND is_generated = 'NEVER'
-      ORDER BY ordinal_position`,
+    `SELECT a.attname AS column_name
+       FROM pg_attribute a
+       JOIN pg_class c ON c.oid = a.attrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = ? AND c.relname = ? AND a.attnum > 0 AND NOT a.attisdropped
+        AND a.attgenerated = ''
+      ORDER BY a.attnum`,
     schema,
     table,
   );
