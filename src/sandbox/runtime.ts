@@ -248,6 +248,7 @@ function snapshotStorage({
   if (store.kind === 'postgres') {
     return databaseSnapshots({
       store,
+      mnemonic: options.mnemonic ?? directoryMnemonic(options.stateDir),
       index: {
         inDatabase: options.indexStorage?.kind === 'postgres',
         replacedBy: (work) => current().replacedBy(work),

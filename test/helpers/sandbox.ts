@@ -81,6 +81,8 @@ export async function createTestSandbox(
     : openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = await createSandboxClock(store.meta);
   const sandboxId = randomUUID();
+  // As serve does: a database has no state dir to say whose it is (an export checks it).
+  if (options.database) await store.meta.set('sandbox_id', sandboxId);
   const runtime = await startRuntime({
     stateDir: dir,
     persistent: false,

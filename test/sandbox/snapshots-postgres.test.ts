@@ -1,7 +1,14 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_SNAPSHOTS } from '../../src/api/schemas/index.ts';
 import { INDEX_SCHEMA, INDEX_TABLES } from '../../src/sandbox/indexer/schema-postgres.ts';
+import { importExport, readExport } from '../../src/sandbox/snapshots/export-file.ts';
+import { resumeRestore } from '../../src/sandbox/snapshots/index.ts';
+import { openStore } from '../../src/sandbox/store/index.ts';
 import { call, chainAgent, chainReader } from '../helpers/chain.ts';
 import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
 import { ADMIN_TOKEN, admin, createTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
@@ -283,10 +290,45 @@ describe('snapshots in PostgreSQL', () => {
     ).toBe(200);
   });
 
-  it('refuses to export a snapshot kept in the database, saying what to do instead', async () => {
+  it('exports a snapshot as the state dir’s file format, which a sandbox on SQLite starts from', async () => {
     const exported = await admin(sandbox.app, 'GET', '/sandbox/snapshots/base/export');
-    expect(exported.statusCode).toBe(409);
-    expect(exported.json().error).toMatch(/kept in the database.*pg_dump/);
+    expect(exported.statusCode, exported.body).toBe(200);
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-pg-export-'));
+    try {
+      const file = join(dir, 'base.sandbox');
+      writeFileSync(file, exported.rawPayload, { mode: 0o600 });
+      // Checked whole as serve --from checks it: its chain, its sandbox.db of this version's
+      // schema, one sandbox and its mnemonic.
+      const read = await readExport(file);
+      expect(read.files['index.db']).toBeDefined();
+      const state = join(dir, 'state');
+      mkdirSync(state, { mode: 0o700 });
+      await importExport(read, state);
+      const store = openStore(join(state, 'sandbox.db'), { durable: false });
+      try {
+        await resumeRestore(state, store, join(state, 'index.db'));
+        const agents = (
+          await store.sql.all<{ agent_id: string }>('SELECT agent_id FROM agents')
+        ).map((row) => row.agent_id);
+        const live = await client.query<{ agent_id: string }>('SELECT agent_id FROM agents');
+        expect(agents).toEqual(live.rows.map((row) => row.agent_id));
+        expect(agents).toHaveLength(1);
+      } finally {
+        await store.close();
+      }
+      const index = new DatabaseSync(join(state, 'index.db'), { readOnly: true });
+      try {
+        const transactions = index.prepare('SELECT hash FROM transactions ORDER BY hash').all();
+        const live = await client.query(
+          `SELECT hash FROM ${INDEX_SCHEMA}.transactions ORDER BY hash`,
+        );
+        expect(transactions.map((row) => row.hash)).toEqual(live.rows.map((row) => row.hash));
+      } finally {
+        index.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('restores genesis: no agents, an empty index indexed again, the chain from its start', async () => {

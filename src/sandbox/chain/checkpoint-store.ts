@@ -259,6 +259,24 @@ export const snapshotCheckpoints = {
       Buffer.from(checkpoint.state.slice(2), 'hex'),
     );
   },
+  /** The checkpoint `schema` holds (copyInto), as a checkpoint file holds it; undefined if none. */
+  async read(on: Sql, schema: string): Promise<Checkpoint | undefined> {
+    const row = await on.get<CheckpointRow>(
+      `SELECT ${CHECKPOINT_COLUMNS} FROM ${schema}.chain_checkpoints`,
+    );
+    return (
+      row && {
+        format: row.format,
+        sandbox_id: row.sandbox_id,
+        chain_id: row.chain_id,
+        block_number: row.block_number,
+        block_hash: row.block_hash as Hex,
+        block_timestamp: row.block_timestamp,
+        deployment: JSON.parse(row.deployment),
+        state: `0x${Buffer.from(row.state).toString('hex')}` as Hex,
+      }
+    );
+  },
   /**
    * Replaces every checkpoint with `schema`'s (copyInto), or with none (undefined: genesis,
    * which is built in). The dump is copied inside the database, never sent over the wire.

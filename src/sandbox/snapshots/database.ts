@@ -1,12 +1,26 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { DatabaseSync } from 'node:sqlite';
 import { GENESIS_SNAPSHOT } from '../../api/schemas/index.ts';
 import { snapshotCheckpoints } from '../chain/checkpoint-store.ts';
+import type { MnemonicStore } from '../chain/mnemonic.ts';
 import { META_CHECKPOINT } from '../chain/restore.ts';
 import { HttpError } from '../errors.ts';
+import { openIndexDatabase } from '../indexer/schema.ts';
 import { INDEX_SCHEMA, INDEX_TABLES } from '../indexer/schema-postgres.ts';
+import { copyDatabase } from '../store/copy.ts';
+import { openDatabase } from '../store/db.ts';
 import { IDENTITY_META, type Store } from '../store/index.ts';
 import { POSTGRES_SCHEMA_VERSION } from '../store/migrations-postgres.ts';
-import type { Sql, SqlTransaction } from '../store/sql.ts';
-import type { SnapshotMeta } from './files.ts';
+import type { Sql, SqlTransaction, SqlValue } from '../store/sql.ts';
+import {
+  type ExportedFiles,
+  exportBytes,
+  refuseGenesisExport,
+  refuseTooLarge,
+} from './export-file.ts';
+import { SNAPSHOT_CHAIN, SNAPSHOT_DB, SNAPSHOT_INDEX, type SnapshotMeta } from './files.ts';
 import type { SnapshotStorage, SnapshotWriter } from './storage.ts';
 
 /**
@@ -56,6 +70,8 @@ interface CatalogRow {
 }
 
 export interface DatabaseSnapshotDeps {
+  /** The wallet mnemonic an export carries (the database's). */
+  mnemonic: MnemonicStore;
   /** The sandbox's store on PostgreSQL: its backend's write connection runs every transaction. */
   store: Store;
   index: {
@@ -175,11 +191,41 @@ export function databaseSnapshots(deps: DatabaseSnapshotDeps): SnapshotStorage {
       });
     },
     async exportFile(name) {
-      if (!(await catalogRow(name))) throw new HttpError(404, `no snapshot is named ${name}`);
-      throw new HttpError(
-        409,
-        `snapshot ${name} is kept in the database: exporting one as a file is not built yet for a sandbox on PostgreSQL (back the database up with pg_dump instead)`,
-      );
+      refuseGenesisExport(name);
+      const row = await catalogRow(name);
+      if (!row) throw new HttpError(404, `no snapshot is named ${name}`);
+      refuseTooLarge(name, await schemaSize(sql, row.schema_name));
+      const mnemonic = await deps.mnemonic.read();
+      if (mnemonic === undefined) {
+        throw new HttpError(503, 'the wallet mnemonic is missing from the database');
+      }
+      const chain = await snapshotCheckpoints.read(sql, row.schema_name);
+      if (!chain) throw new HttpError(503, `snapshot ${name} has lost its chain checkpoint`);
+      const dir = await mkdtemp(join(tmpdir(), 'agentctl-export-'));
+      try {
+        const files: ExportedFiles = {
+          [SNAPSHOT_DB]: await sqliteFile(sql, row.schema_name, dir, 'sandbox', (path) =>
+            openDatabase(path, { durable: false }),
+          ),
+          [SNAPSHOT_CHAIN]: Buffer.from(JSON.stringify(chain)),
+        };
+        if (row.indexed) {
+          const identity = await sql.get<{ value: string }>(
+            `SELECT value FROM ${INDEX_SCHEMA}.index_meta WHERE key = 'chain'`,
+          );
+          files[SNAPSHOT_INDEX] = await sqliteFile(
+            sql,
+            row.schema_name,
+            dir,
+            'index',
+            (path) => openIndexDatabase(path, identity?.value ?? ''),
+            INDEX_PREFIX,
+          );
+        }
+        return exportBytes(metaOf(row), files, mnemonic);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
     },
   };
 }
@@ -315,6 +361,73 @@ async function holdTransaction(store: Store): Promise<HeldTransaction> {
       }
     },
   };
+}
+
+/** The bytes snapshot schema `schema`'s tables take. */
+async function schemaSize(on: Sql, schema: string): Promise<number> {
+  const size = await on.get<{ size: number | string | null }>(
+    `SELECT sum(pg_total_relation_size(c.oid)) AS size
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = ? AND c.relkind = 'r'`,
+    schema,
+  );
+  return Number(size?.size ?? 0);
+}
+
+/**
+ * A SQLite file, as a state dir keeps it, holding the rows of snapshot schema `schema`'s
+ * tables (named `prefix`TABLE there): `open` makes the file with this version's tables, each
+ * of which takes the rows of the schema's table of its name (a table the schema lacks stays
+ * empty: the rate counts). Resolves with the file's bytes (one file: VACUUM INTO).
+ */
+async function sqliteFile(
+  on: Sql,
+  schema: string,
+  dir: string,
+  name: string,
+  open: (path: string) => DatabaseSync,
+  prefix = '',
+): Promise<Buffer> {
+  const db = open(join(dir, `${name}.work.db`));
+  const copy = join(dir, `${name}.db`);
+  try {
+    const held = new Set((await columnsOf(on, schema)).keys());
+    const tables = db
+      .prepare(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      )
+      .all() as Array<{ name: string }>;
+    db.exec('BEGIN');
+    // Foreign keys are checked at the commit, when every table is whole.
+    db.exec('PRAGMA defer_foreign_keys = ON');
+    for (const { name: table } of tables) {
+      if (!held.has(prefix + table)) continue;
+      // Stored columns only: SQLite computes its generated ones (hidden 2 and 3).
+      const columns = (
+        db.prepare('SELECT name, hidden FROM pragma_table_xinfo(?)').all(table) as Array<{
+          name: string;
+          hidden: number;
+        }>
+      )
+        .filter((column) => column.hidden === 0)
+        .map((column) => column.name);
+      const quoted = columns.map((column) => `"${column}"`).join(', ');
+      const rows = await on.all<Record<string, SqlValue>>(
+        `SELECT ${quoted} FROM ${schema}."${prefix}${table}"`,
+      );
+      // A table the file's opening filled (index_meta's format and chain) is replaced whole.
+      db.prepare(`DELETE FROM "${table}"`).run();
+      const insert = db.prepare(
+        `INSERT INTO "${table}" (${quoted}) VALUES (${columns.map(() => '?').join(', ')})`,
+      );
+      for (const row of rows) insert.run(...columns.map((column) => row[column] ?? null));
+    }
+    db.exec('COMMIT');
+    copyDatabase(db, copy);
+  } finally {
+    db.close();
+  }
+  return readFile(copy);
 }
 
 /** The schema the store's tables are in (its connections' search_path: public, normally). */
