@@ -243,6 +243,55 @@ describe('snapshots in PostgreSQL', () => {
     expect(await reads(alice.apiKey)).toEqual(atSnapshot.reads);
   });
 
+  it('keeps nothing of a snapshot whose connection is cut half way', async () => {
+    const before = await client.query('SELECT name, schema_name FROM snapshots ORDER BY name');
+    const schemas = await snapshotSchemas();
+    // The snapshot copies the sandbox's tables in the order of their names: holding the last
+    // one stops it there, with the others already copied into its new schema.
+    await client.query('BEGIN');
+    await client.query('LOCK TABLE onboarding_queue IN ACCESS EXCLUSIVE MODE');
+    const taking = admin(sandbox.app, 'POST', '/sandbox/snapshots', { name: 'cut' }).then(
+      (answer) => answer,
+    );
+    let pid = 0;
+    await until(async () => {
+      // The connection waiting for the test's lock that took a new snapshot's number (its
+      // schema, uncommitted, is not visible to others).
+      const waiting = await client.query<{ pid: number }>(
+        `SELECT DISTINCT pid FROM pg_locks
+          WHERE relation = 'snapshot_schemas'::regclass AND granted
+            AND pg_backend_pid() = ANY (pg_blocking_pids(pid))`,
+      );
+      pid = waiting.rows[0]?.pid ?? 0;
+      return pid !== 0;
+    });
+    const other = new pg.Client({ connectionString: database.url });
+    await other.connect();
+    try {
+      await other.query('SELECT pg_terminate_backend($1)', [pid]);
+    } finally {
+      await other.end();
+    }
+    await client.query('ROLLBACK');
+    const failed = await taking;
+    expect(failed.statusCode, failed.body).toBe(503);
+    expect(failed.json().error).toMatch(/snapshot cut was not taken/);
+    expect(
+      (await client.query('SELECT name, schema_name FROM snapshots ORDER BY name')).rows,
+    ).toEqual(before.rows);
+    expect(await snapshotSchemas()).toEqual(schemas);
+    // The next one is taken (the writer connects again).
+    expect(
+      (await admin(sandbox.app, 'POST', '/sandbox/snapshots', { name: 'cut' })).statusCode,
+    ).toBe(200);
+    const removed = await sandbox.app.inject({
+      method: 'DELETE',
+      url: '/sandbox/snapshots/cut',
+      headers: { 'x-admin-token': ADMIN_TOKEN },
+    });
+    expect(removed.statusCode).toBe(200);
+  });
+
   it('replaces a snapshot of the same name in one go, deletes one with its schema, and holds the bound', async () => {
     const first = await snapshotSchemas();
     const again = await admin(sandbox.app, 'POST', '/sandbox/snapshots', {
