@@ -28,7 +28,7 @@ import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token';
 /** What seals the wallet mnemonic of a test sandbox kept in PostgreSQL. */
-const TEST_SANDBOX_SECRET = 'test-sandbox-secret-of-32-characters-or-more';
+export const TEST_SANDBOX_SECRET = 'test-sandbox-secret-of-32-characters-or-more';
 
 const SILENT = { info() {}, warn() {}, error() {} };
 
@@ -80,9 +80,11 @@ export async function createTestSandbox(
     ? await openPostgresStore(options.database)
     : openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = await createSandboxClock(store.meta);
-  const sandboxId = randomUUID();
-  // As serve does: a database has no state dir to say whose it is (an export checks it).
-  if (options.database) await store.meta.set('sandbox_id', sandboxId);
+  // As serve does: a database has no state dir to say whose it is (an export checks it); one
+  // started from an export has its sandbox's.
+  const recorded = options.database ? await store.meta.get('sandbox_id') : undefined;
+  const sandboxId = recorded ?? randomUUID();
+  if (options.database && !recorded) await store.meta.set('sandbox_id', sandboxId);
   const runtime = await startRuntime({
     stateDir: dir,
     persistent: false,

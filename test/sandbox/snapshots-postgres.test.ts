@@ -5,13 +5,23 @@ import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_SNAPSHOTS } from '../../src/api/schemas/index.ts';
+import { databaseMnemonic } from '../../src/sandbox/chain/mnemonic.ts';
 import { INDEX_SCHEMA, INDEX_TABLES } from '../../src/sandbox/indexer/schema-postgres.ts';
+import { SANDBOX_SECRET_ENV } from '../../src/sandbox/sandbox-secret.ts';
+import { importIntoDatabase } from '../../src/sandbox/snapshots/database.ts';
 import { importExport, readExport } from '../../src/sandbox/snapshots/export-file.ts';
 import { resumeRestore } from '../../src/sandbox/snapshots/index.ts';
 import { openStore } from '../../src/sandbox/store/index.ts';
+import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
 import { call, chainAgent, chainReader } from '../helpers/chain.ts';
 import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
-import { ADMIN_TOKEN, admin, createTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
+import {
+  ADMIN_TOKEN,
+  admin,
+  createTestSandbox,
+  TEST_SANDBOX_SECRET,
+  type TestSandbox,
+} from '../helpers/sandbox.ts';
 import { until } from '../helpers/serve.ts';
 
 /**
@@ -376,6 +386,49 @@ describe('snapshots in PostgreSQL', () => {
         index.close();
       }
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('starts a sandbox in a new database from that export', async () => {
+    const exported = await admin(sandbox.app, 'GET', '/sandbox/snapshots/base/export');
+    expect(exported.statusCode, exported.body).toBe(200);
+    const dir = mkdtempSync(join(tmpdir(), 'agentctl-pg-import-'));
+    const second = await freshDatabase();
+    let other: TestSandbox | undefined;
+    try {
+      const file = join(dir, 'base.sandbox');
+      writeFileSync(file, exported.rawPayload, { mode: 0o600 });
+      const read = await readExport(file);
+      const store = await openPostgresStore(second.url);
+      try {
+        const mnemonic = databaseMnemonic(store.sql, { [SANDBOX_SECRET_ENV]: TEST_SANDBOX_SECRET });
+        await importIntoDatabase(read, store, mnemonic);
+        // Once: a database that holds a sandbox is refused, unchanged.
+        await expect(importIntoDatabase(read, store, mnemonic)).rejects.toThrow(
+          /--from: the database holds a sandbox already/,
+        );
+      } finally {
+        await store.close();
+      }
+      other = await createTestSandbox({ database: second.url, checkpointAfterMs: 3_600_000 });
+      // Alice's key works there; her position, the vaults and the chain are the snapshot's.
+      const there = (
+        await call(other, alice.apiKey, 'GET', '/api/v1/agent/vault/positions')
+      ).json();
+      const here = (
+        await call(sandbox, alice.apiKey, 'GET', '/api/v1/agent/vault/positions')
+      ).json();
+      expect(there).toEqual(here);
+      expect(Number(await chainReader(other).getBlockNumber())).toBe(read.block_number);
+      const listed = (await admin(other.app, 'GET', '/sandbox/snapshots')).json().snapshots;
+      expect(listed.map((each: { name: string }) => each.name)).toEqual(['genesis', 'base']);
+      expect((await admin(other.app, 'POST', '/sandbox/snapshots/base/restore')).statusCode).toBe(
+        200,
+      );
+    } finally {
+      await other?.close();
+      await second.drop();
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -1,12 +1,13 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { GENESIS_SNAPSHOT } from '../../api/schemas/index.ts';
+import { parseCheckpoint } from '../chain/checkpoint.ts';
 import { snapshotCheckpoints } from '../chain/checkpoint-store.ts';
 import type { MnemonicStore } from '../chain/mnemonic.ts';
 import { META_CHECKPOINT } from '../chain/restore.ts';
-import { HttpError } from '../errors.ts';
+import { HttpError, StartupError } from '../errors.ts';
 import { openIndexDatabase } from '../indexer/schema.ts';
 import { INDEX_SCHEMA, INDEX_TABLES } from '../indexer/schema-postgres.ts';
 import { copyDatabase } from '../store/copy.ts';
@@ -19,6 +20,7 @@ import {
   exportBytes,
   refuseGenesisExport,
   refuseTooLarge,
+  type SandboxExport,
 } from './export-file.ts';
 import { SNAPSHOT_CHAIN, SNAPSHOT_DB, SNAPSHOT_INDEX, type SnapshotMeta } from './files.ts';
 import type { SnapshotStorage, SnapshotWriter } from './storage.ts';
@@ -566,5 +568,91 @@ async function replaceIndexRows(tx: SqlTransaction, from: string | undefined): P
     await tx.run(
       `INSERT INTO ${INDEX_SCHEMA}."${table}" SELECT * FROM ${from}."${INDEX_PREFIX}${table}"`,
     );
+  }
+}
+
+/**
+ * Makes the new, empty database behind `store` a sandbox that starts as `exported` (checked
+ * by readExport; `serve --from FILE --database URL`): its mnemonic sealed in the database
+ * (`mnemonic`), then, in one transaction, the export kept as a snapshot of its name (a schema
+ * built from its sandbox.db's rows and its chain, as a take makes one) and put in place as a
+ * restore does. The index is not taken from it: it is indexed again from the chain at start.
+ * A database that holds a sandbox already is refused, unchanged.
+ */
+export async function importIntoDatabase(
+  exported: SandboxExport,
+  store: Store,
+  mnemonic: MnemonicStore,
+): Promise<void> {
+  const refuse = (why: string) =>
+    new StartupError(`--from: ${why}; give --database a new, empty database`);
+  const held = await store.sql.get<{ n: number }>(
+    `SELECT (SELECT count(*) FROM meta WHERE key = 'sandbox_id')
+          + (SELECT count(*) FROM snapshots) + (SELECT count(*) FROM chain_checkpoints) AS n`,
+  );
+  if (Number(held?.n) > 0) throw refuse('the database holds a sandbox already');
+  if ((await mnemonic.create(exported.mnemonic)) !== exported.mnemonic) {
+    throw refuse('the database holds another wallet mnemonic');
+  }
+  const chain = parseCheckpoint(
+    Buffer.from(exported.files[SNAPSHOT_CHAIN].base64, 'base64').toString('utf8'),
+    SNAPSHOT_CHAIN,
+    exported.block_number,
+  );
+  const dir = await mkdtemp(join(tmpdir(), 'agentctl-import-'));
+  try {
+    const path = join(dir, SNAPSHOT_DB);
+    await writeFile(path, Buffer.from(exported.files[SNAPSHOT_DB].base64, 'base64'), {
+      mode: 0o600,
+    });
+    // This version's tables: an export of an earlier agentctl is migrated (its copy here).
+    const source = openDatabase(path, { durable: false });
+    try {
+      await store.sql.transaction(async (tx) => {
+        const next = await tx.get<{ n: number }>("SELECT nextval('snapshot_schemas') AS n");
+        const schema = `snapshot_${Number(next?.n)}`;
+        await tx.run(`CREATE SCHEMA ${schema}`);
+        for (const table of await storeTables(tx)) {
+          await tx.run(`CREATE TABLE ${schema}."${table}" (LIKE "${table}")`);
+          const columns = (
+            await tx.all<{ column_name: string }>(
+              `SELECT a.attname AS column_name FROM pg_attribute a
+                WHERE a.attrelid = ?::regclass AND a.attnum > 0 AND NOT a.attisdropped
+                ORDER BY a.attnum`,
+              `${schema}.${table}`,
+            )
+          ).map((row) => row.column_name);
+          const quoted = columns.map((column) => `"${column}"`).join(', ');
+          const rows = source.prepare(`SELECT ${quoted} FROM "${table}"`).all() as Array<
+            Record<string, SqlValue>
+          >;
+          for (const row of rows) {
+            await tx.run(
+              `INSERT INTO ${schema}."${table}" (${quoted}) VALUES (${columns.map(() => '?').join(', ')})`,
+              ...columns.map((column) => row[column] ?? null),
+            );
+          }
+        }
+        await snapshotCheckpoints.copyInto(tx, schema, chain);
+        await tx.run(
+          `INSERT INTO snapshots (name, schema_name, sandbox_id, block_number, block_hash,
+                                  created_at, schema_version, indexed)
+           VALUES (?, ?, ?, ?, ?, ?, ?, 'false')`,
+          exported.name,
+          schema,
+          exported.sandbox_id,
+          exported.block_number,
+          exported.block_hash,
+          exported.created_at,
+          POSTGRES_SCHEMA_VERSION,
+        );
+        await replaceRows(tx, schema);
+        await snapshotCheckpoints.replaceWithin(tx, schema);
+      });
+    } finally {
+      source.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 }

@@ -66,7 +66,7 @@ const SandboxExport = z.object({
     [SNAPSHOT_INDEX]: ExportedFile.optional(),
   }),
 });
-type SandboxExport = z.infer<typeof SandboxExport>;
+export type SandboxExport = z.infer<typeof SandboxExport>;
 
 /** Snapshot `name` of the sandbox at `stateDir`, as the bytes of an export file. */
 export function exportSnapshot(stateDir: string, name: string): Buffer {
