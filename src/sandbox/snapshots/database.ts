@@ -146,6 +146,7 @@ export function databaseSnapshots(deps: DatabaseSnapshotDeps): SnapshotStorage {
            FROM snapshots s
           ORDER BY s.created_at, s.name`,
       );
+      // One query, sizes included (as schemaSize measures them): a take lists them all.
       return rows.map((row) => ({ ...metaOf(row), size_bytes: Number(row.size_bytes) }));
     },
     async read(name) {
@@ -305,16 +306,11 @@ function databaseWriter(store: Store, indexInDatabase: boolean, name: string): S
         POSTGRES_SCHEMA_VERSION,
         String(indexed),
       );
-      const size = await tx.get<{ size: number | string | null }>(
-        `SELECT sum(pg_total_relation_size(c.oid)) AS size
-           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE n.nspname = ? AND c.relkind = 'r'`,
-        schema,
-      );
+      const size = await schemaSize(tx, schema);
       const done = held;
       held = undefined;
       await done.finish(true);
-      return Number(size?.size ?? 0);
+      return size;
     },
     async abandon() {
       const open = held;
