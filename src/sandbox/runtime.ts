@@ -14,6 +14,8 @@ import { StartupError } from './errors.ts';
 import { createIndexReads, type IndexReads } from './indexer/index-reads.ts';
 import { type ChainObservation, createIndexer, type Indexer } from './indexer/indexer.ts';
 import { indexedPast } from './indexer/schema.ts';
+import { INDEX_SCHEMA } from './indexer/schema-postgres.ts';
+import type { IndexStorageOptions } from './indexer/storage.ts';
 import { createFulfiller, type FulfilmentLimits } from './operator/fulfilment.ts';
 import { createOnboarder, type Onboarder } from './operator/onboarding.ts';
 import { createSnapshots, type Snapshots } from './snapshots/index.ts';
@@ -29,6 +31,8 @@ export interface RuntimeOptions {
    */
   checkpoints?: CheckpointStore;
   mnemonic?: MnemonicStore;
+  /** Where the index is kept: index.db in the state dir unless given (a database's schema). */
+  index?: IndexStorageOptions;
   persistent: boolean;
   /** sandbox.db, opened by the caller; the runtime closes it once started. */
   store: Store;
@@ -78,6 +82,11 @@ export interface SandboxRuntime {
  */
 export async function startRuntime(options: RuntimeOptions): Promise<SandboxRuntime> {
   const { store, clock, log, stateDir } = options;
+  const indexStorage: IndexStorageOptions = options.index ?? {
+    kind: 'sqlite',
+    path: join(stateDir, INDEX_FILE),
+  };
+  const lostWrites = lostWritesWords(stateDir, indexStorage);
   let index: Indexer | undefined;
   /** Set once serve stops: the index's poll waits, the final checkpoint still reconciles. */
   let stopping = false;
@@ -103,10 +112,14 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
     },
     // An anvil a killed serve left running may hold blocks past the log that index.db has
     // witnessed: acknowledged writes sandbox.db lost. They are not dropped; the start is refused.
-    checkUnlogged: (lastLogged) => {
-      const missing = indexedPast(join(stateDir, INDEX_FILE), lastLogged);
-      if (missing) throw lostWritesError(stateDir, lastLogged.number, missing);
-    },
+    // A sandbox in a database leaves no anvil to take over (each writer has a work dir of its
+    // own): the index's witness is checked once it is open (openIndex), on every start.
+    ...(indexStorage.kind === 'sqlite' && {
+      checkUnlogged: (lastLogged: { number: number; hash: string }) => {
+        const missing = indexedPast(indexStorage.path, lastLogged);
+        if (missing) throw lostWritesError(lostWrites, lastLogged.number, missing);
+      },
+    }),
   };
   const started: StartedChain = await startChain({
     stateDir,
@@ -125,7 +138,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
   const { chain, follow } = started;
   try {
     const recovering = follow.recovering;
-    index = await openIndex(stateDir, log, follow, recovering && (() => stopping || recovering()));
+    index = await openIndex(
+      indexStorage,
+      lostWrites,
+      log,
+      follow,
+      recovering && (() => stopping || recovering()),
+    );
     const reads = createIndexReads({ current, chain, store });
     reads.attach(index);
     await started.afterIndexOpened();
@@ -155,8 +174,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
     };
     let fulfiller = startFulfiller();
     const { local } = started;
+    // Snapshots are SQLite files for now: a sandbox in a database has none (the routes say so).
     const snapshots =
       local &&
+      indexStorage.kind === 'sqlite' &&
       createSnapshots({
         stateDir,
         sandboxId: options.sandboxId,
@@ -200,7 +221,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
       chain,
       index: reads,
       onboarder,
-      snapshots,
+      snapshots: snapshots || undefined,
       parts: { local, indexer: current, fulfiller: () => fulfiller },
       close() {
         closing ??= (async () => {
@@ -230,13 +251,14 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
  * lost acknowledged writes.
  */
 async function openIndex(
-  stateDir: string,
+  storage: IndexStorageOptions,
+  lostWrites: LostWritesWords,
   log: ChainLogger,
   follow: IndexFollow,
   paused: (() => boolean) | undefined,
 ): Promise<Indexer> {
   const index = await createIndexer({
-    storage: { kind: 'sqlite', path: join(stateDir, INDEX_FILE) },
+    storage,
     rpc: follow.rpc,
     chainId: follow.chainId,
     deployment: follow.deployment,
@@ -249,7 +271,7 @@ async function openIndex(
   try {
     if (follow.witnessFor) {
       const missing = await index.missingFrom(follow.witnessFor);
-      if (missing) throw lostWritesError(stateDir, follow.witnessFor.number, missing);
+      if (missing) throw lostWritesError(lostWrites, follow.witnessFor.number, missing);
     }
     await index.syncTo().catch(async (error: unknown) => {
       // Damage that quick_check did not see, found by the first write to the file.
@@ -264,30 +286,61 @@ async function openIndex(
   return index;
 }
 
+/** How the lost-writes refusal names the chain log's place and the index's, and what to do. */
+interface LostWritesWords {
+  /** Where the chain log is: sandbox.db, or the database. */
+  log: string;
+  /** The index: index.db, or its schema in the database. */
+  index: string;
+  /** How the acknowledged writes may have been lost. */
+  how: string;
+  /** What to do. */
+  remedy: string;
+}
+
+function lostWritesWords(stateDir: string, storage: IndexStorageOptions): LostWritesWords {
+  if (storage.kind === 'postgres') {
+    return {
+      log: 'the database',
+      index: `the index (schema ${INDEX_SCHEMA})`,
+      how: 'Was the database restored from a backup older than its index, or were rows deleted by hand?',
+      remedy:
+        'Restore the whole database from one backup (pg_dump is one consistent copy); or, to go on without those writes, ' +
+        `drop the index (DROP SCHEMA ${INDEX_SCHEMA} CASCADE: it is rebuilt from the chain)`,
+    };
+  }
+  const database = join(stateDir, 'sandbox.db');
+  return {
+    log: database,
+    index: 'index.db',
+    how: `Was its write-ahead log ${database}-wal deleted or damaged after a crash, or an older copy of sandbox.db restored?`,
+    remedy:
+      'Restore the whole state directory from one backup; or, to go on without those writes, ' +
+      `delete ${storage.path} (it is rebuilt from the chain)`,
+  };
+}
+
 /**
- * The refusal when index.db holds blocks or transactions that the chain rebuilt from
- * sandbox.db does not: writes that were acknowledged (so in sandbox.db's write-ahead log,
- * sandbox.db-wal) are gone from it. Starting anyway would serve a chain without them, and hand
- * their agents' wallets to new agents.
+ * The refusal when the index holds blocks or transactions that the chain rebuilt from the
+ * chain log does not: writes that were acknowledged (so committed to the log) are gone from
+ * it. Starting anyway would serve a chain without them, and hand their agents' wallets to new
+ * agents.
  */
 function lostWritesError(
-  stateDir: string,
+  words: LostWritesWords,
   chainHead: number,
   missing: { indexedBlock: number; transactions: number },
 ): StartupError {
-  const database = join(stateDir, 'sandbox.db');
   const lost =
     missing.indexedBlock > chainHead
-      ? `index.db has indexed blocks up to ${missing.indexedBlock}` +
+      ? `${words.index} has indexed blocks up to ${missing.indexedBlock}` +
         (missing.transactions > 0
           ? `, with ${missing.transactions} vault transaction(s) past it`
           : '')
-      : `index.db holds ${missing.transactions} vault transaction(s) that its blocks no longer have`;
+      : `${words.index} holds ${missing.transactions} vault transaction(s) that its blocks no longer have`;
   return new StartupError(
-    `${database} holds the chain up to block ${chainHead}, but ${lost}: writes that were acknowledged are missing from ${database}. ` +
-      `Was its write-ahead log ${database}-wal deleted or damaged after a crash, or an older copy of sandbox.db restored? ` +
-      'Restore the whole state directory from one backup; or, to go on without those writes, ' +
-      `delete ${join(stateDir, INDEX_FILE)} (it is rebuilt from the chain)`,
+    `${words.log} holds the chain up to block ${chainHead}, but ${lost}: writes that were acknowledged are missing from ${words.log}. ` +
+      `${words.how} ${words.remedy}`,
   );
 }
 

@@ -18,18 +18,29 @@ const NameParams = z.object({ name: SnapshotName });
 
 /**
  * The sandbox admin API's snapshots: take, list, restore, delete and export. `snapshots` is
- * undefined on a chain the sandbox does not own (--rpc-url), which it cannot rewind.
+ * undefined on a chain the sandbox does not own (--rpc-url), which it cannot rewind, and in a
+ * sandbox kept in PostgreSQL (not yet there).
  */
 export function registerSnapshotRoutes(
   app: App,
   snapshots: Snapshots | undefined,
-  { adminTokenHash, keys }: { adminTokenHash: string; keys: Idempotency },
+  {
+    adminTokenHash,
+    keys,
+    database,
+  }: { adminTokenHash: string; keys: Idempotency; database?: 'sqlite' | 'postgres' },
 ): void {
   const onRequest = createAdminGuard(adminTokenHash);
   // Snapshot files and restores are not undone by a restore: nor are their keys.
   const keyed = adminKeyed(keys, adminTokenHash, { outlivesRestore: true });
   const available = (): Snapshots => {
     if (snapshots) return snapshots;
+    if (database === 'postgres') {
+      throw new HttpError(
+        409,
+        'this sandbox is kept in PostgreSQL (serve --database), where snapshots are not kept yet: back it up with pg_dump (see docs/team-sandbox.md)',
+      );
+    }
     throw new HttpError(
       400,
       'this sandbox runs on an external chain (--rpc-url), which it cannot rewind: snapshots need its own chain',
