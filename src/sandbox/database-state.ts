@@ -6,8 +6,15 @@ import type { SandboxOptions } from './options.ts';
 import type { RuntimeOptions } from './runtime.ts';
 import type { Store } from './store/index.ts';
 import { createPostgresBackend, openPostgresStore, redactedUrl } from './store/postgres.ts';
+import type { SqlBackend } from './store/sql.ts';
+import {
+  createWriterLock,
+  type WriterLock,
+  WriterLockedError,
+  type WriterTakenOverError,
+} from './team/writer-lock.ts';
 
-export { redactedUrl };
+export { redactedUrl, WriterLockedError };
 
 /**
  * The writer's side of a sandbox kept in a PostgreSQL database (`serve --database URL`): the
@@ -64,35 +71,72 @@ export function databaseUrlSecrets(url: string | undefined): string[] {
 
 export interface DatabaseState {
   store: Store;
-  /** Where the runtime keeps the checkpoints, the mnemonic and the index: the database. */
-  kept: Required<Pick<RuntimeOptions, 'checkpoints' | 'mnemonic' | 'index'>>;
+  /** Where the runtime keeps the checkpoints, the mnemonic and the index, and the index's fence. */
+  kept: Required<Pick<RuntimeOptions, 'checkpoints' | 'mnemonic' | 'indexStorage' | 'fenceIndex'>>;
+  /** The writer lock, held on the store's write connection for as long as it is open. */
+  lock: WriterLock;
   /** Closes what the store does not: the checkpoints' connection. Once the runtime is closed. */
   close(): Promise<void>;
 }
 
 /**
- * Opens the sandbox in the database at `url` (its tables created or migrated).
+ * Opens the sandbox in the database at `url` (its tables created or migrated) as its one
+ * writer: the writer lock is taken on the store's write connection before anything is written,
+ * and a writer that holds it refuses the start (WriterLockedError, naming it). `onLost` is told
+ * when another writer took over while this one's connection was lost: every write fails from
+ * then on, and the process should stop.
+ *
  * The checkpoints get a backend of their own: a checkpoint's megabytes go over its connection
- * while block commits go on over the store's.
+ * while block commits go on over the store's. The lock does not cover that connection, nor the
+ * index's: each of their transactions is fenced (WriterLock.fence), so that a writer that lost
+ * the lock writes no checkpoint, prunes none, and indexes nothing once another holds it.
  */
-export async function openDatabaseState(url: string): Promise<DatabaseState> {
-  const store = await openPostgresStore(url);
+export async function openDatabaseState(
+  url: string,
+  onLost: (error: WriterTakenOverError) => void,
+): Promise<DatabaseState> {
+  const lock = createWriterLock({ database: redactedUrl(url), onLost });
+  // Refused with WriterLockedError, having written nothing, while another writer holds the lock.
+  const store = await openPostgresStore(url, lock.hooks);
   try {
     // The store's open brought the schema up to date: nothing to migrate again.
     const checkpointBackend = await createPostgresBackend(url, { migrate: async () => {} });
     return {
       store,
+      lock,
       kept: {
-        checkpoints: databaseCheckpoints(checkpointBackend),
+        checkpoints: databaseCheckpoints(fenced(checkpointBackend, lock)),
         mnemonic: databaseMnemonic(store.sql),
-        index: { kind: 'postgres', url },
+        indexStorage: { kind: 'postgres', url },
+        fenceIndex: (tx) => lock.fence(tx),
       },
       close: () => checkpointBackend.close(),
     };
   } catch (error) {
+    await lock.release();
     await store.close();
     throw error;
   }
+}
+
+/**
+ * `backend` with every write in a transaction fenced by the writer lock: a checkpoint's row, and
+ * a prune, are written only while this process is the writer. Reads go through as they are.
+ */
+function fenced(backend: SqlBackend, lock: WriterLock): SqlBackend {
+  return {
+    ...backend,
+    run: (sql, ...params) =>
+      backend.transaction(async (tx) => {
+        await lock.fence(tx);
+        return tx.run(sql, ...params);
+      }),
+    transaction: (work) =>
+      backend.transaction(async (tx) => {
+        await lock.fence(tx);
+        return work(tx);
+      }),
+  };
 }
 
 /** The sandbox's id, kept in the database's meta (there is no format file to name it). */

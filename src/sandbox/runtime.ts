@@ -20,6 +20,7 @@ import { createFulfiller, type FulfilmentLimits } from './operator/fulfilment.ts
 import { createOnboarder, type Onboarder } from './operator/onboarding.ts';
 import { createSnapshots, type Snapshots } from './snapshots/index.ts';
 import type { Store } from './store/index.ts';
+import type { SqlTransaction } from './store/sql.ts';
 
 const INDEX_FILE = 'index.db';
 
@@ -31,8 +32,6 @@ export interface RuntimeOptions {
    */
   checkpoints?: CheckpointStore;
   mnemonic?: MnemonicStore;
-  /** Where the index is kept: index.db in the state dir unless given (a database's schema). */
-  index?: IndexStorageOptions;
   persistent: boolean;
   /** sandbox.db, opened by the caller; the runtime closes it once started. */
   store: Store;
@@ -48,6 +47,13 @@ export interface RuntimeOptions {
   fulfilment?: Partial<FulfilmentLimits>;
   /** How long new blocks wait for an automatic checkpoint, if not the default (tests). */
   checkpointAfterMs?: number;
+  /** Where the index is kept: index.db in the state dir unless given (a database's schema). */
+  indexStorage?: IndexStorageOptions;
+  /**
+   * Runs first in each of the index's transactions (the writer lock's fence, for an index in a
+   * database on a connection of its own): a throw rolls the transaction back.
+   */
+  fenceIndex?: (tx: SqlTransaction) => Promise<void>;
 }
 
 /** The sandbox's state and its actors, as one: what the app is built on. */
@@ -82,11 +88,10 @@ export interface SandboxRuntime {
  */
 export async function startRuntime(options: RuntimeOptions): Promise<SandboxRuntime> {
   const { store, clock, log, stateDir } = options;
-  const indexStorage: IndexStorageOptions = options.index ?? {
+  const indexStorage: IndexStorageOptions = options.indexStorage ?? {
     kind: 'sqlite',
     path: join(stateDir, INDEX_FILE),
   };
-  const lostWrites = lostWritesWords(stateDir, indexStorage);
   let index: Indexer | undefined;
   /** Set once serve stops: the index's poll waits, the final checkpoint still reconciles. */
   let stopping = false;
@@ -117,7 +122,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
     ...(indexStorage.kind === 'sqlite' && {
       checkUnlogged: (lastLogged: { number: number; hash: string }) => {
         const missing = indexedPast(indexStorage.path, lastLogged);
-        if (missing) throw lostWritesError(lostWrites, lastLogged.number, missing);
+        if (missing) {
+          throw lostWritesError(
+            lostWritesWords(stateDir, indexStorage),
+            lastLogged.number,
+            missing,
+          );
+        }
       },
     }),
   };
@@ -139,11 +150,12 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
   try {
     const recovering = follow.recovering;
     index = await openIndex(
+      stateDir,
       indexStorage,
-      lostWrites,
       log,
       follow,
       recovering && (() => stopping || recovering()),
+      options.fenceIndex,
     );
     const reads = createIndexReads({ current, chain, store });
     reads.attach(index);
@@ -251,11 +263,12 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
  * lost acknowledged writes.
  */
 async function openIndex(
+  stateDir: string,
   storage: IndexStorageOptions,
-  lostWrites: LostWritesWords,
   log: ChainLogger,
   follow: IndexFollow,
   paused: (() => boolean) | undefined,
+  fence: RuntimeOptions['fenceIndex'],
 ): Promise<Indexer> {
   const index = await createIndexer({
     storage,
@@ -266,12 +279,16 @@ async function openIndex(
     ...(follow.startBlock !== undefined && { startBlock: Math.max(1, follow.startBlock) }),
     ...(follow.ceiling && { ceiling: follow.ceiling }),
     ...(paused && { paused }),
+    ...(fence && { afterCommitTx: (tx: SqlTransaction) => fence(tx) }),
     log,
   });
   try {
     if (follow.witnessFor) {
       const missing = await index.missingFrom(follow.witnessFor);
-      if (missing) throw lostWritesError(lostWrites, follow.witnessFor.number, missing);
+      if (missing) {
+        const words = lostWritesWords(stateDir, storage);
+        throw lostWritesError(words, follow.witnessFor.number, missing);
+      }
     }
     await index.syncTo().catch(async (error: unknown) => {
       // Damage that quick_check did not see, found by the first write to the file.

@@ -33,6 +33,11 @@ export interface RunningSandbox {
   database: string | undefined;
   /** Set when the connection cap was lowered to fit the open-file limit. */
   connectionCapNote: string | undefined;
+  /**
+   * Resolves when this writer lost the database's writer lock to another (its connection was
+   * lost meanwhile): it refuses every write, and should stop. Never, on SQLite.
+   */
+  lost: Promise<Error>;
   app: App;
   close(): Promise<void>;
 }
@@ -77,11 +82,21 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     warn: (message) => (logger ? logger.warn(message) : process.stderr.write(`${message}\n`)),
     error: (message) => (logger ? logger.error(message) : process.stderr.write(`${message}\n`)),
   };
+  let reportLost: (error: Error) => void = () => {};
+  const lost = new Promise<Error>((resolveLost) => {
+    reportLost = resolveLost;
+  });
   try {
-    let kept: Pick<RuntimeOptions, 'checkpoints' | 'mnemonic' | 'index'> = {};
+    let kept: Omit<
+      RuntimeOptions,
+      'stateDir' | 'persistent' | 'store' | 'clock' | 'sandboxId' | 'log'
+    > = {};
     let sandboxId: string;
     if (team && options.database !== undefined) {
-      database = await team.openDatabaseState(options.database);
+      database = await team.openDatabaseState(options.database, (error) => {
+        log.error(`${error.message}; stopping`);
+        reportLost(error);
+      });
       store = database.store;
       sandboxId = await team.databaseSandboxId(store);
       kept = database.kept;
@@ -122,6 +137,7 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       snapshots: runtime.snapshots,
       stateDir: stateDir.path,
       persistent,
+      ...(database && { role: 'writer' as const, database: 'postgres' as const }),
       rateLimit: options.rateLimit,
       // Servers that share a database count a client's requests once, whichever answers.
       ...(database
@@ -150,6 +166,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     app.addHook('onClose', async () => {
       // Handlers whose connection is gone may still be writing: let them finish first.
       await app.handlersDrained(SHUTDOWN_HANDLER_WAIT_MS);
+      // Replicas learn first that this writer is going (its row goes; its lock goes with the
+      // store's connection, last).
+      await openedDatabase?.lock.release();
       // The actors, the chain, the index, then the store.
       await started.close();
       await openedDatabase?.close();
@@ -172,6 +191,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     const port = typeof address === 'object' && address ? address.port : options.port;
     const url = `http://${formatHostPort(options.host, port)}`;
     stateDir.announce({ url, rpc_url: chain.rpcUrl });
+    // Where replicas forward writes, once this writer takes them.
+    await database?.lock.announce(advertisedUrl(options.advertiseUrl, options.host, port));
     return {
       url,
       rpcUrl: chain.rpcUrl,
@@ -185,11 +206,13 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         maxConnections < options.maxConnections
           ? `at most ${maxConnections} connections at once (open-file limit ${fileLimit})`
           : undefined,
+      lost,
       app,
       close: () => app.close(),
     };
   } catch (error) {
     // A started runtime closes the store with the rest; else the store is closed here.
+    await database?.lock.release();
     if (runtime) await runtime.close();
     else await store?.close();
     await database?.close();
@@ -272,6 +295,15 @@ export async function serveUntilSignalled(
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
+    // Another writer took over while this one's connection was lost: nothing it does counts.
+    sandbox.lost.then((error) => {
+      if (stopping) return;
+      stopping = true;
+      // The log said why (the lock's loss): a notice, as for a signal.
+      process.stderr.write(`writer lock lost (${error.name}), shutting down\n`);
+      process.exitCode = 1;
+      sandbox.close().then(resolveStopped, () => resolveStopped());
+    });
   });
   if (sandbox.adminTokenGenerated) {
     if (printToken) {

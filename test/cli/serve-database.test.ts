@@ -1,4 +1,9 @@
+import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
+import type { Address } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.ts';
+import { type Answer, keyedWrites } from '../helpers/keyed-writes.ts';
 import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
 import { depositOver, registerOver, serveFailure, useServes } from '../helpers/serve.ts';
 
@@ -13,20 +18,30 @@ const SECRET = 'database-test-secret-0123456789';
 const PASSWORD = 'pw-never-shown-4711';
 const serves = useServes('serve-database', TOKEN);
 
-let db: FreshDatabase;
-let url: string;
-beforeAll(async () => {
-  db = await freshDatabase();
+const databases: FreshDatabase[] = [];
+/** The URL of a new database, with a password (see PASSWORD). */
+async function newDatabase(): Promise<string> {
+  const db = await freshDatabase();
+  databases.push(db);
   const withPassword = new URL(db.url);
   withPassword.password = PASSWORD;
-  url = withPassword.toString();
+  return withPassword.toString();
+}
+let url: string;
+beforeAll(async () => {
+  url = await newDatabase();
 });
-afterAll(() => db?.drop());
+afterAll(async () => {
+  for (const db of databases) await db.drop();
+});
 
-const writer = (args: string[] = []) =>
-  serves.serve(['--database', url, '--rate-limit', 'off', ...args], {
+const writer = (env: NodeJS.ProcessEnv = {}, on = url) =>
+  serves.serve(['--database', on, '--rate-limit', 'off'], {
     AGENTCTL_SANDBOX_SECRET: SECRET,
+    ...env,
   });
+const { keyedDeposit, fundedAgent, rpcUrlOf, sentBy, burstOf, sendBurst, expectOnceEach } =
+  keyedWrites(TOKEN);
 
 async function getJson(address: string) {
   const response = await fetch(address);
@@ -65,22 +80,43 @@ describe('serve --database', () => {
   it('keeps the whole sandbox in the database: a writer started after another stopped serves the same agents, balances and index', async () => {
     const first = await writer();
     const info = (await serves.request(first.url, 'GET', '/sandbox/info')).body;
-    expect(info).toMatchObject({ persistent: true });
+    expect(info).toMatchObject({ persistent: true, role: 'writer', database: 'postgres' });
     const { apiKey } = await registerOver(first.url);
     await depositOver(first.url, apiKey, 25);
-    await depositOver(first.url, apiKey, 5);
-    const before = await seenOf(first.url, apiKey);
-    expect(before.transactions.total).toBe(2);
-    expect(before.viaGraphql.userTransactions).toHaveLength(2);
     // The ready block names the database without its password; nothing else shows it.
     expect(first.stdout()).toMatch(/^state: postgres:\/\/agentctl:\*\*\*@/m);
     expect(first.stdout()).toMatch(
       /^work dir: \S+ \(this writer's anvil files, removed at exit\)/m,
     );
     const workDir = /^work dir: (\S+)/m.exec(first.stdout())?.[1] as string;
+    // One writer: a second is refused while the first runs, naming it, and changes nothing.
+    const refused = await serveFailure(['--port', '0', '--database', url], {
+      AGENTCTL_SANDBOX_SECRET: SECRET,
+    });
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain(
+      `is served by a writer at ${first.url} (host ${hostname()}, pid ${first.child.pid})`,
+    );
+    expect(refused.stderr).toContain('one writer at a time');
+    expect(refused.stderr).not.toContain(PASSWORD);
+    // The first goes on writing, as the writer replicas are told of.
+    await depositOver(first.url, apiKey, 5);
+    const before = await seenOf(first.url, apiKey);
+    expect(before.transactions.total).toBe(2);
+    expect(before.viaGraphql.userTransactions).toHaveLength(2);
+    // Snapshots are not kept in PostgreSQL yet: a clear refusal (409, exit 2), never a 500.
+    const snapshot = await serves.request(first.url, 'POST', '/sandbox/snapshots', { name: 'x' });
+    expect(snapshot.status).toBe(409);
+    expect(snapshot.body.error).toContain('kept in PostgreSQL');
+    const cli = await runCli(['sandbox', 'snapshot', 'x'], {
+      AGENTCTL_BASE_URL: first.url,
+      AGENTCTL_ADMIN_TOKEN: TOKEN,
+      AGENTCTL_CONFIG_DIR: serves.dir(),
+    });
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toContain('409: this sandbox is kept in PostgreSQL');
     await serves.stop(first);
     expect(`${first.stdout()}${first.stderr()}`).not.toContain(PASSWORD);
-    const { existsSync } = await import('node:fs');
     expect(existsSync(workDir)).toBe(false);
 
     const second = await writer();
@@ -91,6 +127,50 @@ describe('serve --database', () => {
     expect((await seenOf(second.url, apiKey)).transactions.total).toBe(3);
     await serves.stop(second);
     expect(`${second.stdout()}${second.stderr()}`).not.toContain(PASSWORD);
+  });
+});
+
+describe('a writer killed with kill -9 under write load', () => {
+  it('leaves the database to a new writer that loses nothing acknowledged, forks no wallet, and replays every retried key', async () => {
+    // The writer kills itself (kill -9) at a commit of the burst's, as serve-idempotency's
+    // burst does: some writes answered, some committed and never answered, the rest not mined.
+    const agents = 4;
+    const own = await newDatabase();
+    const first = await writer({ AGENTCTL_SANDBOX_FAULT: `crash-after-commit:${agents + 5}` }, own);
+    const writes = await burstOf(first.url, agents, 6);
+    const before = await sendBurst(first.url, writes);
+    expect(await first.exited).toBe('SIGKILL');
+    serves.forget(first);
+    expect(before.size).toBeLessThan(writes.length);
+    expect(before.size).toBeGreaterThan(0);
+
+    // Another writer, in a work dir of its own, recovers the chain from the database alone.
+    const second = await writer({}, own);
+    const after = new Map<string, Answer>();
+    await Promise.all(
+      writes.map(async (write) => {
+        after.set(write.key, await keyedDeposit(second.url, write.apiKey, write.key, write.amount));
+      }),
+    );
+    for (const [key, answer] of before) {
+      expect(answer.status).toBe(200);
+      expect(after.get(key)).toEqual({ ...answer, replayed: 'true' });
+    }
+    const unanswered = writes.filter((write) => !before.has(write.key));
+    expect(unanswered.some((write) => after.get(write.key)?.replayed === 'true')).toBe(true);
+    const rpcUrl = await rpcUrlOf(second.url);
+    await expectOnceEach(rpcUrl, writes, after);
+
+    // Nothing forked: a new agent gets a wallet no earlier agent has, with no history on the
+    // chain, and an earlier agent's wallet goes on from its nonce.
+    const earlier = new Set(writes.map((write) => write.address.toLowerCase()));
+    const newcomer = await fundedAgent(second.url);
+    expect(earlier.has(newcomer.address.toLowerCase())).toBe(false);
+    expect(await sentBy(rpcUrl, newcomer.address)).toBe(0);
+    const [one] = writes as [(typeof writes)[number]];
+    const sent = await sentBy(rpcUrl, one.address as Address);
+    await depositOver(second.url, one.apiKey, 1);
+    expect(await sentBy(rpcUrl, one.address as Address)).toBe(sent + 2);
   });
 });
 

@@ -92,6 +92,11 @@ export async function run(options: ServeOptions, context: Context): Promise<void
         EXIT.failure,
       );
     }
+    // Another writer holds the sandbox's database: a supervisor may try again later (exit 3).
+    if (options.database !== undefined) {
+      const { WriterLockedError } = await import('../../../sandbox/database-state.ts');
+      if (error instanceof WriterLockedError) throw new CliError(error.message, EXIT.writerLocked);
+    }
     if (error instanceof StartupError) throw new CliError(error.message, EXIT.failure);
     throw error;
   }
