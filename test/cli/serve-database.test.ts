@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
+import pg from 'pg';
 import type { Address } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.ts';
@@ -171,6 +172,39 @@ describe('a writer killed with kill -9 under write load', () => {
     const sent = await sentBy(rpcUrl, one.address as Address);
     await depositOver(second.url, one.apiKey, 1);
     expect(await sentBy(rpcUrl, one.address as Address)).toBe(sent + 2);
+  });
+});
+
+describe('acknowledged writes lost from the database', () => {
+  it('are noticed: the index witnesses blocks the chain log no longer has, and the writer refuses to start, saying what to do', async () => {
+    const own = await newDatabase();
+    // No automatic checkpoint: the chain is rebuilt from the log, which the test then cuts.
+    const first = await writer({ AGENTCTL_CHECKPOINTS: 'manual' }, own);
+    const { apiKey } = await registerOver(first.url);
+    for (let i = 0; i < 3; i++) await depositOver(first.url, apiKey, 1);
+    await serves.stop(first, 'SIGKILL');
+    const client = new pg.Client({ connectionString: own });
+    await client.connect();
+    let top: number;
+    try {
+      const { rows } = await client.query<{ top: string }>(
+        'SELECT max(number) AS top FROM chain_blocks',
+      );
+      top = Number(rows[0]?.top);
+      // As a restore of an older backup of the store's tables would: the deposits' blocks go.
+      await client.query('DELETE FROM chain_blocks WHERE number > $1', [top - 3]);
+    } finally {
+      await client.end();
+    }
+
+    const env = { AGENTCTL_SANDBOX_SECRET: SECRET, AGENTCTL_CHECKPOINTS: 'manual' };
+    const refused = await serveFailure(['--port', '0', '--database', own], env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      `the database holds the chain up to block ${top - 3}, but the index (schema sandbox_index) has indexed blocks up to ${top}, with 3 vault transaction(s) past it`,
+    );
+    expect(refused.stderr).toContain('DROP SCHEMA sandbox_index CASCADE');
+    expect(refused.stderr).not.toContain(PASSWORD);
   });
 });
 
