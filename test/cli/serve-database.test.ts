@@ -3,10 +3,12 @@ import { hostname } from 'node:os';
 import pg from 'pg';
 import type { Address } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WRITER_LOCK_KEY } from '../../src/sandbox/team/writer-lock.ts';
 import { runCli } from '../helpers/cli.ts';
 import { type Answer, keyedWrites } from '../helpers/keyed-writes.ts';
 import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
 import { depositOver, registerOver, serveFailure, useServes } from '../helpers/serve.ts';
+import { startTcpCut } from '../helpers/tcp-cut.ts';
 
 /**
  * `agentctl serve --database URL` (issue 25 §1): the built binary, a real anvil and the run's
@@ -172,6 +174,37 @@ describe('a writer killed with kill -9 under write load', () => {
     const sent = await sentBy(rpcUrl, one.address as Address);
     await depositOver(second.url, one.apiKey, 1);
     expect(await sentBy(rpcUrl, one.address as Address)).toBe(sent + 2);
+  });
+});
+
+describe('a writer that lost the lock', () => {
+  it('stops once it finds another holding it (its session ended meanwhile), with exit 1', async () => {
+    const own = await newDatabase();
+    // The writer reaches PostgreSQL through a relay the test cuts: its sessions end, and it
+    // cannot connect again until the relay is restored, by when another holds the lock.
+    const direct = new URL(own);
+    const relay = await startTcpCut({ host: direct.hostname, port: Number(direct.port) });
+    const relayed = new URL(own);
+    relayed.port = String(relay.port);
+    const client = new pg.Client({ connectionString: own });
+    try {
+      const first = await writer({}, relayed.toString());
+      await registerOver(first.url);
+      await client.connect();
+      relay.cut();
+      // Waits until the server has ended the writer's session, which frees its lock.
+      await client.query('SELECT pg_advisory_lock($1)', [WRITER_LOCK_KEY]);
+      relay.restore();
+      // Its next write connection (its heartbeat's, within WRITER_HEARTBEAT_MS) finds the lock
+      // held by another: it stops, and says why.
+      expect(await first.exited).toBe(1);
+      serves.forget(first);
+      expect(first.stderr()).toContain('another writer took over');
+      expect(first.stderr()).toContain('writer lock lost');
+    } finally {
+      await client.end();
+      await relay.close();
+    }
   });
 });
 
