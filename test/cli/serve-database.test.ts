@@ -38,8 +38,8 @@ afterAll(async () => {
   for (const db of databases) await db.drop();
 });
 
-const writer = (env: NodeJS.ProcessEnv = {}, on = url) =>
-  serves.serve(['--database', on, '--rate-limit', 'off'], {
+const writer = (env: NodeJS.ProcessEnv = {}, on = url, args: string[] = []) =>
+  serves.serve(['--database', on, '--rate-limit', 'off', ...args], {
     AGENTCTL_SANDBOX_SECRET: SECRET,
     ...env,
   });
@@ -97,6 +97,7 @@ describe('serve --database', () => {
       AGENTCTL_SANDBOX_SECRET: SECRET,
     });
     expect(refused.code).toBe(3);
+    // It names the first by the URL that first records for replicas: by default its own.
     expect(refused.stderr).toContain(
       `is served by a writer at ${first.url} (host ${hostname()}, pid ${first.child.pid})`,
     );
@@ -188,7 +189,10 @@ describe('a writer that lost the lock', () => {
     relayed.port = String(relay.port);
     const client = new pg.Client({ connectionString: own });
     try {
-      const first = await writer({}, relayed.toString());
+      const first = await writer({}, relayed.toString(), [
+        '--advertise-url',
+        'http://a.internal:8787/',
+      ]);
       await registerOver(first.url);
       await client.connect();
       relay.cut();
@@ -200,6 +204,8 @@ describe('a writer that lost the lock', () => {
       expect(await first.exited).toBe(1);
       serves.forget(first);
       expect(first.stderr()).toContain('another writer took over');
+      // The row still names this writer, at the URL it advertised for replicas.
+      expect(first.stderr()).toContain('is served by a writer at http://a.internal:8787 (host');
       expect(first.stderr()).toContain('writer lock lost');
     } finally {
       await client.end();
