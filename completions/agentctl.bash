@@ -80,7 +80,7 @@ _agentctl_options() {
     "sandbox snapshot-delete") echo "--help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "sandbox export") echo "--force --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "sandbox seed") echo "--out --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
-    "serve") echo "--host --port --state --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --from --detach --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
+    "serve") echo "--host --port --state --database --advertise-url --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --from --detach --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "serve logs") echo "--lines --follow --format --state --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
@@ -146,6 +146,8 @@ _agentctl_option_values() {
     "serve:--host") echo "@none" ;;
     "serve:--port") echo "@none" ;;
     "serve:--state") echo "@files" ;;
+    "serve:--database") echo "@none" ;;
+    "serve:--advertise-url") echo "@none" ;;
     "serve:--admin-token") echo "@none" ;;
     "serve:--rate-limit") echo "on off" ;;
     "serve:--rpc-url") echo "@none" ;;

@@ -175,6 +175,8 @@ complete -c agentctl -n '__fish_seen_subcommand_from serve' -a logs -d 'Print th
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l host -r -d 'interface to listen on'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l port -r -d 'port to listen on; 0 picks a free port'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l state -r -F -d 'keep all state in DIR across restarts (default: a temporary directory removed at exit)'
+complete -c agentctl -n '__fish_seen_subcommand_from serve' -l database -r -d 'keep the whole sandbox in PostgreSQL (postgres://USER@HOST:PORT/DB), no state dir: a team sandbox\'s writer (see docs/team-sandbox.md)'
+complete -c agentctl -n '__fish_seen_subcommand_from serve' -l advertise-url -r -d 'with --database: the URL replicas forward writes to (default: http://HOST:PORT, the machine\'s name for 0.0.0.0)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l admin-token -r -d 'token for the /sandbox admin API (default: generated and printed)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l rate-limit -r -a 'on off' -d 'apply the service\'s rate limits'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l trust-proxy -d 'take the client address from X-Forwarded-For (only behind a proxy you control)'

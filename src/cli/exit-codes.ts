@@ -3,6 +3,7 @@ export const EXIT = {
   ok: 0,
   failure: 1,
   usage: 2,
+  writerLocked: 3,
   auth: 4,
   rateLimited: 5,
   unreachable: 6,
@@ -18,6 +19,7 @@ Exit codes:
   1    service error or unexpected response; not healthy (health, serve status);
        doctor found a problem
   2    usage or invalid input, including HTTP 400/404/409
+  3    serve --database: another writer holds the sandbox (its lock)
   4    authentication or permission: 401, 403, 503 with no keys, or no key
   5    rate limited or cooling down: 429 or faucet cooldown
   6    service unreachable or timed out (for a write: before it was sent;
@@ -32,6 +34,7 @@ export const EXIT_CODE_NAMES: Record<ExitCode, string> = {
   0: 'ok',
   1: 'failure',
   2: 'usage',
+  3: 'writer_locked',
   4: 'auth',
   5: 'rate_limited',
   6: 'unreachable',

@@ -38,8 +38,19 @@ export type GraphiqlMode = (typeof GRAPHIQL_MODES)[number];
 export interface SandboxOptions {
   host: string;
   port: number;
-  /** Persistent state directory; a temporary one when undefined. */
+  /** Persistent state directory; a temporary one when undefined (and no `database`). */
   state: string | undefined;
+  /**
+   * A PostgreSQL database (postgres:// or postgresql:// URL) that keeps all of the sandbox's
+   * state instead of a state dir (a team sandbox's writer; see docs/team-sandbox.md). Not with
+   * `state`, `fromFile` or `rpcUrl`.
+   */
+  database?: string;
+  /**
+   * The URL this writer records in the database for replicas to forward writes to (default:
+   * http://HOST:PORT, HOST being os.hostname() when listening on every interface).
+   */
+  advertiseUrl?: string;
   /** Admin API token; generated when undefined. */
   adminToken: string | undefined;
   rateLimit: boolean;

@@ -14,6 +14,7 @@ import { StartupError } from './errors.ts';
 import { createIndexReads, type IndexReads } from './indexer/index-reads.ts';
 import { type ChainObservation, createIndexer, type Indexer } from './indexer/indexer.ts';
 import { indexedPast } from './indexer/schema.ts';
+import { INDEX_SCHEMA } from './indexer/schema-postgres.ts';
 import type { IndexStorageOptions } from './indexer/storage.ts';
 import { createFulfiller, type FulfilmentLimits } from './operator/fulfilment.ts';
 import { createOnboarder, type Onboarder } from './operator/onboarding.ts';
@@ -22,6 +23,7 @@ import { directorySnapshots } from './snapshots/directory.ts';
 import { createSnapshots, type Snapshots } from './snapshots/index.ts';
 import type { SnapshotStorage } from './snapshots/storage.ts';
 import type { Store } from './store/index.ts';
+import type { SqlTransaction } from './store/sql.ts';
 
 const INDEX_FILE = 'index.db';
 
@@ -48,8 +50,13 @@ export interface RuntimeOptions {
   fulfilment?: Partial<FulfilmentLimits>;
   /** How long new blocks wait for an automatic checkpoint, if not the default (tests). */
   checkpointAfterMs?: number;
-  /** Where the index is kept: index.db in the state dir unless given. */
+  /** Where the index is kept: index.db in the state dir unless given (a database's schema). */
   indexStorage?: IndexStorageOptions;
+  /**
+   * Runs first in each of the index's transactions (the writer lock's fence, for an index in a
+   * database on a connection of its own): a throw rolls the transaction back.
+   */
+  fenceIndex?: (tx: SqlTransaction) => Promise<void>;
 }
 
 /** The sandbox's state and its actors, as one: what the app is built on. */
@@ -84,6 +91,10 @@ export interface SandboxRuntime {
  */
 export async function startRuntime(options: RuntimeOptions): Promise<SandboxRuntime> {
   const { store, clock, log, stateDir } = options;
+  const indexStorage: IndexStorageOptions = options.indexStorage ?? {
+    kind: 'sqlite',
+    path: join(stateDir, INDEX_FILE),
+  };
   let index: Indexer | undefined;
   /** Set once serve stops: the index's poll waits, the final checkpoint still reconciles. */
   let stopping = false;
@@ -109,10 +120,20 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
     },
     // An anvil a killed serve left running may hold blocks past the log that index.db has
     // witnessed: acknowledged writes sandbox.db lost. They are not dropped; the start is refused.
-    checkUnlogged: (lastLogged) => {
-      const missing = indexedPast(join(stateDir, INDEX_FILE), lastLogged);
-      if (missing) throw lostWritesError(stateDir, lastLogged.number, missing);
-    },
+    // A sandbox in a database leaves no anvil to take over (each writer has a work dir of its
+    // own): the index's witness is checked once it is open (openIndex), on every start.
+    ...(indexStorage.kind === 'sqlite' && {
+      checkUnlogged: (lastLogged: { number: number; hash: string }) => {
+        const missing = indexedPast(indexStorage.path, lastLogged);
+        if (missing) {
+          throw lostWritesError(
+            lostWritesWords(stateDir, indexStorage),
+            lastLogged.number,
+            missing,
+          );
+        }
+      },
+    }),
   };
   const started: StartedChain = await startChain({
     stateDir,
@@ -133,10 +154,11 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
     const recovering = follow.recovering;
     index = await openIndex(
       stateDir,
-      options.indexStorage ?? { kind: 'sqlite', path: join(stateDir, INDEX_FILE) },
+      indexStorage,
       log,
       follow,
       recovering && (() => stopping || recovering()),
+      options.fenceIndex,
     );
     const reads = createIndexReads({ current, chain, store });
     reads.attach(index);
@@ -209,7 +231,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
       chain,
       index: reads,
       onboarder,
-      snapshots,
+      snapshots: snapshots || undefined,
       parts: { local, indexer: current, fulfiller: () => fulfiller },
       close() {
         closing ??= (async () => {
@@ -278,6 +300,7 @@ async function openIndex(
   log: ChainLogger,
   follow: IndexFollow,
   paused: (() => boolean) | undefined,
+  fence: RuntimeOptions['fenceIndex'],
 ): Promise<Indexer> {
   const index = await createIndexer({
     storage,
@@ -288,12 +311,16 @@ async function openIndex(
     ...(follow.startBlock !== undefined && { startBlock: Math.max(1, follow.startBlock) }),
     ...(follow.ceiling && { ceiling: follow.ceiling }),
     ...(paused && { paused }),
+    ...(fence && { afterCommitTx: (tx: SqlTransaction) => fence(tx) }),
     log,
   });
   try {
     if (follow.witnessFor) {
       const missing = await index.missingFrom(follow.witnessFor);
-      if (missing) throw lostWritesError(stateDir, follow.witnessFor.number, missing);
+      if (missing) {
+        const words = lostWritesWords(stateDir, storage);
+        throw lostWritesError(words, follow.witnessFor.number, missing);
+      }
     }
     await index.syncTo().catch(async (error: unknown) => {
       // Damage that quick_check did not see, found by the first write to the file.
@@ -308,30 +335,61 @@ async function openIndex(
   return index;
 }
 
+/** How the lost-writes refusal names the chain log's place and the index's, and what to do. */
+interface LostWritesWords {
+  /** Where the chain log is: sandbox.db, or the database. */
+  log: string;
+  /** The index: index.db, or its schema in the database. */
+  index: string;
+  /** How the acknowledged writes may have been lost. */
+  how: string;
+  /** What to do. */
+  remedy: string;
+}
+
+function lostWritesWords(stateDir: string, storage: IndexStorageOptions): LostWritesWords {
+  if (storage.kind === 'postgres') {
+    return {
+      log: 'the database',
+      index: `the index (schema ${INDEX_SCHEMA})`,
+      how: 'Was the database restored from a backup older than its index, or were rows deleted by hand?',
+      remedy:
+        'Restore the whole database from one backup (pg_dump is one consistent copy); or, to go on without those writes, ' +
+        `drop the index (DROP SCHEMA ${INDEX_SCHEMA} CASCADE: it is rebuilt from the chain)`,
+    };
+  }
+  const database = join(stateDir, 'sandbox.db');
+  return {
+    log: database,
+    index: 'index.db',
+    how: `Was its write-ahead log ${database}-wal deleted or damaged after a crash, or an older copy of sandbox.db restored?`,
+    remedy:
+      'Restore the whole state directory from one backup; or, to go on without those writes, ' +
+      `delete ${storage.path} (it is rebuilt from the chain)`,
+  };
+}
+
 /**
- * The refusal when index.db holds blocks or transactions that the chain rebuilt from
- * sandbox.db does not: writes that were acknowledged (so in sandbox.db's write-ahead log,
- * sandbox.db-wal) are gone from it. Starting anyway would serve a chain without them, and hand
- * their agents' wallets to new agents.
+ * The refusal when the index holds blocks or transactions that the chain rebuilt from the
+ * chain log does not: writes that were acknowledged (so committed to the log) are gone from
+ * it. Starting anyway would serve a chain without them, and hand their agents' wallets to new
+ * agents.
  */
 function lostWritesError(
-  stateDir: string,
+  words: LostWritesWords,
   chainHead: number,
   missing: { indexedBlock: number; transactions: number },
 ): StartupError {
-  const database = join(stateDir, 'sandbox.db');
   const lost =
     missing.indexedBlock > chainHead
-      ? `index.db has indexed blocks up to ${missing.indexedBlock}` +
+      ? `${words.index} has indexed blocks up to ${missing.indexedBlock}` +
         (missing.transactions > 0
           ? `, with ${missing.transactions} vault transaction(s) past it`
           : '')
-      : `index.db holds ${missing.transactions} vault transaction(s) that its blocks no longer have`;
+      : `${words.index} holds ${missing.transactions} vault transaction(s) that its blocks no longer have`;
   return new StartupError(
-    `${database} holds the chain up to block ${chainHead}, but ${lost}: writes that were acknowledged are missing from ${database}. ` +
-      `Was its write-ahead log ${database}-wal deleted or damaged after a crash, or an older copy of sandbox.db restored? ` +
-      'Restore the whole state directory from one backup; or, to go on without those writes, ' +
-      `delete ${join(stateDir, INDEX_FILE)} (it is rebuilt from the chain)`,
+    `${words.log} holds the chain up to block ${chainHead}, but ${lost}: writes that were acknowledged are missing from ${words.log}. ` +
+      `${words.how} ${words.remedy}`,
   );
 }
 

@@ -1,16 +1,18 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { formatHostPort } from './address.ts';
 import { recordsAnvil, stopAbandonedAnvil, stopAnvilsOf } from './chain/anvil.ts';
 import type { ChainLogger } from './chain/index.ts';
 import { createSandboxClock } from './clock.ts';
+import type { DatabaseState } from './database-state.ts';
 import { StartupError } from './errors.ts';
 import { type GraphiqlMode, type SandboxOptions, TOKEN_NOT_LOGGED } from './options.ts';
 import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
 import { LISTENING_LOG_TEXT, loggerOptions, rpcUrlSecrets } from './plugins/logging.ts';
 import type { App } from './routes/types.ts';
-import { type SandboxRuntime, startRuntime } from './runtime.ts';
+import { type RuntimeOptions, type SandboxRuntime, startRuntime } from './runtime.ts';
 import { checkEmptyForImport, importExport, readExport } from './snapshots/export-file.ts';
 import { resumeRestore } from './snapshots/index.ts';
 import { openStateDir, reapAbandonedTempDirs, type StateDir } from './state-dir.ts';
@@ -27,8 +29,15 @@ export interface RunningSandbox {
   adminTokenGenerated: boolean;
   stateDir: string;
   persistent: boolean;
+  /** The database that keeps the sandbox (serve --database), as it may be shown (no password). */
+  database: string | undefined;
   /** Set when the connection cap was lowered to fit the open-file limit. */
   connectionCapNote: string | undefined;
+  /**
+   * Resolves when this writer lost the database's writer lock to another (its connection was
+   * lost meanwhile): it refuses every write, and should stop. Never, on SQLite.
+   */
+  lost: Promise<Error>;
   app: App;
   close(): Promise<void>;
 }
@@ -49,14 +58,22 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     );
   }
   const temporaryState = exported !== undefined && options.temporaryState === true;
-  if (exported && options.state !== undefined && !temporaryState) {
+  // Loaded only for a sandbox in a database: it brings PostgreSQL's driver.
+  const team = options.database === undefined ? undefined : await import('./database-state.ts');
+  if (team) team.checkDatabaseOptions(options);
+  else if (exported && options.state !== undefined && !temporaryState) {
     checkEmptyForImport(resolve(options.state));
   }
-  const stateDir = openStateDir(options.state, {
+  // A sandbox in a database keeps nothing on this machine: its writer's own files (anvil's pid
+  // and state files, its log) go to a temporary work dir, removed at exit; a kill -9 leaves
+  // one that the next start on this machine reaps (reapAbandonedTempDirs, above).
+  const stateDir = openStateDir(options.database === undefined ? options.state : undefined, {
     temporary: temporaryState,
     stopAnvils: stopAnvilsOf,
   });
-  let store: ReturnType<typeof openStore> | undefined;
+  const persistent = stateDir.persistent || options.database !== undefined;
+  let store: Store | undefined;
+  let database: DatabaseState | undefined;
   let runtime: SandboxRuntime | undefined;
   // The chain logs through the app's logger once there is one (recoveries happen later).
   let logger: Pick<App['log'], 'info' | 'warn' | 'error'> | undefined;
@@ -65,29 +82,49 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     warn: (message) => (logger ? logger.warn(message) : process.stderr.write(`${message}\n`)),
     error: (message) => (logger ? logger.error(message) : process.stderr.write(`${message}\n`)),
   };
+  let reportLost: (error: Error) => void = () => {};
+  const lost = new Promise<Error>((resolveLost) => {
+    reportLost = resolveLost;
+  });
   try {
-    if (exported) await importExport(exported, stateDir.path);
-    store = openStore(stateDir.databasePath, { durable: stateDir.persistent });
-    // A restore a crash cut short is finished first (serve --from's is one).
-    await resumeRestore(stateDir.path, store, join(stateDir.path, 'index.db'));
-    const sandboxId = await sandboxIdOf(stateDir, store);
+    let kept: Omit<
+      RuntimeOptions,
+      'stateDir' | 'persistent' | 'store' | 'clock' | 'sandboxId' | 'log'
+    > = {};
+    let sandboxId: string;
+    if (team && options.database !== undefined) {
+      database = await team.openDatabaseState(options.database, (error) => {
+        log.error(`${error.message}; stopping`);
+        reportLost(error);
+      });
+      store = database.store;
+      sandboxId = await team.databaseSandboxId(store);
+      kept = database.kept;
+    } else {
+      if (exported) await importExport(exported, stateDir.path);
+      store = openStore(stateDir.databasePath, { durable: stateDir.persistent });
+      // A restore a crash cut short is finished first (serve --from's is one).
+      await resumeRestore(stateDir.path, store, join(stateDir.path, 'index.db'));
+      sandboxId = await sandboxIdOf(stateDir, store);
+    }
     const clock = await createSandboxClock(store.meta);
     runtime = await startRuntime({
       stateDir: stateDir.path,
-      persistent: stateDir.persistent,
+      persistent,
       clock,
       store,
       sandboxId,
       log,
       rpcUrl: options.rpcUrl,
       deploymentFile: options.deploymentFile,
+      ...kept,
     });
-    if (stateDir.sandboxId === undefined) {
+    if (!database && stateDir.sandboxId === undefined) {
       // The database's side of the new state is on disk before the format file names it.
       await store.sync();
       stateDir.markCreated(sandboxId);
     }
-    const admin = await adminTokenFor(options.adminToken, stateDir.persistent ? store : undefined);
+    const admin = await adminTokenFor(options.adminToken, persistent ? store : undefined);
     const { buildApp } = await loadingApp;
     const { chain } = runtime;
     const app = await buildApp({
@@ -99,14 +136,22 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       adminTokenHash: admin.hash,
       snapshots: runtime.snapshots,
       stateDir: stateDir.path,
-      persistent: stateDir.persistent,
+      persistent,
+      ...(database && { role: 'writer' as const, database: 'postgres' as const }),
       rateLimit: options.rateLimit,
-      ...(options.rateLimitCounts && { rateLimitCounts: options.rateLimitCounts }),
+      // Servers that share a database count a client's requests once, whichever answers.
+      ...(database
+        ? { rateLimitCounts: 'database' as const }
+        : options.rateLimitCounts && { rateLimitCounts: options.rateLimitCounts }),
       trustProxy: options.trustProxy,
       logger: loggerOptions(
         options.logLevel,
         process.stderr,
-        [admin.token, ...rpcUrlSecrets(options.rpcUrl)],
+        [
+          admin.token,
+          ...rpcUrlSecrets(options.rpcUrl),
+          ...(team?.databaseUrlSecrets(options.database) ?? []),
+        ],
         admin.hash,
         options.logFormat,
       ),
@@ -117,11 +162,16 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     logger = app.log;
     const openedStore = store;
     const started = runtime;
+    const openedDatabase = database;
     app.addHook('onClose', async () => {
       // Handlers whose connection is gone may still be writing: let them finish first.
       await app.handlersDrained(SHUTDOWN_HANDLER_WAIT_MS);
+      // Replicas learn first that this writer is going (its row goes; its lock goes with the
+      // store's connection, last).
+      await openedDatabase?.lock.release();
       // The actors, the chain, the index, then the store.
       await started.close();
+      await openedDatabase?.close();
       stateDir.release();
     });
     // Fastify's own "Server listening at …" is dropped (see loggerOptions): the ready block
@@ -141,24 +191,31 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     const port = typeof address === 'object' && address ? address.port : options.port;
     const url = `http://${formatHostPort(options.host, port)}`;
     stateDir.announce({ url, rpc_url: chain.rpcUrl });
+    // Where replicas forward writes, once this writer takes them.
+    await database?.lock.announce(advertisedUrl(options.advertiseUrl, options.host, port));
     return {
       url,
       rpcUrl: chain.rpcUrl,
       adminToken: admin.token,
       adminTokenGenerated: admin.generated,
       stateDir: stateDir.path,
-      persistent: stateDir.persistent,
+      persistent,
+      database:
+        team && options.database !== undefined ? team.redactedUrl(options.database) : undefined,
       connectionCapNote:
         maxConnections < options.maxConnections
           ? `at most ${maxConnections} connections at once (open-file limit ${fileLimit})`
           : undefined,
+      lost,
       app,
       close: () => app.close(),
     };
   } catch (error) {
     // A started runtime closes the store with the rest; else the store is closed here.
+    await database?.lock.release();
     if (runtime) await runtime.close();
     else await store?.close();
+    await database?.close();
     stateDir.release();
     throw error;
   }
@@ -238,6 +295,15 @@ export async function serveUntilSignalled(
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
+    // Another writer took over while this one's connection was lost: nothing it does counts.
+    sandbox.lost.then((error) => {
+      if (stopping) return;
+      stopping = true;
+      // The log said why (the lock's loss): a notice, as for a signal.
+      process.stderr.write(`writer lock lost (${error.name}), shutting down\n`);
+      process.exitCode = 1;
+      sandbox.close().then(resolveStopped, () => resolveStopped());
+    });
   });
   if (sandbox.adminTokenGenerated) {
     if (printToken) {
@@ -246,17 +312,32 @@ export async function serveUntilSignalled(
     } else print(`admin token: ${sandbox.adminToken}`);
   } else if (sandbox.adminToken === undefined) {
     print(
-      'admin token: the one printed at its first start (kept, hashed, in the state; give it with AGENTCTL_ADMIN_TOKEN, or set a new one with --admin-token)',
+      `admin token: the one printed at its first start (kept, hashed, in the ${sandbox.database ? 'database' : 'state'}; give it with AGENTCTL_ADMIN_TOKEN, or set a new one with --admin-token)`,
     );
   }
-  print(
-    `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
-  );
+  if (sandbox.database) {
+    print(`state: ${sandbox.database} (persistent)`);
+    print(`work dir: ${sandbox.stateDir} (this writer's anvil files, removed at exit)`);
+  } else {
+    print(
+      `state: ${sandbox.stateDir} (${sandbox.persistent ? 'persistent' : 'temporary, removed at exit'})`,
+    );
+  }
   print(`chain: ${sandbox.rpcUrl}`);
   if (sandbox.connectionCapNote) print(`connections: ${sandbox.connectionCapNote}`);
   if (printToken && !sandbox.adminTokenGenerated) printToken(undefined);
   print(`agentctl sandbox listening on ${sandbox.url}`);
   await stopped;
+}
+
+/**
+ * The URL a writer records for replicas to forward writes to: `--advertise-url`, else its own
+ * address, named by the machine's name when it listens on every interface (0.0.0.0, ::).
+ */
+export function advertisedUrl(given: string | undefined, host: string, port: number): string {
+  if (given !== undefined) return given.replace(/\/+$/, '');
+  const everywhere = host === '0.0.0.0' || host === '::' || host === '';
+  return `http://${formatHostPort(everywhere ? hostname() : host, port)}`;
 }
 
 /** Whether GET /graphql serves GraphiQL: by default only where no one else can reach it. */

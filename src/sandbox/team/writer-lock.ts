@@ -71,6 +71,9 @@ export interface WriterRecord {
   lastSeenAt: string;
 }
 
+/** A start refused because another writer holds the lock (serve exits 3 for it). */
+export class WriterLockedError extends StartupError {}
+
 /** Every write of a writer that lost the lock fails with this. */
 export class WriterTakenOverError extends Error {}
 
@@ -216,7 +219,7 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
       const row = await rowOn(client);
       const holder = describeWriter(row && recordOf(row));
       if (first) {
-        throw new StartupError(
+        throw new WriterLockedError(
           `the sandbox on ${options.database} is served by ${holder}: one writer at a time; stop it first, or start this one as a replica`,
         );
       }

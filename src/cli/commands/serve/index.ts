@@ -19,6 +19,8 @@ interface ServeFlags {
   host: string;
   port: number;
   state?: string;
+  database?: string;
+  advertiseUrl?: string;
   adminToken?: string;
   rateLimit: 'on' | 'off';
   trustProxy: boolean;
@@ -45,6 +47,18 @@ export function serveCommand(): Command {
     .option(
       '--state <dir>',
       'keep all state in DIR across restarts (default: a temporary directory removed at exit)',
+    )
+    .addOption(
+      new Option(
+        '--database <url>',
+        "keep the whole sandbox in PostgreSQL (postgres://USER@HOST:PORT/DB), no state dir: a team sandbox's writer (see docs/team-sandbox.md)",
+      ).env('AGENTCTL_DATABASE_URL'),
+    )
+    .addOption(
+      new Option(
+        '--advertise-url <url>',
+        "with --database: the URL replicas forward writes to (default: http://HOST:PORT, the machine's name for 0.0.0.0)",
+      ).argParser(httpUrl('http://10.0.0.5:8787')),
     )
     .addOption(
       new Option(
@@ -115,7 +129,7 @@ export function serveCommand(): Command {
     )
     .addHelpText(
       'after',
-      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
+      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve --database postgres://me@db:5432/sandbox   # a team sandbox\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
     )
     // Not action(): serve needs no client, and runs until a signal.
     .action(async (flags: ServeFlags, command: Command) => {
@@ -125,6 +139,11 @@ export function serveCommand(): Command {
           host: flags.host,
           port: flags.port,
           state: flags.state,
+          ...(flags.database !== undefined && {
+            database: flags.database,
+            databaseFromEnv: command.getOptionValueSource('database') === 'env',
+          }),
+          ...(flags.advertiseUrl !== undefined && { advertiseUrl: flags.advertiseUrl }),
           adminToken: flags.adminToken,
           rateLimit: flags.rateLimit === 'on',
           trustProxy: flags.trustProxy,

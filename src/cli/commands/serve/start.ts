@@ -18,6 +18,8 @@ export interface ServeOptions extends SandboxOptions {
   detach: boolean;
   /** The command line after `agentctl`, which --detach runs again without --detach. */
   argv: string[];
+  /** `database` came from AGENTCTL_DATABASE_URL, not --database: refusals name the variable. */
+  databaseFromEnv?: boolean;
 }
 
 /** How long `serve --detach` waits for the ready line. */
@@ -45,6 +47,13 @@ export async function run(options: ServeOptions, context: Context): Promise<void
       EXIT.usage,
     );
   }
+  if (options.database !== undefined) await checkDatabaseUse(options);
+  else if (options.advertiseUrl !== undefined) {
+    throw new CliError(
+      '--advertise-url is where replicas forward writes to a team sandbox’s writer: it needs --database',
+      EXIT.usage,
+    );
+  }
   const out = await context.output();
   if (options.detach) {
     // The issue's CI recipe: `serve --from FILE --detach` gives a new sandbox every time.
@@ -62,7 +71,7 @@ export async function run(options: ServeOptions, context: Context): Promise<void
   }
   const { serveUntilSignalled } = await import('../../../sandbox/server.ts');
   const { StartupError } = await import('../../../sandbox/errors.ts');
-  const { detach: _detach, argv: _argv, ...sandboxOptions } = options;
+  const { detach: _detach, argv: _argv, databaseFromEnv: _env, ...sandboxOptions } = options;
   const temporaryState = process.env[TEMPORARY_STATE_ENV] === '1';
   delete process.env[TEMPORARY_STATE_ENV];
   try {
@@ -83,8 +92,38 @@ export async function run(options: ServeOptions, context: Context): Promise<void
         EXIT.failure,
       );
     }
+    // Another writer holds the sandbox's database: a supervisor may try again later (exit 3).
+    if (options.database !== undefined) {
+      const { WriterLockedError } = await import('../../../sandbox/database-state.ts');
+      if (error instanceof WriterLockedError) throw new CliError(error.message, EXIT.writerLocked);
+    }
     if (error instanceof StartupError) throw new CliError(error.message, EXIT.failure);
     throw error;
+  }
+}
+
+/**
+ * `--database URL` (or AGENTCTL_DATABASE_URL): a PostgreSQL URL, and none of the options that
+ * mean a state dir. Exit 2 otherwise. The URL is never shown with its password.
+ */
+async function checkDatabaseUse(options: ServeOptions): Promise<void> {
+  const { databaseUrlProblem, redactedUrl } = await import('../../../sandbox/database-state.ts');
+  const url = options.database as string;
+  const given = options.databaseFromEnv ? 'AGENTCTL_DATABASE_URL' : '--database';
+  const problem = databaseUrlProblem(url);
+  if (problem) throw new CliError(`${given} ${redactedUrl(url)} ${problem}`, EXIT.usage);
+  const conflicts: Array<[unknown, string, string]> = [
+    [options.state, '--state', 'the database keeps the whole sandbox: there is no state dir'],
+    [options.fromFile, '--from', 'an export starts a sandbox in a state dir'],
+    [options.rpcUrl, '--rpc-url', 'a sandbox in a database runs its own chain'],
+    [options.detach || undefined, '--detach', 'run it under a service manager (systemd, say)'],
+  ];
+  for (const [value, option, why] of conflicts) {
+    if (value === undefined) continue;
+    const unset = options.databaseFromEnv
+      ? ' (unset AGENTCTL_DATABASE_URL for a sandbox without one)'
+      : '';
+    throw new CliError(`${given} cannot be used with ${option}: ${why}${unset}`, EXIT.usage);
   }
 }
 
