@@ -72,7 +72,12 @@ export function databaseUrlSecrets(url: string | undefined): string[] {
 export interface DatabaseState {
   store: Store;
   /** Where the runtime keeps the checkpoints, the mnemonic and the index, and the index's fence. */
-  kept: Required<Pick<RuntimeOptions, 'checkpoints' | 'mnemonic' | 'indexStorage' | 'fenceIndex'>>;
+  kept: Required<
+    Pick<
+      RuntimeOptions,
+      'checkpoints' | 'mnemonic' | 'indexStorage' | 'fenceIndex' | 'beforeStoreClose'
+    >
+  >;
   /** The writer lock, held on the store's write connection for as long as it is open. */
   lock: WriterLock;
   /** Closes what the store does not: the checkpoints' connection. Once the runtime is closed. */
@@ -109,6 +114,9 @@ export async function openDatabaseState(
         mnemonic: databaseMnemonic(store.sql),
         indexStorage: { kind: 'postgres', url },
         fenceIndex: (tx) => lock.fence(tx),
+        // Replicas learn that this writer is going once its last checkpoint is written (the row
+        // goes; the lock goes with the store's connection, just after).
+        beforeStoreClose: () => lock.release(),
       },
       close: () => checkpointBackend.close(),
     };

@@ -57,6 +57,12 @@ export interface RuntimeOptions {
    * database on a connection of its own): a throw rolls the transaction back.
    */
   fenceIndex?: (tx: SqlTransaction) => Promise<void>;
+  /**
+   * Runs on close once everything that writes is stopped (the final checkpoint and the index
+   * included), just before the store closes: the writer lock's release, whose row the fences of
+   * those last writes still read.
+   */
+  beforeStoreClose?: () => Promise<void>;
 }
 
 /** The sandbox's state and its actors, as one: what the app is built on. */
@@ -242,6 +248,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
           // must still be open: what cheat methods changed is otherwise never corrected in it.
           await chain.close();
           await index?.close();
+          await options.beforeStoreClose?.();
           await store.close();
         })();
         return closing;

@@ -166,10 +166,8 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
     app.addHook('onClose', async () => {
       // Handlers whose connection is gone may still be writing: let them finish first.
       await app.handlersDrained(SHUTDOWN_HANDLER_WAIT_MS);
-      // Replicas learn first that this writer is going (its row goes; its lock goes with the
-      // store's connection, last).
-      await openedDatabase?.lock.release();
-      // The actors, the chain, the index, then the store.
+      // The actors, the chain, the index, then the store (the writer lock's row goes just
+      // before it: beforeStoreClose).
       await started.close();
       await openedDatabase?.close();
       stateDir.release();
@@ -211,10 +209,12 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       close: () => app.close(),
     };
   } catch (error) {
-    // A started runtime closes the store with the rest; else the store is closed here.
-    await database?.lock.release();
+    // A started runtime closes the store with the rest (and releases the lock); else here.
     if (runtime) await runtime.close();
-    else await store?.close();
+    else {
+      await database?.lock.release();
+      await store?.close();
+    }
     await database?.close();
     stateDir.release();
     throw error;

@@ -10,6 +10,11 @@ import type { Store } from '../store/index.ts';
 
 /** How often due requests are looked for. */
 const FULFIL_POLL_MS = 250;
+/**
+ * A log index past every log of a block: "seen the whole block". The index's log_index is a
+ * 32-bit INTEGER on PostgreSQL, which refuses a larger parameter (Number.MAX_SAFE_INTEGER was).
+ */
+const PAST_EVERY_LOG = 2 ** 31 - 1;
 /** After a failure, the next try waits this long (the chain may be restarting). */
 const RETRY_MS = 5000;
 /** Fixed gas: an estimate made before the vault's yield accrues can fall short. */
@@ -120,7 +125,7 @@ export function createFulfiller(options: FulfillerOptions) {
    * (the index was caught up before the fulfiller starts; later ones are found by takeNew).
    */
   async function seed(): Promise<void> {
-    seen = { block: index.checkpoint()?.number ?? 0, logIndex: Number.MAX_SAFE_INTEGER };
+    seen = { block: index.checkpoint()?.number ?? 0, logIndex: PAST_EVERY_LOG };
     const pending = await reads.pendingRequests();
     const claimable = await reads.claimablePositions();
     for (const row of pending) if (await agentOf(row.user_address)) follow(row);
@@ -300,8 +305,7 @@ export function createFulfiller(options: FulfillerOptions) {
       unsubscribe = index.onCommit((changes) => {
         // A reorg cut the index back: what is indexed again after the new head is new.
         const head = index.checkpoint()?.number ?? 0;
-        if (changes.reorg && head < seen.block)
-          seen = { block: head, logIndex: Number.MAX_SAFE_INTEGER };
+        if (changes.reorg && head < seen.block) seen = { block: head, logIndex: PAST_EVERY_LOG };
       });
       const tick = () => {
         timer = setTimeout(() => void run().then(tick), FULFIL_POLL_MS);

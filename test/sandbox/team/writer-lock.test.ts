@@ -89,7 +89,8 @@ async function endHolderSession(): Promise<void> {
   const low = WRITER_LOCK_KEY % 2 ** 32;
   const rows = await onDatabase<{ ended: boolean }>(
     `SELECT pg_terminate_backend(pid, 10000) AS ended FROM pg_locks
-      WHERE locktype = 'advisory' AND granted AND classid = ${high} AND objid = ${low}`,
+      WHERE locktype = 'advisory' AND granted AND classid = ${high} AND objid = ${low}
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
   );
   expect(rows).toEqual([{ ended: true }]);
 }
@@ -151,7 +152,8 @@ async function lockHolders(): Promise<number> {
   const low = WRITER_LOCK_KEY % 2 ** 32;
   const rows = await onDatabase<{ pid: number }>(
     `SELECT pid FROM pg_locks
-      WHERE locktype = 'advisory' AND granted AND classid = ${high} AND objid = ${low}`,
+      WHERE locktype = 'advisory' AND granted AND classid = ${high} AND objid = ${low}
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
   );
   return rows.length;
 }
