@@ -27,6 +27,7 @@ import {
   type Indexer,
   type IndexStorageOptions,
 } from '../../src/sandbox/indexer/indexer.ts';
+import { INDEX_MIGRATIONS } from '../../src/sandbox/indexer/schema-postgres.ts';
 import type { SqlTransaction } from '../../src/sandbox/store/sql.ts';
 import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
 import { startTcpCut, type TcpCut } from '../helpers/tcp-cut.ts';
@@ -354,10 +355,12 @@ describe.each([
       await setVersion(99);
       try {
         await expect(open()).rejects.toThrow(
-          /index schema \(sandbox_index\) is version 99, newer than this agentctl knows \(1\); upgrade agentctl/,
+          new RegExp(
+            `index schema \\(sandbox_index\\) is version 99, newer than this agentctl knows \\(${INDEX_MIGRATIONS.length}\\); upgrade agentctl`,
+          ),
         );
       } finally {
-        await setVersion(1);
+        await setVersion(INDEX_MIGRATIONS.length);
         index = await open();
       }
       expect(index.checkpoint()).toEqual(before);

@@ -50,11 +50,17 @@ export interface IndexerOptions {
   paused?: () => boolean;
   log: { warn(message: string): void; error(message: string): void };
   /**
-   * Runs inside each of the index's transactions (a step, a rollback, a correction), after its
-   * rows and before its COMMIT, with the index's last block as committed: where replicas are
-   * to be told of the commit (a NOTIFY is sent at COMMIT). A throw rolls the transaction back.
+   * Runs inside each of the index's transactions (a step, a rollback, a correction, the end of
+   * a rebuild), after its rows and before its COMMIT, with the index's last block as committed
+   * and what the commit's listeners are told once it is (empty while a failed index is rebuilt:
+   * they are told nothing then): where replicas are to be told of the commit (the commit feed,
+   * team/commit-feed.ts; a NOTIFY is sent at COMMIT). A throw rolls the transaction back.
    */
-  afterCommitTx?: (tx: SqlTransaction, head: Checkpoint | undefined) => Promise<void>;
+  afterCommitTx?: (
+    tx: SqlTransaction,
+    head: Checkpoint | undefined,
+    commit: IndexCommit,
+  ) => Promise<void>;
 }
 
 /** What one commit changed. After a reorg every vault counts as changed. */
@@ -66,6 +72,13 @@ export interface IndexCommit {
 
 /** The last indexed block: what a new block's parentHash must match, and the index's time. */
 export type Checkpoint = Readonly<{ number: number; hash: Hash; timestamp: number }>;
+
+/** What a commit that tells its listeners nothing (one of a rebuild) says to afterCommitTx. */
+const QUIET_COMMIT: IndexCommit = Object.freeze({
+  vaults: new Set<string>(),
+  transactions: [],
+  reorg: false,
+});
 
 /**
  * Follows the chain into the index (index.db, or the index's schema on PostgreSQL).
@@ -178,16 +191,18 @@ export async function createIndexer(options: IndexerOptions) {
 
   /**
    * Runs `work` as one transaction of the index, with the afterCommitTx hook; `work` answers
-   * the last indexed block as of its rows. What the projection keeps in memory is forgotten if
-   * the transaction is rolled back.
+   * the last indexed block as of its rows, and `commit` (called after it) what the commit's
+   * listeners are to be told (nothing while a failed index is rebuilt). What the projection
+   * keeps in memory is forgotten if the transaction is rolled back.
    */
   async function inTransaction(
     work: (tx: SqlTransaction) => Promise<Checkpoint | undefined>,
+    commit: () => IndexCommit,
   ): Promise<void> {
     try {
       head = await storage.transaction(async (tx) => {
         const at = await work(tx);
-        await options.afterCommitTx?.(tx, at);
+        await options.afterCommitTx?.(tx, at, failure ? QUIET_COMMIT : commit());
         return at;
       });
       version++;
@@ -211,8 +226,25 @@ export async function createIndexer(options: IndexerOptions) {
     await syncTo();
     if (closed || !failure?.reopened) return;
     failure = undefined;
+    const everything: IndexCommit = {
+      vaults: new Set(vaults.keys()),
+      transactions: [],
+      reorg: true,
+    };
+    // The hook hears of it too (replicas read the rebuilt index from then on): a transaction
+    // of its own, with no rows of the index's.
+    const hook = options.afterCommitTx;
+    if (hook) {
+      await storage
+        .transaction((tx) => hook(tx, head, everything))
+        .catch((error: unknown) => {
+          options.log.warn(
+            `the end of ${name}'s rebuild was not recorded for replicas (${(error as Error).message}): they read it at their next commit`,
+          );
+        });
+    }
     version++;
-    committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+    committed(everything);
     options.log.warn(
       `${name} was rebuilt from the chain (up to block ${head?.number ?? 0}); the data API answers from it again`,
     );
@@ -273,14 +305,19 @@ export async function createIndexer(options: IndexerOptions) {
     ancestor: number,
     amend?: (tx: SqlTransaction) => Promise<void>,
   ): Promise<void> {
+    const everything = (): IndexCommit => ({
+      vaults: new Set(vaults.keys()),
+      transactions: [],
+      reorg: true,
+    });
     await inTransaction(async (tx) => {
       await amend?.(tx);
       await raw.cutBackTo(tx, ancestor);
       projection.reset();
       await rederive(tx);
       return storedHead(tx);
-    });
-    if (!failure) committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+    }, everything);
+    if (!failure) committed(everything());
   }
 
   /** Applies every raw row kept, block by block, as the blocks were indexed. */
@@ -321,19 +358,22 @@ export async function createIndexer(options: IndexerOptions) {
       failed: events.failed.get(block.number) ?? [],
     }));
     const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
-    await inTransaction(async (tx) => {
-      await raw.addBlocks(tx, sourced);
-      for (const { block, logs, failed } of sourced) {
-        if (logs.length === 0 && failed.length === 0) continue;
-        const changed: BlockChanges = await projection.applyBlock(tx, block, logs, failed);
-        for (const vault of changed.vaults) changes.vaults.add(vault);
-        changes.transactions.push(...changed.transactions);
-      }
-      const last = blocks.at(-1);
-      return last
-        ? Object.freeze({ number: last.number, hash: last.hash, timestamp: last.timestamp })
-        : head;
-    });
+    await inTransaction(
+      async (tx) => {
+        await raw.addBlocks(tx, sourced);
+        for (const { block, logs, failed } of sourced) {
+          if (logs.length === 0 && failed.length === 0) continue;
+          const changed: BlockChanges = await projection.applyBlock(tx, block, logs, failed);
+          for (const vault of changed.vaults) changes.vaults.add(vault);
+          changes.transactions.push(...changed.transactions);
+        }
+        const last = blocks.at(-1);
+        return last
+          ? Object.freeze({ number: last.number, hash: last.hash, timestamp: last.timestamp })
+          : head;
+      },
+      () => changes,
+    );
     // A rebuild indexes old blocks again: nothing in them is news to a subscriber.
     if (!failure) committed(changes);
     return to < target ? 'more' : 'done';
@@ -463,6 +503,11 @@ export async function createIndexer(options: IndexerOptions) {
     const record = async (tx: SqlTransaction) => {
       for (const { vault, state } of differing) await raw.addCorrection(tx, number, vault, state);
     };
+    const correctedHere = (): IndexCommit => ({
+      vaults: new Set(differing.map(({ vault }) => vault)),
+      transactions: [],
+      reorg: false,
+    });
     if (at.number === number) {
       await inTransaction(async (tx) => {
         await record(tx);
@@ -470,7 +515,7 @@ export async function createIndexer(options: IndexerOptions) {
           await projection.correct(tx, { number, timestamp }, vault, state);
         }
         return at;
-      });
+      }, correctedHere);
     } else {
       // The blocks indexed since then were derived from the uncorrected state.
       await rollBack(at.number, record);
@@ -485,9 +530,7 @@ export async function createIndexer(options: IndexerOptions) {
       );
       corrected.push(vault);
     }
-    if (at.number === number) {
-      committed({ vaults: new Set(corrected), transactions: [], reorg: false });
-    }
+    if (at.number === number) committed(correctedHere());
   }
 
   return {
