@@ -154,8 +154,13 @@ const INDEX_TABLES = [
   'strategies',
 ];
 
-/** Not the store's (migrations-postgres.ts): the index migrates apart from the store. */
-const INDEX_MIGRATION_LOCK = 0x61676e74_02;
+/**
+ * Not the store's (migrations-postgres.ts): the index migrates apart from the store. Nor the
+ * writer lock's (team/writer-lock.ts, 0x61676e74_02), which the writer holds on the store's
+ * connection for its whole life: the index, opened after it on a connection of its own, would
+ * wait for it forever.
+ */
+const INDEX_MIGRATION_LOCK = 0x61676e74_03;
 
 /** The words of the refusal of an index schema made by a newer agentctl. */
 export function newerIndexSchemaMessage(version: number): string {
