@@ -309,7 +309,11 @@ describe('agent commands against serve', () => {
 
   it('sandbox commands need the admin token', async () => {
     const info = await cli(['--json', 'sandbox', 'info']);
-    expect(JSON.parse(info.stdout).chain_id).toBe(84532);
+    expect(JSON.parse(info.stdout)).toMatchObject({
+      chain_id: 84532,
+      role: 'writer',
+      database: 'sqlite',
+    });
     const noToken = await cli(['sandbox', 'info'], { AGENTCTL_ADMIN_TOKEN: '' });
     expect(noToken.code).toBe(4);
     const advance = await cli(['--json', 'sandbox', 'advance', '60']);
@@ -330,7 +334,7 @@ describe('agent commands against serve', () => {
     ],
     [['eligibility'], /^eligible\s+(yes|no: not every criterion is met)$/m],
     [['keys', 'list'], /no keys|name/],
-    [['sandbox', 'info'], /^chain_id\s+84532$/m],
+    [['sandbox', 'info'], /^role\s+writer\ndatabase\s+sqlite\nchain_id\s+84532$/m],
   ])('%j in human mode', async (args, expected) => {
     const result = await cli(args);
     expect(result.code).toBe(0);

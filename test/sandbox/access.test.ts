@@ -146,12 +146,14 @@ describe('sandbox admin API', () => {
     expect(wrong.json()).toEqual({ error: 'invalid admin token' });
   });
 
-  it('reports version, chain id, clock and state dir', async () => {
+  it('reports version, role, database, chain id, clock and state dir', async () => {
     await asNew.restore();
     const response = await admin(sandbox.app, 'GET', '/sandbox/info');
     expect(response.statusCode).toBe(200);
     const info = response.json();
     expect(info).toMatchObject({
+      role: 'writer',
+      database: 'sqlite',
       chain_id: 84532,
       state_dir: sandbox.dir,
       persistent: false,

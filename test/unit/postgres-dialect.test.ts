@@ -42,6 +42,7 @@ describe('the PostgreSQL dialect', () => {
     expect(postgresStep(8)).toMatch(
       /CREATE TABLE chain_checkpoints[\s\S]*CREATE TABLE wallet_mnemonic/,
     );
+    expect(postgresStep(9)).toMatch(/CREATE TABLE sandbox_writer/);
     expect(() => postgresStep(POSTGRES_SCHEMA_VERSION + 1)).toThrow(/no PostgreSQL schema version/);
   });
 

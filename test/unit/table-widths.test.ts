@@ -219,6 +219,8 @@ const BODIES: Record<string, unknown> = {
   },
   'GET /sandbox/info': {
     version: '0.1.0',
+    role: 'writer',
+    database: 'sqlite',
     chain_id: 31337,
     rpc_url: 'http://127.0.0.1:8787/rpc',
     contracts: {

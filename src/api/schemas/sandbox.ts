@@ -65,8 +65,22 @@ export const StandbyStatus = z.object({
 });
 export type StandbyStatus = z.infer<typeof StandbyStatus>;
 
+/**
+ * What a `serve` is in a team sandbox: the `writer` (the one that runs the chain and takes
+ * writes; a sandbox on SQLite has only it) or a `replica` (reads from the database, forwards
+ * writes to the writer).
+ */
+export const SandboxRole = z.enum(['writer', 'replica']);
+export type SandboxRole = z.infer<typeof SandboxRole>;
+
+/** Where the sandbox's state is: SQLite files in the state dir, or a PostgreSQL database. */
+export const SandboxDatabase = z.enum(['sqlite', 'postgres']);
+export type SandboxDatabase = z.infer<typeof SandboxDatabase>;
+
 export const SandboxInfo = z.object({
   version: z.string(),
+  role: SandboxRole,
+  database: SandboxDatabase,
   chain_id: z.number().int(),
   rpc_url: z.string(),
   contracts: ContractAddresses,

@@ -37,6 +37,10 @@ export interface AdminDeps {
   stateDir: string;
   persistent: boolean;
   rateLimit: boolean;
+  /** What this serve is in a team sandbox: the writer (the default) or a replica. */
+  role?: SandboxInfo['role'];
+  /** Where the state is: SQLite (the default) or PostgreSQL. */
+  database?: SandboxInfo['database'];
 }
 
 /** What the admin API reports of the rest of the service. */
@@ -57,6 +61,8 @@ export function registerSandboxAdminRoutes(
 
   app.get('/sandbox/info', { onRequest, schema: { response: { 200: SandboxInfo } } }, async () => ({
     version: VERSION,
+    role: admin.role ?? 'writer',
+    database: admin.database ?? 'sqlite',
     chain_id: chain.chainId,
     rpc_url: chain.rpcUrl,
     contracts: chain.deployment,

@@ -102,6 +102,22 @@ export const POSTGRES_STEPS: readonly PostgresStep[] = [
   );
   `,
   },
+  // 9: the team sandbox's one writer (team/writer-lock.ts): who holds the writer lock, where it
+  // serves (replicas forward writes there), and since when. One row at most: the holder writes
+  // it once it has the lock, and a writer that connects again checks it is still its own.
+  {
+    postgres: `
+  CREATE TABLE sandbox_writer (
+    one          BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+    writer_id    TEXT NOT NULL,
+    url          TEXT,
+    host         TEXT NOT NULL,
+    pid          BIGINT NOT NULL,
+    started_at   TIMESTAMPTZ NOT NULL,
+    last_seen_at TIMESTAMPTZ NOT NULL
+  );
+  `,
+  },
 ];
 
 /** PostgreSQL's schema version: the last of POSTGRES_STEPS. */

@@ -91,7 +91,18 @@ export function redactedUrl(url: string): string {
   }
 }
 
-export interface PostgresBackendOptions {
+/** What the team sandbox's writer lock (team/writer-lock.ts) adds to a writer's backend. */
+export interface WriterHooks {
+  /**
+   * Runs on each new write connection before anything else runs on it (on the first, before the
+   * migrations): throwing refuses the connection, and the write (or the start) that needed it.
+   */
+  onWriterConnect?(client: pg.ClientBase): Promise<void>;
+  /** Runs once the schema is up to date; its writes go through the write connection. */
+  onOpen?(backend: SqlBackend): Promise<void>;
+}
+
+export interface PostgresBackendOptions extends WriterHooks {
   /**
    * The schema whose tables unqualified names mean (every connection's search_path), for a
    * database shared with other tables (the index's, beside the store's in public).
@@ -147,7 +158,10 @@ export async function createPostgresBackend(
   /** The write connection, connected (again, after a failure) on first use. */
   let writer: Promise<pg.Client> | undefined;
   let live: pg.Client | undefined;
+  // A closed backend connects no more (a timer's late write would open a session, and hold it).
+  let closed = false;
   const writerClient = (): Promise<pg.Client> => {
+    if (closed) return Promise.reject(new Error('the store is closed'));
     writer ??= (async () => {
       const client = new pg.Client({
         connectionString: url,
@@ -166,6 +180,7 @@ export async function createPostgresBackend(
           "SELECT current_setting('synchronous_commit') AS value",
         );
         if (rows[0]?.value === 'off') await client.query('SET synchronous_commit = on');
+        await backendOptions.onWriterConnect?.(client);
         live = client;
         return client;
       } catch (error) {
@@ -223,10 +238,12 @@ export async function createPostgresBackend(
     await client?.end().catch(() => undefined);
     await standalonePool.end().catch(() => undefined);
     await pool.end().catch(() => undefined);
+    // A hook's refusal (another writer holds the lock) says what it means already.
+    if (error instanceof StartupError) throw error;
     throw new StartupError(`cannot open ${redactedUrl(url)}: ${(error as Error).message}`);
   }
 
-  return {
+  const backend: SqlBackend = {
     get: async (sql, ...params) => (await query(pool, sql, params)).rows[0] as never,
     all: async (sql, ...params) => (await query(pool, sql, params)).rows as never,
     standalone: {
@@ -270,6 +287,7 @@ export async function createPostgresBackend(
     },
     async close(): Promise<void> {
       await turns.exclusive(async () => {
+        closed = true;
         const client = await writer?.catch(() => undefined);
         writer = undefined;
         live = undefined;
@@ -279,6 +297,15 @@ export async function createPostgresBackend(
       });
     },
   };
+  if (backendOptions.onOpen) {
+    try {
+      await backendOptions.onOpen(backend);
+    } catch (error) {
+      await backend.close().catch(() => undefined);
+      throw error;
+    }
+  }
+  return backend;
 }
 
 /** What a store on PostgreSQL cannot do yet: snapshots are SQLite files for now. */
@@ -296,8 +323,8 @@ function notOnPostgres(what: string) {
  * (the chain's checkpoints: databaseCheckpoints; the wallet mnemonic: databaseMnemonic).
  * Throws a StartupError that names the database (without its password).
  */
-export async function openPostgresStore(url: string) {
-  const backend = await createPostgresBackend(url);
+export async function openPostgresStore(url: string, hooks: WriterHooks = {}) {
+  const backend = await createPostgresBackend(url, hooks);
   const specifics: BackendSpecifics = {
     // COMMIT returned: the commit is durable.
     sync: () => Promise.resolve(),

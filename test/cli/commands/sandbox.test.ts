@@ -40,6 +40,8 @@ const ANSWERS: Record<string, unknown> = {
   '/sandbox/nodes': { node_id: 'node-1', node_key: 'agn_secretkey' },
   '/sandbox/info': {
     version: '0.1.0',
+    role: 'writer',
+    database: 'sqlite',
     chain_id: 84532,
     rpc_url: 'http://127.0.0.1:8545',
     contracts: {
@@ -183,9 +185,17 @@ describe('sandbox info', () => {
       lines.some((line) => /^ {2}now\s+2026-11-30T00:53:20Z \((now|\d+ s ago)\)$/.test(line)),
     ).toBe(true);
     expect(lines.some((line) => /^ {2}write_wait_ms_p50\s+none$/.test(line))).toBe(true);
+    expect(lines.some((line) => /^role\s+writer$/.test(line))).toBe(true);
+    expect(lines.some((line) => /^database\s+sqlite$/.test(line))).toBe(true);
     // No line holds a whole object.
     expect(stdout()).not.toContain('=');
     expect(Math.max(...lines.map((line) => line.length))).toBeLessThan(80);
+  });
+
+  it('prints the body with --json, the role and the database included', async () => {
+    const { context: ctx, stdout } = context({ json: true });
+    await info({ adminToken: 'tok' }, ctx);
+    expect(JSON.parse(stdout())).toMatchObject({ role: 'writer', database: 'sqlite' });
   });
 
   it('without a token, says where to get one (exit 4) and sends nothing', async () => {
