@@ -81,7 +81,7 @@ export interface AppOptions extends AdminDeps {
   /** GraphQL's limits; tests lower some of them. */
   graphqlLimits?: Partial<GraphqlLimits>;
   /** A sandbox kept in PostgreSQL: its database's probe, for /health (team/database-health.ts). */
-  database?: () => Promise<DatabaseHealth>;
+  databaseHealth?: () => Promise<DatabaseHealth>;
 }
 
 /**
@@ -138,7 +138,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     index: options.index,
     onboarder: options.onboarder,
     keys,
-    ...(options.database && { database: options.database }),
+    ...(options.databaseHealth && { databaseHealth: options.databaseHealth }),
   };
   registerHealthRoutes(app, deps);
   registerAuthRoutes(app, deps);

@@ -4,13 +4,13 @@ import type { App, RouteDeps } from './types.ts';
 
 export function registerHealthRoutes(
   app: App,
-  { limits, chain, index, database }: RouteDeps,
+  { limits, chain, index, databaseHealth: probe }: RouteDeps,
 ): void {
   app.get(
     '/health',
     { schema: { response: { 200: Health } }, onRequest: limits.public },
     async () => {
-      const [connected, databaseHealth] = await Promise.all([chain.isConnected(), database?.()]);
+      const [connected, databaseHealth] = await Promise.all([chain.isConnected(), probe?.()]);
       const indexFailure = index.failure();
       const reason =
         databaseHealth?.reachable === false

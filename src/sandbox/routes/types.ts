@@ -41,5 +41,5 @@ export interface RouteDeps {
   /** Idempotency-Key: every write's handler is wrapped in `keys.keyed`. */
   keys: Idempotency;
   /** Whether a sandbox kept in PostgreSQL reaches its database (/health); absent on SQLite. */
-  database?: () => Promise<DatabaseHealth>;
+  databaseHealth?: () => Promise<DatabaseHealth>;
 }

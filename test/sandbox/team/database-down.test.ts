@@ -42,7 +42,7 @@ beforeAll(async () => {
     limits: { public: async () => undefined },
     chain: { isConnected: async () => true, chainId: 31337, chainName: 'sandbox' },
     index: { failure: () => undefined },
-    database: probeDatabase(store.sql.standalone),
+    databaseHealth: probeDatabase(store.sql.standalone),
   } as unknown as RouteDeps;
   registerHealthRoutes(app as unknown as App, deps);
   app.get('/api/v1/agents/count', async () => ({ count: await store.agents.count() }));
