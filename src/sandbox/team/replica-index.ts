@@ -61,6 +61,16 @@ export interface ReplicaIndexOptions {
 const CONNECT_TIMEOUT_MS = 3000;
 /** A statement without an answer within this fails (a network that drops packets silently). */
 const QUERY_TIMEOUT_MS = 15_000;
+/** A read of the feed that failed is tried again after this (and at each notice). */
+const FOLLOW_RETRY_MS = 1000;
+
+/**
+ * Whether `error` says the database cannot be reached now: a connection that failed, or a
+ * statement the server did not answer within QUERY_TIMEOUT_MS (pg's own query_timeout).
+ */
+function cannotReach(error: unknown): boolean {
+  return isConnectionFailure(error) || (error as Error | null)?.message === 'Query read timeout';
+}
 
 /**
  * Opens the replica's view of the index at `options.url` and starts following its commits.
@@ -123,7 +133,7 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
       return result;
     } catch (error) {
       // A connection that failed is not given back to the pool (nor rolled back: it is gone).
-      if (isConnectionFailure(error)) broken ??= error as Error;
+      if (cannotReach(error)) broken ??= error as Error;
       else if (!broken) await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     } finally {
@@ -139,7 +149,7 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
       failure = undefined;
       return result;
     } catch (error) {
-      if (isConnectionFailure(error)) {
+      if (cannotReach(error)) {
         throw new IndexUnavailableError(
           unreachable(error),
           'it answers again once the connection is back',
@@ -212,17 +222,29 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
           await follow();
         } while (again && !closed);
       } catch (error) {
-        if (!isConnectionFailure(error)) {
+        if (!cannotReach(error)) {
           options.log.warn(`reading the index's commit feed failed: ${(error as Error).message}`);
         } else {
           unreachable(error);
         }
+        // The listener may be fine (a read timed out): the feed is read again, not only at the
+        // next notice, which may be long in coming.
+        retryLater();
         throw error;
       } finally {
         following = undefined;
       }
     })();
     return following;
+  }
+
+  let retry: NodeJS.Timeout | undefined;
+  function retryLater(): void {
+    if (closed || retry) return;
+    retry = setTimeout(() => {
+      retry = undefined;
+      followSoon().catch(() => undefined);
+    }, FOLLOW_RETRY_MS);
   }
 
   try {
@@ -266,6 +288,7 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
     async close() {
       if (closed) return;
       closed = true;
+      clearTimeout(retry);
       await listener.close();
       await following?.catch(() => undefined);
       await pool.end().catch(() => undefined);
