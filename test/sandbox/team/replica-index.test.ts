@@ -237,6 +237,26 @@ describe('a replica following the writer’s index', () => {
     expect(await sessions()).not.toContain(killed);
   });
 
+  it('publishes a reorganisation of the chain as the writer’s subscribers were told it', async () => {
+    const snapshot = await rpc.call<string>('evm_snapshot');
+    await deposit();
+    // The deposit's commit, published before the reorganisation is.
+    await followed.replica.catchUp();
+    await rpc.call('evm_revert', [snapshot]);
+    const latest = await chainHead();
+    for (let i = 1; i <= 2; i++) {
+      await rpc.call('evm_mine', [{ timestamp: Number(latest.timestamp) + 100 * i }]);
+    }
+    const before = followed.published.length;
+    const from = told.length;
+    await writer.syncTo();
+    const mine = told.slice(from);
+    expect(mine.filter((commit) => commit.reorg)).toHaveLength(1);
+    await followed.publishedCount(before + mine.length);
+    expect(followed.published.slice(before).map(plain)).toEqual(mine.map(plain));
+    expect(followed.replica.checkpoint()).toEqual(writer.checkpoint());
+  });
+
   it('reads one state in one read while the writer commits', async () => {
     const lastBlock = 'SELECT max(number) AS n FROM blocks';
     const seen = await followed.replica.read(async (sql) => {
