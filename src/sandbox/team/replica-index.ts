@@ -26,7 +26,8 @@ import { type IndexListener, listenIndexed } from './index-notices.ts';
  *   published to onCommit's listeners in order, as the IndexCommit the writer's own were told.
  *   When rows were purged past the last one published (the replica fell more than the feed's
  *   bound behind), one reorg-like commit (every vault changed) is published in their place.
- * - version(): the last seq published; checkpoint(): the index's last block, read with the
+ * - version(): the last seq published, plus the number of times the database was lost (what
+ *   answer caches kept is dropped then); checkpoint(): the index's last block, read with the
  *   last commits published; failure(): why the database cannot be reached, while it cannot.
  *
  * A replica that restarts starts from the feed's current seq: its subscribers were closed
@@ -100,7 +101,14 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
   let failure: string | undefined;
   let closed = false;
 
+  /**
+   * How many times the database was found unreachable: part of version(), so that what answer
+   * caches kept is dropped then (the replica answers 503 while it cannot read, not what it read
+   * before). Both parts only grow: the sum never comes back to a value it had.
+   */
+  let losses = 0;
   const unreachable = (error: unknown): string => {
+    if (failure === undefined) losses++;
     failure = `its database cannot be reached (${(error as Error).message})`;
     return failure;
   };
@@ -263,17 +271,16 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
     );
   }
 
+  // A listening connection that is lost says nothing of reads (it may be that session alone
+  // that ended): failure() is what reads find. The reconnect's gap reads what was missed.
   const listener: IndexListener = listenIndexed(options.url, {
     onBlock: () => followSoon(),
     onGap: () => followSoon(),
-    onDisconnect: (error) => {
-      unreachable(error);
-    },
   });
 
   return {
     read,
-    version: () => last,
+    version: () => last + losses,
     checkpoint: () => head,
     failure: () => failure,
     onCommit(listener) {

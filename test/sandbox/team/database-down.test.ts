@@ -4,12 +4,24 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Health } from '../../../src/api/schemas/index.ts';
+import { GENESIS } from '../../../src/sandbox/chain/genesis.ts';
+import type { SandboxChain } from '../../../src/sandbox/chain/index.ts';
+import {
+  INDEX_SCHEMA,
+  migrateIndexPostgres,
+} from '../../../src/sandbox/indexer/schema-postgres.ts';
 import { registerErrorHandling } from '../../../src/sandbox/plugins/errors.ts';
 import { serializerCompiler, validatorCompiler } from '../../../src/sandbox/plugins/zod.ts';
+import { registerDataRoutes } from '../../../src/sandbox/routes/data.ts';
 import { registerHealthRoutes } from '../../../src/sandbox/routes/health.ts';
 import type { App, RouteDeps } from '../../../src/sandbox/routes/types.ts';
-import { openPostgresStore } from '../../../src/sandbox/store/postgres.ts';
+import { createPostgresBackend, openPostgresStore } from '../../../src/sandbox/store/postgres.ts';
 import { probeDatabase } from '../../../src/sandbox/team/database-health.ts';
+import {
+  openReplicaIndex,
+  type ReplicaIndex,
+  replicaIndexReads,
+} from '../../../src/sandbox/team/replica-index.ts';
 import { type FreshDatabase, freshDatabase } from '../../helpers/postgres.ts';
 import { startTcpCut, type TcpCut } from '../../helpers/tcp-cut.ts';
 
@@ -26,6 +38,7 @@ let cut: TcpCut;
 let store: Awaited<ReturnType<typeof openPostgresStore>>;
 let app: FastifyInstance;
 let dir: string;
+let replica: ReplicaIndex;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'agentctl-database-down-'));
@@ -34,21 +47,37 @@ beforeAll(async () => {
   cut = await startTcpCut({ host: url.hostname, port: Number(url.port) });
   url.port = String(cut.port);
   store = await openPostgresStore(url.toString());
+  // The index's schema, as a writer leaves it (empty: no chain was indexed).
+  const indexSchema = await createPostgresBackend(database.url, {
+    schema: INDEX_SCHEMA,
+    migrate: (client) => migrateIndexPostgres(client, 'a chain', () => undefined),
+  });
+  await indexSchema.close();
+  replica = await openReplicaIndex({ url: url.toString(), log: { warn: () => undefined } });
+  const chain = {
+    isConnected: async () => true,
+    chainId: 31337,
+    chainName: 'sandbox',
+    deployment: GENESIS.deployment,
+  } as unknown as SandboxChain;
   app = Fastify();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app, dir);
   const deps = {
-    limits: { public: async () => undefined },
-    chain: { isConnected: async () => true, chainId: 31337, chainName: 'sandbox' },
-    index: { failure: () => undefined },
+    limits: { public: async () => undefined, data: async () => undefined },
+    chain,
+    store,
+    index: replicaIndexReads(replica, { chain, store }),
     databaseHealth: probeDatabase(store.sql.standalone),
   } as unknown as RouteDeps;
   registerHealthRoutes(app as unknown as App, deps);
+  registerDataRoutes(app as unknown as App, deps);
   app.get('/api/v1/agents/count', async () => ({ count: await store.agents.count() }));
 });
 afterAll(async () => {
   await app?.close();
+  await replica?.close();
   await store?.close();
   await cut?.close();
   await database?.drop();
@@ -68,6 +97,8 @@ describe('a sandbox cut off from its database', () => {
       count: 0,
     });
 
+    expect((await app.inject({ method: 'GET', url: '/v1/vaults' })).statusCode).toBe(200);
+
     cut.cut();
     const refused = await app.inject({ method: 'GET', url: '/api/v1/agents/count' });
     expect(refused.statusCode).toBe(503);
@@ -83,12 +114,34 @@ describe('a sandbox cut off from its database', () => {
       `${down.database?.reason}; requests that need it answer 503 until it is back`,
     );
 
+    // /v1 says it in the spec's error object: the index (the replica's read) and the API key
+    // (the store's) alike.
+    // A read never made before (no answer kept), then what was answered before the cut: the
+    // failed read dropped what answer caches kept. Then an API key, looked up in the store.
+    const user = '0x00000000000000000000000000000000000000aa';
+    for (const [url, headers] of [
+      [`/v1/users/${user}/transactions`, {}],
+      ['/v1/vaults', {}],
+      ['/v1/vaults', { 'x-api-key': 'ak_some_key' }],
+    ] as const) {
+      const v1 = await app.inject({ method: 'GET', url, headers });
+      expect(v1.statusCode).toBe(503);
+      expect(v1.headers['retry-after']).toBe('1');
+      expect(v1.json().error).toMatchObject({
+        code: 'INDEX_UNAVAILABLE',
+        message: expect.stringMatching(/database cannot be reached/),
+      });
+    }
+
     cut.restore();
+    const back = await app.inject({ method: 'GET', url: '/api/v1/agents/count' });
+    expect(back.statusCode).toBe(200);
+    // The replica's index knows the database is back once it reads it (a request, or its
+    // listener's reconnect): /health says so from then on.
+    expect((await app.inject({ method: 'GET', url: '/v1/vaults' })).statusCode).toBe(200);
     expect(await health()).toEqual(
       expect.objectContaining({ status: 'ok', database: { reachable: true } }),
     );
     expect((await health()).reason).toBeUndefined();
-    const back = await app.inject({ method: 'GET', url: '/api/v1/agents/count' });
-    expect(back.statusCode).toBe(200);
   });
 });
