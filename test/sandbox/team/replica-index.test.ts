@@ -20,6 +20,8 @@ import type { Deployment } from '../../../src/sandbox/chain/deployment.ts';
 import { GENESIS } from '../../../src/sandbox/chain/genesis.ts';
 import type { SandboxChain } from '../../../src/sandbox/chain/index.ts';
 import { createRpcClient, type RpcClient } from '../../../src/sandbox/chain/rpc.ts';
+import type { Live } from '../../../src/sandbox/graphql/live.ts';
+import { publishCommits } from '../../../src/sandbox/graphql/publish.ts';
 import { IndexUnavailableError } from '../../../src/sandbox/indexer/failure.ts';
 import {
   createIndexer,
@@ -212,6 +214,38 @@ describe('a replica following the writer’s index', () => {
     expect(summaries).toEqual(await onWriter.summaries());
     expect(onReplica.now()).toBe(writer.checkpoint()?.timestamp);
     expect(await onReplica.hasActivity(depositor)).toBe(true);
+  });
+
+  it('feeds the replica’s GraphQL subscriptions: a deposit indexed by the writer is an event on the replica', async () => {
+    const chain = { deployment } as unknown as SandboxChain;
+    const reads = replicaIndexReads(followed.replica, { chain, store: {} as Store });
+    const events: Array<{ topic: string; payload: Record<string, Record<string, unknown>> }> = [];
+    let sent!: () => void;
+    const transactionSent = new Promise<void>((open) => {
+      sent = open;
+    });
+    // Every topic listened to, as a socket subscribed to each would.
+    const live = {
+      listened: () => true,
+      listenedUnder: () => true,
+      publish(topic: string, payload: Record<string, Record<string, unknown>>) {
+        events.push({ topic, payload });
+        if (topic === 'transactions:*') sent();
+      },
+    } as unknown as Live;
+    const stop = publishCommits(reads, reads.queries, live);
+    try {
+      await deposit(2_500_000n);
+      await transactionSent;
+    } finally {
+      stop();
+    }
+    const created = events.find((event) => event.topic === 'transactions:*')?.payload
+      .transactionCreated;
+    expect(created).toMatchObject({ type: 'DEPOSIT', status: 'FULFILLED' });
+    expect(String(created?.vault).toLowerCase()).toBe(vault.toLowerCase());
+    expect(String(created?.user).toLowerCase()).toBe(depositor);
+    expect(events.map((event) => event.topic)).toContain(`vault:${vault.toLowerCase()}`);
   });
 
   it('catches up after its listening connection is killed, skipping no commit', async () => {
