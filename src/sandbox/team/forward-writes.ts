@@ -69,8 +69,9 @@ export function isForwarded(method: string, url: string): boolean {
 
 export interface WriteForwardingOptions {
   /**
-   * Where the writer serves, as it recorded it (writerUrlFrom(store.sql)); undefined while no
-   * writer has (none runs, or it does not listen yet).
+   * Where the writer serves, as it recorded it; undefined while no writer has (none runs, or
+   * it does not listen yet). writerUrlFrom(store.sql.standalone): the standalone statements
+   * give up within their timeout, so that a database that drops packets never holds a write.
    */
   writerUrl(): Promise<string | undefined>;
   /** Request bodies above this are refused with 413, as the app refuses them. */

@@ -277,7 +277,7 @@ describe('the writer’s URL, as the writer recorded it in the database', () => 
     fromDatabase = Fastify();
     registerWriteForwarding(fromDatabase, {
       bodyLimit: LIMIT,
-      writerUrl: writerUrlFrom(replicaStore.sql),
+      writerUrl: writerUrlFrom(replicaStore.sql.standalone),
     });
     fromDatabaseUrl = await listen(fromDatabase);
   });
