@@ -113,7 +113,6 @@ export async function startOwnChain<Observed>(
       },
       isConnected: connectionCheck(local.rpc, () => local.recovering()),
       nowSeconds: () => options.clock.nowSeconds(),
-      stateVersion: () => local.producer.head().number,
       // Asked for: taken even without new blocks, to keep what cheat methods changed.
       checkpoint: () => local.checkpoint({ evenWithoutNewBlocks: true }),
       standby: () => local.standby.status(),

@@ -149,7 +149,6 @@ export async function connectRemote<Observed>(
       },
       isConnected: connectionCheck(rpc, () => false),
       nowSeconds: () => options.clock.nowSeconds(),
-      stateVersion: () => ({}),
       checkpoint: async () => undefined,
       standby: () => ({ status: 'none', block_number: null }),
       close: settle,

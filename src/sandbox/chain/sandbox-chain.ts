@@ -84,11 +84,6 @@ export interface SandboxChain {
   /** Sandbox time, which chain time follows: the timestamp the next block will carry. */
   nowSeconds(): number;
   /**
-   * Moves whenever the chain may have changed: its head block on the sandbox's own chain,
-   * a new value at every call on another (nothing derived from it may be cached).
-   */
-  stateVersion(): unknown;
-  /**
    * After the chain was restored to a snapshot: every server-side wallet (the treasury, the
    * faucet, the agents') reads its nonce from the chain again at its next send.
    */

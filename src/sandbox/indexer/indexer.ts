@@ -111,6 +111,8 @@ export async function createIndexer(options: IndexerOptions) {
   const projection = createProjection({
     usdc: source.usdc,
     registry: source.registry,
+    governor: source.governor,
+    agentPass: source.agentPass,
     vaults: new Map(
       [...vaults].map(([address, id]) => [address, { async: VAULT_CONFIG[id].async }]),
     ),
@@ -400,6 +402,9 @@ export async function createIndexer(options: IndexerOptions) {
     }
   }
 
+  /** Not counted as lost vault transactions: the governor's and AgentPass's logs. */
+  const witnessApart = [source.governor, source.agentPass];
+
   async function compareWith(chainHead: {
     number: number;
     hash: Hash;
@@ -407,7 +412,7 @@ export async function createIndexer(options: IndexerOptions) {
     const at = failure ? undefined : head;
     if (!at) return undefined;
     if (at.number > chainHead.number) {
-      const rows = await raw.witnessedAfter(storage.sql, chainHead.number);
+      const rows = await raw.witnessedAfter(storage.sql, chainHead.number, witnessApart);
       const transactions = new Set(rows.map((row) => row.tx_hash)).size;
       return { indexedBlock: at.number, transactions };
     }
@@ -415,7 +420,7 @@ export async function createIndexer(options: IndexerOptions) {
       at.number === chainHead.number ? [chainHead] : await source.headers(at.number, at.number);
     if (onChain?.hash === at.hash) return undefined;
     const ancestor = await follower.commonAncestor(at.number);
-    const rows = await raw.witnessedAfter(storage.sql, ancestor);
+    const rows = await raw.witnessedAfter(storage.sql, ancestor, witnessApart);
     const numbers = [...new Set(rows.map((row) => Number(row.block_number)))];
     const txsAt = await source.transactionsOf(numbers);
     const lost = new Set(

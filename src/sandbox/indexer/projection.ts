@@ -1,6 +1,11 @@
-import { type Abi, decodeEventLog, decodeFunctionData, type Hex } from 'viem';
+import { type Abi, decodeEventLog, decodeFunctionData, type Hex, toEventSelector } from 'viem';
 import { STRATEGY_STATUSES } from '../../api/schemas/values.ts';
-import { ConfigurableVault, StrategyRegistryV3 } from '../chain/contracts/artifacts.ts';
+import {
+  AgentGovernor,
+  AgentPass,
+  ConfigurableVault,
+  StrategyRegistryV3,
+} from '../chain/contracts/artifacts.ts';
 import type { Sql, SqlValue } from '../store/sql.ts';
 import { insertRows } from './statements.ts';
 
@@ -21,12 +26,44 @@ export const EVENTS_ABI = [
   ...StrategyRegistryV3.abi.filter((item) => item.type === 'event'),
 ] as Abi;
 
+/** The governor's events (proposals and votes) and AgentPass's (holdings). */
+const GOVERNOR_EVENTS_ABI = AgentGovernor.abi.filter(
+  (item) => item.type === 'event' && (item.name === 'ProposalCreated' || item.name === 'VoteCast'),
+) as Abi;
+const PASS_EVENTS_ABI = AgentPass.abi.filter(
+  (item) => item.type === 'event' && item.name === 'Transfer',
+) as Abi;
+
+/** Every event the index reads, of every watched contract (source.ts asks for these). */
+export const WATCHED_EVENTS_ABI = [
+  ...EVENTS_ABI,
+  ...GOVERNOR_EVENTS_ABI,
+  ...PASS_EVENTS_ABI,
+] as Abi;
+
+/** topic0 of the events the index reads from the governor, and from AgentPass. */
+export const GOVERNOR_TOPICS: readonly Hex[] = GOVERNOR_EVENTS_ABI.map((item) =>
+  toEventSelector(item as Parameters<typeof toEventSelector>[0]),
+);
+export const PASS_TOPICS: readonly Hex[] = PASS_EVENTS_ABI.map((item) =>
+  toEventSelector(item as Parameters<typeof toEventSelector>[0]),
+);
+
+/** StrategySubmitted's topic0: its log is kept with its transaction's input (the description). */
+export const STRATEGY_SUBMITTED_TOPIC = toEventSelector(
+  StrategyRegistryV3.abi.find(
+    (item) => item.type === 'event' && item.name === 'StrategySubmitted',
+  ) as Parameters<typeof toEventSelector>[0],
+);
+
 export interface RawLog {
   address: string;
   topics: Hex[];
   data: Hex;
   logIndex: number;
   txHash: string;
+  /** Its transaction's input, where the derived rows need it (StrategySubmitted's). */
+  input?: Hex;
 }
 
 export interface FailedCall {
@@ -141,8 +178,25 @@ const SQL = {
        net_deposited = excluded.net_deposited, deposited_at = excluded.deposited_at,
        pending_deposit = excluded.pending_deposit, claimable_deposit = excluded.claimable_deposit,
        pending_redeem = excluded.pending_redeem, claimable_redeem = excluded.claimable_redeem`,
-  strategy: `INSERT INTO strategies (id, owner, name, status, created_at, status_changed_at, paper_trading_at)
-     VALUES (?, ?, ?, 'shadow', ?, ?, NULL) ON CONFLICT (id) DO NOTHING`,
+  strategy: `INSERT INTO strategies (id, owner, name, status, created_at, status_changed_at, paper_trading_at,
+       description, created_block, created_log)
+     VALUES (?, ?, ?, 'shadow', ?, ?, NULL, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+  proposal: `INSERT INTO proposals (id, proposer, title, description, vote_start, vote_end,
+       for_votes, against_votes, abstain_votes)
+     VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0) ON CONFLICT (id) DO NOTHING`,
+  vote: `INSERT INTO votes (proposal_id, voter, support, block_number, log_index)
+     VALUES (?, ?, ?, ?, ?) ON CONFLICT (proposal_id, voter) DO NOTHING`,
+  tally: [
+    'UPDATE proposals SET against_votes = against_votes + ? WHERE id = ?',
+    'UPDATE proposals SET for_votes = for_votes + ? WHERE id = ?',
+    'UPDATE proposals SET abstain_votes = abstain_votes + ? WHERE id = ?',
+  ],
+  pass: 'SELECT owner, owner_index FROM agent_passes WHERE token_id = ?',
+  passCount: 'SELECT COUNT(*) AS n FROM agent_passes WHERE owner = ?',
+  passMoveLast: 'UPDATE agent_passes SET owner_index = ? WHERE owner = ? AND owner_index = ?',
+  passSet: `INSERT INTO agent_passes (token_id, owner, owner_index) VALUES (?, ?, ?)
+     ON CONFLICT (token_id) DO UPDATE SET owner = excluded.owner, owner_index = excluded.owner_index`,
+  passBurn: 'DELETE FROM agent_passes WHERE token_id = ?',
   strategyStatus: `UPDATE strategies SET status = ?, status_changed_at = ?,
        paper_trading_at = COALESCE(paper_trading_at, ?) WHERE id = ?`,
 };
@@ -157,6 +211,8 @@ export function createProjection(watched: {
   usdc: string;
   vaults: Map<string, { async: boolean }>;
   registry: string;
+  governor: string;
+  agentPass: string;
 }) {
   /** Each vault's state as of the last block applied; loaded on first use. */
   const states = new Map<string, VaultState>();
@@ -254,6 +310,14 @@ export function createProjection(watched: {
 
     for (const log of logs) {
       const address = log.address.toLowerCase();
+      if (address === watched.governor) {
+        await applyGovernorLog(tx, block, log);
+        continue;
+      }
+      if (address === watched.agentPass) {
+        await applyPassLog(tx, log);
+        continue;
+      }
       const event = decodeEventLog({
         abi: EVENTS_ABI,
         data: log.data,
@@ -271,6 +335,9 @@ export function createProjection(watched: {
             String(args.name),
             block.timestamp,
             block.timestamp,
+            descriptionOf(log.input),
+            block.number,
+            log.logIndex,
           );
         } else if (event.eventName === 'StrategyStatusChanged') {
           const to = STRATEGY_STATUSES[Number(args.to)] ?? 'unknown';
@@ -467,6 +534,73 @@ export function createProjection(watched: {
     return { vaults: changed, transactions: created };
   }
 
+  /** A proposal made (ProposalCreated), or a vote on one (VoteCast): its tally moves. */
+  async function applyGovernorLog(tx: Sql, block: { number: number }, log: RawLog): Promise<void> {
+    const event = decodeEventLog({
+      abi: GOVERNOR_EVENTS_ABI,
+      data: log.data,
+      topics: log.topics as [Hex, ...Hex[]],
+      strict: false,
+    }) as unknown as { eventName: string; args: Record<string, unknown> };
+    const { args } = event;
+    if (event.eventName === 'ProposalCreated') {
+      await tx.run(
+        SQL.proposal,
+        Number(args.proposalId),
+        String(args.proposer).toLowerCase(),
+        String(args.title),
+        String(args.description),
+        Number(args.voteStart),
+        Number(args.voteEnd),
+      );
+    } else if (event.eventName === 'VoteCast') {
+      const support = Number(args.support);
+      const tally = SQL.tally[support];
+      if (tally) await tx.run(tally, Number(args.weight), Number(args.proposalId));
+      await tx.run(
+        SQL.vote,
+        Number(args.proposalId),
+        String(args.voter).toLowerCase(),
+        support,
+        block.number,
+        log.logIndex,
+      );
+    }
+  }
+
+  /**
+   * An AgentPass moved (minted, transferred or burnt): its owner, and the owners' token order
+   * as ERC721Enumerable keeps it (the sender's last token takes the place of the one leaving;
+   * the receiver's new one goes last).
+   */
+  async function applyPassLog(tx: Sql, log: RawLog): Promise<void> {
+    // An ERC-721 Transfer has its token id as a fourth topic; approvals and roles are not read.
+    if (!PASS_TOPICS.includes(log.topics[0] as Hex) || log.topics.length !== 4) return;
+    const event = decodeEventLog({
+      abi: PASS_EVENTS_ABI,
+      data: log.data,
+      topics: log.topics as [Hex, ...Hex[]],
+      strict: false,
+    }) as unknown as { eventName: string; args: { from: string; to: string; tokenId: bigint } };
+    if (event.eventName !== 'Transfer') return;
+    const from = String(event.args.from).toLowerCase();
+    const to = String(event.args.to).toLowerCase();
+    const tokenId = Number(event.args.tokenId);
+    if (from === to) return;
+    const count = async (owner: string) =>
+      Number((await tx.get<{ n: number | string }>(SQL.passCount, owner))?.n ?? 0);
+    if (from !== ZERO) {
+      const held = await tx.get<{ owner_index: number | string }>(SQL.pass, tokenId);
+      if (held) {
+        const index = Number(held.owner_index);
+        const last = (await count(from)) - 1;
+        await tx.run(SQL.passBurn, tokenId);
+        if (index !== last) await tx.run(SQL.passMoveLast, index, from, last);
+      }
+    }
+    if (to !== ZERO) await tx.run(SQL.passSet, tokenId, to, await count(to));
+  }
+
   /** Records vaults' states after `block` (the block's own rows, replaced if it has them). */
   async function writeStates(
     tx: Sql,
@@ -522,6 +656,18 @@ export function createProjection(watched: {
   };
 }
 export type Projection = ReturnType<typeof createProjection>;
+
+/** A strategy's description, from its submit() call's input; empty when it cannot be read. */
+function descriptionOf(input: Hex | undefined): string {
+  if (input === undefined) return '';
+  try {
+    const call = decodeFunctionData({ abi: StrategyRegistryV3.abi, data: input });
+    return call.functionName === 'submit' ? String(call.args[2]) : '';
+  } catch {
+    // Submitted through another contract: its call is not submit()'s.
+    return '';
+  }
+}
 
 /** A position as stored, or an empty one. */
 function toPosition(row: StoredPosition | undefined): PositionRow {

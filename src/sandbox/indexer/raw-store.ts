@@ -110,6 +110,7 @@ export async function addBlocks(tx: Sql, blocks: SourcedBlock[]): Promise<void> 
         log.topics[2] ?? null,
         log.topics[3] ?? null,
         log.data,
+        log.input ?? null,
       ]);
     }
     for (const call of blockFailed) {
@@ -118,7 +119,7 @@ export async function addBlocks(tx: Sql, blocks: SourcedBlock[]): Promise<void> 
   }
   await insertRows(
     tx,
-    `INSERT INTO logs (block_number, log_index, block_hash, tx_index, tx_hash, address, topic0, topic1, topic2, topic3, data)
+    `INSERT INTO logs (block_number, log_index, block_hash, tx_index, tx_hash, address, topic0, topic1, topic2, topic3, data, tx_input)
      VALUES`,
     logs,
   );
@@ -176,8 +177,9 @@ export async function rawBlocks(sql: Sql): Promise<RawBlock[]> {
     topic2: Hex | null;
     topic3: Hex | null;
     data: Hex;
+    tx_input: Hex | null;
   }>(
-    'SELECT block_number, log_index, tx_hash, address, topic0, topic1, topic2, topic3, data FROM logs ORDER BY block_number, log_index',
+    'SELECT block_number, log_index, tx_hash, address, topic0, topic1, topic2, topic3, data, tx_input FROM logs ORDER BY block_number, log_index',
   );
   const failed = await sql.all<{
     block_number: number;
@@ -220,6 +222,7 @@ export async function rawBlocks(sql: Sql): Promise<RawBlock[]> {
       data: row.data,
       logIndex: Number(row.log_index),
       txHash: row.tx_hash,
+      ...(row.tx_input !== null && { input: row.tx_input }),
     });
   }
   for (const row of failed) {
@@ -245,15 +248,22 @@ export async function rawBlocks(sql: Sql): Promise<RawBlock[]> {
     });
 }
 
-/** The transactions seen (in logs or reverted calls) in blocks after `above`. */
+/**
+ * The transactions seen (in logs or reverted calls) in blocks after `above`, but for the logs
+ * of the contracts `apart` names (the governor's and AgentPass's: lost-write reports count the
+ * vaults' and the registry's transactions, as they did before those were indexed).
+ */
 export function witnessedAfter(
   sql: Sql,
   above: number,
+  apart: readonly string[] = [],
 ): Promise<Array<{ block_number: number; tx_hash: Hash }>> {
+  const others = apart.length > 0 ? ` AND address NOT IN (${apart.map(() => '?').join(', ')})` : '';
   return sql.all(
-    `SELECT block_number, tx_hash FROM logs WHERE block_number > ?
+    `SELECT block_number, tx_hash FROM logs WHERE block_number > ?${others}
      UNION SELECT block_number, tx_hash FROM failed_calls WHERE block_number > ?`,
     above,
+    ...apart,
     above,
   );
 }

@@ -126,7 +126,46 @@ CREATE TABLE strategies (
   paper_trading_at BIGINT
 );
 `,
-  // The commit feed (team/commit-feed.ts): one row per commit of the index, what its
+  // 2: Part A's reads answered from the index (strategies' descriptions and order, the
+  // governor's proposals and votes, AgentPass holdings). The rows indexed before lack them:
+  // every table is emptied and the chain indexed again (the chain check below marks it anew).
+  `
+TRUNCATE blocks, logs, failed_calls, vault_corrections, vaults, vault_states, transactions,
+  positions, strategies, index_meta;
+ALTER TABLE logs ADD COLUMN tx_input ${TEXT};
+ALTER TABLE strategies ADD COLUMN description ${TEXT} NOT NULL,
+  ADD COLUMN created_block BIGINT NOT NULL,
+  ADD COLUMN created_log INTEGER NOT NULL;
+CREATE INDEX strategies_by_owner ON strategies (owner, created_block, created_log);
+CREATE TABLE proposals (
+  id BIGINT PRIMARY KEY,
+  proposer ${TEXT} NOT NULL,
+  title ${TEXT} NOT NULL,
+  description ${TEXT} NOT NULL,
+  vote_start BIGINT NOT NULL,
+  vote_end BIGINT NOT NULL,
+  for_votes BIGINT NOT NULL,
+  against_votes BIGINT NOT NULL,
+  abstain_votes BIGINT NOT NULL
+);
+CREATE INDEX proposals_by_end ON proposals (vote_end);
+CREATE TABLE votes (
+  proposal_id BIGINT NOT NULL,
+  voter ${TEXT} NOT NULL,
+  support INTEGER NOT NULL,
+  block_number BIGINT NOT NULL,
+  log_index INTEGER NOT NULL,
+  PRIMARY KEY (proposal_id, voter)
+);
+CREATE INDEX votes_by_voter ON votes (voter);
+CREATE TABLE agent_passes (
+  token_id BIGINT PRIMARY KEY,
+  owner ${TEXT} NOT NULL,
+  owner_index BIGINT NOT NULL
+);
+CREATE INDEX agent_passes_by_owner ON agent_passes (owner, owner_index);
+`,
+  // 3: the commit feed (team/commit-feed.ts): one row per commit of the index, what its
   // subscribers were told, for replicas to read after a NOTIFY or a reconnect. Not emptied with
   // the index's tables: a replica's place in it (seq) outlives a rebuild.
   `
@@ -152,6 +191,9 @@ const INDEX_TABLES = [
   'transactions',
   'positions',
   'strategies',
+  'proposals',
+  'votes',
+  'agent_passes',
 ];
 
 /**

@@ -19,7 +19,7 @@ import { isIndexFileFailure } from './failure.ts';
  * from the user's tables; `blocks` holds each indexed block's hash, and its last row is the
  * checkpoint a new block's parentHash is compared with.
  */
-export const INDEX_FORMAT = '4';
+export const INDEX_FORMAT = '5';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS index_meta (
@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS logs (
   topic2 TEXT,
   topic3 TEXT,
   data TEXT NOT NULL,
+  -- The input of the log's transaction, kept for the logs whose derived rows need it (a
+  -- strategy's description is in its submit() call, not in StrategySubmitted); else NULL.
+  tx_input TEXT,
   PRIMARY KEY (block_number, log_index)
 );
 CREATE TABLE IF NOT EXISTS failed_calls (
@@ -134,8 +137,44 @@ CREATE TABLE IF NOT EXISTS strategies (
   status TEXT NOT NULL,
   created_at BIGINT NOT NULL,
   status_changed_at BIGINT NOT NULL,
-  paper_trading_at BIGINT
+  paper_trading_at BIGINT,
+  description TEXT NOT NULL,
+  created_block BIGINT NOT NULL,
+  created_log INTEGER NOT NULL
 );
+-- An owner's strategies in the registry's order (strategiesOf): the order they were submitted.
+CREATE INDEX IF NOT EXISTS strategies_by_owner ON strategies (owner, created_block, created_log);
+-- The governor's proposals with their tallies (ProposalCreated, VoteCast), and each vote.
+CREATE TABLE IF NOT EXISTS proposals (
+  id BIGINT PRIMARY KEY,
+  proposer TEXT NOT NULL,
+  title TEXT NOT NULL,
+  description TEXT NOT NULL,
+  vote_start BIGINT NOT NULL,
+  vote_end BIGINT NOT NULL,
+  for_votes BIGINT NOT NULL,
+  against_votes BIGINT NOT NULL,
+  abstain_votes BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS proposals_by_end ON proposals (vote_end);
+CREATE TABLE IF NOT EXISTS votes (
+  proposal_id BIGINT NOT NULL,
+  voter TEXT NOT NULL,
+  support INTEGER NOT NULL,
+  block_number BIGINT NOT NULL,
+  log_index INTEGER NOT NULL,
+  PRIMARY KEY (proposal_id, voter)
+);
+CREATE INDEX IF NOT EXISTS votes_by_voter ON votes (voter);
+-- AgentPass holdings (its Transfer events): each token's owner, and its index among the
+-- owner's tokens as ERC721Enumerable keeps it (tokenOfOwnerByIndex: appended on receipt, the
+-- owner's last token moved into the place of one that leaves).
+CREATE TABLE IF NOT EXISTS agent_passes (
+  token_id BIGINT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  owner_index BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agent_passes_by_owner ON agent_passes (owner, owner_index);
 `;
 
 /**
@@ -149,6 +188,9 @@ export const DERIVED_TABLES = [
   'transactions',
   'positions',
   'strategies',
+  'proposals',
+  'votes',
+  'agent_passes',
 ] as const;
 
 /**

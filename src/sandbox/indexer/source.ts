@@ -12,7 +12,15 @@ import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import { type RpcBlock, type RpcClient, type RpcResult, toQuantity } from '../chain/rpc.ts';
 import { createLogSource } from './log-source.ts';
-import { EVENTS_ABI, type FailedCall, type RawLog, type VaultState } from './projection.ts';
+import {
+  type FailedCall,
+  GOVERNOR_TOPICS,
+  PASS_TOPICS,
+  type RawLog,
+  STRATEGY_SUBMITTED_TOPIC,
+  type VaultState,
+  WATCHED_EVENTS_ABI,
+} from './projection.ts';
 
 /**
  * The index's sync source: what it reads from the chain, over RPC. Blocks' headers, and their
@@ -27,7 +35,7 @@ export const MAX_BLOCKS_PER_STEP = 500;
 /** topic0 of every event the derived tables are built from. */
 const TOPICS: Hex[] = [
   ...new Set(
-    EVENTS_ABI.filter((item) => item.type === 'event').map((item) => toEventSelector(item)),
+    WATCHED_EVENTS_ABI.filter((item) => item.type === 'event').map((item) => toEventSelector(item)),
   ),
 ];
 const TRANSFER_TOPIC = toEventSelector('Transfer(address,address,uint256)');
@@ -94,7 +102,9 @@ export function createChainSource(options: {
   );
   const usdc = deployment.usdc.toLowerCase();
   const registry = deployment.strategy_registry.toLowerCase();
-  const watched = [...vaults.keys(), usdc, registry] as Address[];
+  const governor = deployment.governor.toLowerCase();
+  const agentPass = deployment.agent_pass.toLowerCase();
+  const watched = [...vaults.keys(), usdc, registry, governor, agentPass] as Address[];
   const vaultTopics = new Set([...vaults.keys()].map((vault) => pad(vault as Hex).toLowerCase()));
 
   /** The chain's head block: its number and hash. */
@@ -142,7 +152,10 @@ export function createChainSource(options: {
         (vaultTopics.has(log.topics[1] ?? '') || vaultTopics.has(log.topics[2] ?? ''))
       );
     }
-    return (vaults.has(address) || address === registry) && TOPICS.includes(log.topics[0] as Hex);
+    const topic = log.topics[0] as Hex;
+    if (address === governor) return GOVERNOR_TOPICS.includes(topic);
+    if (address === agentPass) return PASS_TOPICS.includes(topic);
+    return (vaults.has(address) || address === registry) && TOPICS.includes(topic);
   }
 
   /**
@@ -262,10 +275,12 @@ export function createChainSource(options: {
       if (logs.some((log) => hashes.get(Number(log.blockNumber)) !== log.blockHash)) {
         return undefined;
       }
+      const inputs = await submissionInputs(blocks, logs);
       const logsOf = new Map<number, SourcedLog[]>();
       for (const log of logs) {
         const n = Number(log.blockNumber);
         const list = logsOf.get(n) ?? [];
+        const input = inputs.get(log.transactionHash);
         list.push({
           address: log.address.toLowerCase(),
           topics: log.topics,
@@ -273,12 +288,43 @@ export function createChainSource(options: {
           logIndex: Number(log.logIndex),
           txHash: log.transactionHash,
           txIndex: Number(log.transactionIndex),
+          ...(input !== undefined && { input }),
         });
         logsOf.set(n, list);
       }
       return { logs: logsOf, failed };
     };
     return { blocks, events };
+  }
+
+  /**
+   * The inputs of the transactions that submitted a strategy, by hash: its description is in
+   * the submit() call, not in StrategySubmitted. From the blocks read whole on a dev chain;
+   * elsewhere read by hash (submissions are few).
+   */
+  async function submissionInputs(blocks: Header[], logs: RpcLog[]): Promise<Map<Hash, Hex>> {
+    const submissions = logs.filter(
+      (log) => log.address.toLowerCase() === registry && log.topics[0] === STRATEGY_SUBMITTED_TOPIC,
+    );
+    const inputs = new Map<Hash, Hex>();
+    const byNumber = new Map(blocks.map((block) => [block.number, block]));
+    const missing: RpcLog[] = [];
+    for (const log of submissions) {
+      const input = byNumber.get(Number(log.blockNumber))?.inputs?.[Number(log.transactionIndex)];
+      if (input !== undefined && input !== '0x') inputs.set(log.transactionHash, input);
+      else missing.push(log);
+    }
+    if (missing.length === 0) return inputs;
+    const results = await rpc.batch(
+      missing.map((log) => ({ method: 'eth_getTransactionByHash', params: [log.transactionHash] })),
+    );
+    for (const [i, log] of missing.entries()) {
+      const result = results[i];
+      const tx = (result?.ok ? result.value : undefined) as { input?: Hex } | null | undefined;
+      if (!tx?.input) throw new Error(`transaction ${log.transactionHash} is not available`);
+      inputs.set(log.transactionHash, tx.input);
+    }
+    return inputs;
   }
 
   /** The transactions' hashes of each of these blocks (by number). */
@@ -347,6 +393,8 @@ export function createChainSource(options: {
     vaults,
     usdc,
     registry,
+    governor,
+    agentPass,
     /** Every contract whose events are read. */
     watched,
     latestHead,

@@ -1,12 +1,16 @@
 import { AgentStats, Leaderboard, LeaderboardQuery } from '../../api/schemas/index.ts';
-import { totalStrategies } from '../chain/strategies.ts';
-import { formatUsdc, totalDeposited } from '../chain/vaults.ts';
+import { formatUsdc } from '../chain/vaults.ts';
+import {
+  indexedTotalDeposited,
+  indexedTotalStrategies,
+  readPartA,
+} from '../indexer/part-a-reads.ts';
 import { createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
-export function registerAgentRoutes(app: App, { store, limits, chain }: RouteDeps): void {
+export function registerAgentRoutes(app: App, { store, limits, index }: RouteDeps): void {
   // Both answers are served pre-serialised until a write changes them: the leaderboard
-  // until an agent row changes, the stats until then or until the chain gains a block.
+  // until an agent row changes, the stats until then or until the index commits.
   const leaderboards = createResponseCache<number>();
   app.get(
     '/api/v1/agents',
@@ -29,12 +33,11 @@ export function registerAgentRoutes(app: App, { store, limits, chain }: RouteDep
       stats.send(
         reply,
         'stats',
-        () => `${store.agents.version()}:${chain.stateVersion()}`,
+        () => `${store.agents.version()}:${index.version()}`,
         async () => {
-          const [deposited, strategies] = await Promise.all([
-            totalDeposited(chain),
-            totalStrategies(chain),
-          ]);
+          const [deposited, strategies] = await readPartA(index.view, (sql) =>
+            Promise.all([indexedTotalDeposited(sql), indexedTotalStrategies(sql)]),
+          );
           return AgentStats.parse({
             ...(await store.agents.totals()),
             strategies_submitted: Number(strategies),

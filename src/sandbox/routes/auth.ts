@@ -8,7 +8,7 @@ import {
   RegisterRequest,
   RegisterResponse,
 } from '../../api/schemas/index.ts';
-import { strategyCountOf } from '../chain/strategies.ts';
+import { indexedStrategyCount, readPartA } from '../indexer/part-a-reads.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { issueNonce, registerAgent } from '../registration.ts';
 import { createSignerPool } from '../signatures/pool.ts';
@@ -82,8 +82,10 @@ export function registerAuthRoutes(
         agent_name: agent.agent_name,
         tier: agent.tier,
         status: agent.status,
-        // Counted onchain: the registry's enumeration for the agent's server-side wallet.
-        strategies_submitted: Number(await strategyCountOf(chain, agent.agent_address as Address)),
+        // The registry's count for the agent's server-side wallet, as the index holds it.
+        strategies_submitted: await readPartA(index.view, (sql) =>
+          indexedStrategyCount(sql, agent.agent_address as Address),
+        ),
         performance_score: agent.performance_score,
         api_key_prefix: agent.api_key_prefix,
         created_at: new Date(agent.created_at).toISOString(),

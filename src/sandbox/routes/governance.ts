@@ -4,17 +4,24 @@ import {
   VoteRequest,
   VoteResult,
 } from '../../api/schemas/index.ts';
-import { activeProposals, type CastVote, castVote } from '../chain/governance.ts';
+import { type CastVote, castVote } from '../chain/governance.ts';
+import { indexedActiveProposals, readPartA } from '../indexer/part-a-reads.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { byAgent } from '../plugins/idempotency.ts';
 import type { App, RouteDeps } from './types.ts';
 
-export function registerGovernanceRoutes(app: App, { limits, auth, chain, keys }: RouteDeps): void {
+export function registerGovernanceRoutes(
+  app: App,
+  { clock, limits, auth, chain, index, keys }: RouteDeps,
+): void {
   app.get(
     '/api/v1/proposals',
     { schema: { response: { 200: ProposalList } }, onRequest: limits.public },
     async () => {
-      const proposals = await activeProposals(chain);
+      // Open at the time the next block will carry: the index's last block's, or sandbox time
+      // if later (after an idle spell no block has been mined for a while).
+      const now = Math.max(clock.nowSeconds(), index.now());
+      const proposals = await readPartA(index.view, (sql) => indexedActiveProposals(sql, now));
       return { proposals, total: proposals.length };
     },
   );

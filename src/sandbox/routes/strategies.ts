@@ -5,19 +5,15 @@ import {
   StrategySubmitRequest,
   StrategySubmitResult,
 } from '../../api/schemas/index.ts';
-import {
-  deriveDna,
-  type SubmittedStrategy,
-  strategiesOf,
-  submitStrategy,
-} from '../chain/strategies.ts';
+import { deriveDna, type SubmittedStrategy, submitStrategy } from '../chain/strategies.ts';
+import { indexedStrategiesOf, readPartA } from '../indexer/part-a-reads.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { byAgent } from '../plugins/idempotency.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerStrategyRoutes(
   app: App,
-  { clock, limits, auth, chain, keys }: RouteDeps,
+  { clock, limits, auth, chain, index, keys }: RouteDeps,
 ): void {
   app.post(
     '/api/v1/agent/strategy/submit',
@@ -68,7 +64,9 @@ export function registerStrategyRoutes(
     { schema: { response: { 200: StrategyList } }, onRequest: [limits.public, auth.authenticate] },
     async (request) => {
       const agentAddress = callerOf(request).agent_address as Address;
-      const strategies = await strategiesOf(chain, agentAddress);
+      const strategies = await readPartA(index.view, (sql) =>
+        indexedStrategiesOf(sql, chain.deployment, agentAddress),
+      );
       return { agent_address: agentAddress, strategies, total_count: strategies.length };
     },
   );

@@ -8,36 +8,39 @@ import {
   WalletAddressBody,
   WalletPositions,
 } from '../../api/schemas/index.ts';
-import {
-  type Deposit,
-  depositToVault,
-  formatUsdc,
-  listVaults,
-  positionsOf,
-  toUsdcRaw,
-} from '../chain/vaults.ts';
+import { type Deposit, depositToVault, formatUsdc, toUsdcRaw } from '../chain/vaults.ts';
+import { indexedPositions, indexedVaults, readPartA } from '../indexer/part-a-reads.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { byAgent } from '../plugins/idempotency.ts';
+import { createResponseCache } from './response-cache.ts';
 import type { App, RouteDeps } from './types.ts';
 
 export function registerVaultRoutes(
   app: App,
-  { limits, auth, chain, onboarder, keys }: RouteDeps,
+  { limits, auth, chain, index, onboarder, keys }: RouteDeps,
 ): void {
+  // Read from the index (part-a-reads.ts), as a replica, which runs no chain, reads them.
+  const positionsOf = (owner: Address) =>
+    readPartA(index.view, (sql) => indexedPositions(sql, chain.deployment, index.now(), owner));
+  const vaultLists = createResponseCache<'vaults'>();
   app.get(
     '/api/v1/vaults',
     { schema: { response: { 200: VaultList } }, onRequest: limits.public },
-    async () => {
-      const vaults = await listVaults(chain);
-      return { vaults, total: vaults.length };
-    },
+    async (_request, reply) =>
+      // Served pre-serialised until the index commits again: it depends on nothing else.
+      vaultLists.send(reply, 'vaults', index.version, async () => {
+        const vaults = await readPartA(index.view, (sql) =>
+          indexedVaults(sql, chain.deployment, index.now()),
+        );
+        return VaultList.parse({ vaults, total: vaults.length });
+      }),
   );
 
   app.get(
     '/api/v1/agent/vault/positions',
     { schema: { response: { 200: Positions } }, onRequest: [limits.public, auth.authenticate] },
     async (request) => {
-      const { positions } = await positionsOf(chain, callerOf(request).agent_address as Address);
+      const { positions } = await positionsOf(callerOf(request).agent_address as Address);
       return { positions };
     },
   );
@@ -51,7 +54,7 @@ export function registerVaultRoutes(
     async (request) => {
       const wallet = request.body.wallet_address as Address;
       await onboarder.readyWallet(wallet);
-      const { positions, totalValueRaw } = await positionsOf(chain, wallet);
+      const { positions, totalValueRaw } = await positionsOf(wallet);
       return { wallet_address: wallet, positions, total_value_usdc: formatUsdc(totalValueRaw) };
     },
   );

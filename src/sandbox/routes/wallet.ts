@@ -10,15 +10,15 @@ import {
   WalletAddressBody,
   WalletStatus,
 } from '../../api/schemas/index.ts';
+import { balancesOf, dripFromFaucet, FAUCET_DRIP_WEI } from '../chain/agent-wallets.ts';
+import { formatUsdc } from '../chain/vaults.ts';
 import {
-  agentPassesOf,
-  balancesOf,
-  dripFromFaucet,
-  FAUCET_DRIP_WEI,
-} from '../chain/agent-wallets.ts';
-import { votesCastBy } from '../chain/governance.ts';
-import { strategyCountOf } from '../chain/strategies.ts';
-import { formatUsdc, positionsOf } from '../chain/vaults.ts';
+  indexedAgentPassesOf,
+  indexedPositions,
+  indexedStrategyCount,
+  indexedVotesCastBy,
+  readPartA,
+} from '../indexer/part-a-reads.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { byAgent } from '../plugins/idempotency.ts';
@@ -29,8 +29,10 @@ export const FAUCET_COOLDOWN_SECONDS = 24 * 3600;
 
 export function registerWalletRoutes(
   app: App,
-  { store, clock, limits, auth, chain, onboarder, keys }: RouteDeps,
+  { store, clock, limits, auth, chain, index, onboarder, keys }: RouteDeps,
 ): void {
+  const positionsOf = (owner: Address) =>
+    readPartA(index.view, (sql) => indexedPositions(sql, chain.deployment, index.now(), owner));
   const authenticatedRead = [limits.public, auth.authenticate];
 
   app.get(
@@ -39,8 +41,9 @@ export function registerWalletRoutes(
     async (request) => {
       const address = callerOf(request).agent_address as Address;
       const [balances, { positions }] = await Promise.all([
+        // Balances (ETH above all) are not in the index: read from the chain.
         balancesOf(chain, address),
-        positionsOf(chain, address),
+        positionsOf(address),
       ]);
       return {
         configured: true,
@@ -110,9 +113,9 @@ export function registerWalletRoutes(
     async (request) => {
       const address = callerOf(request).agent_address as Address;
       const [{ positions }, strategies, votes] = await Promise.all([
-        positionsOf(chain, address),
-        strategyCountOf(chain, address),
-        votesCastBy(chain, address),
+        positionsOf(address),
+        readPartA(index.view, (sql) => indexedStrategyCount(sql, address)),
+        readPartA(index.view, (sql) => indexedVotesCastBy(sql, address)),
       ]);
       const criteria = [
         { id: 'registered', description: 'the agent is registered', met: true },
@@ -124,12 +127,12 @@ export function registerWalletRoutes(
         {
           id: 'strategy_submitted',
           description: 'the agent has submitted at least one strategy',
-          met: strategies > 0n,
+          met: strategies > 0,
         },
         {
           id: 'voted',
           description: 'the agent has voted on at least one proposal',
-          met: votes > 0n,
+          met: votes > 0,
         },
       ];
       return {
@@ -150,7 +153,9 @@ export function registerWalletRoutes(
     async (request) => {
       const wallet = request.body.wallet_address as Address;
       await onboarder.readyWallet(wallet);
-      const nfts = await agentPassesOf(chain, wallet);
+      const nfts = await readPartA(index.view, (sql) =>
+        indexedAgentPassesOf(sql, chain.deployment, wallet),
+      );
       return { wallet_address: wallet, nfts, total: nfts.length };
     },
   );

@@ -1,0 +1,153 @@
+import type { Address } from 'viem';
+import { describe, expect, it } from 'vitest';
+import { agentPassesOf } from '../../../src/sandbox/chain/agent-wallets.ts';
+import { activeProposals } from '../../../src/sandbox/chain/governance.ts';
+import { strategiesOf, totalStrategies } from '../../../src/sandbox/chain/strategies.ts';
+import {
+  formatUsdc,
+  listVaults,
+  positionsOf,
+  totalDeposited,
+} from '../../../src/sandbox/chain/vaults.ts';
+import { call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
+import { admin, type TestSandbox } from '../../helpers/sandbox.ts';
+
+/**
+ * Part A's reads come from the index (so that a replica, which runs no chain, answers them):
+ * each write is read back at once by its author (the writer indexes before it answers), and
+ * every moved route answers what the chain's own views answer (the reads they made before),
+ * before and after the index is started afresh and rebuilt from the chain.
+ */
+let sandbox: TestSandbox;
+useChainSandbox((started) => {
+  sandbox = started;
+});
+
+const get = (url: string, apiKey?: string) =>
+  sandbox.app.inject({ url, ...(apiKey && { headers: { 'x-api-key': apiKey } }) });
+const post = (url: string, payload: object) => sandbox.app.inject({ method: 'POST', url, payload });
+
+/** Every moved route's answer for `agent`. */
+async function answers(agent: { apiKey: string; agentAddress: Address; wallet: Address }) {
+  const bodies = await Promise.all([
+    get('/api/v1/vaults'),
+    get('/api/v1/proposals'),
+    get('/api/v1/agents/stats'),
+    get('/api/v1/agent/vault/positions', agent.apiKey),
+    get('/api/v1/agent/strategy/list', agent.apiKey),
+    get('/api/v1/agent/galaxy/eligibility', agent.apiKey),
+    post('/api/v1/positions', { wallet_address: agent.agentAddress }),
+    post('/api/v1/nfts', { wallet_address: agent.wallet }),
+    get(`/api/v1/agent/auth/lookup?wallet=${agent.wallet}`),
+  ]);
+  for (const body of bodies) expect(body.statusCode, body.body).toBe(200);
+  const [vaults, proposals, stats, positions, strategies, eligibility, wallet, nfts, lookup] =
+    bodies.map((body) => body.json());
+  return { vaults, proposals, stats, positions, strategies, eligibility, wallet, nfts, lookup };
+}
+
+/** The same answers as the chain's views give them (what the routes read before). */
+async function chainAnswers(agent: { agentAddress: Address; wallet: Address }) {
+  const { chain } = sandbox;
+  const vaults = await listVaults(chain);
+  const proposals = await activeProposals(chain);
+  const held = await positionsOf(chain, agent.agentAddress);
+  const strategies = await strategiesOf(chain, agent.agentAddress);
+  const nfts = await agentPassesOf(chain, agent.wallet);
+  return {
+    vaults: { vaults, total: vaults.length },
+    proposals: { proposals, total: proposals.length },
+    strategiesSubmitted: Number(await totalStrategies(chain)),
+    totalDeposits: Number(formatUsdc(await totalDeposited(chain))),
+    positions: { positions: held.positions },
+    strategies: {
+      agent_address: agent.agentAddress,
+      strategies,
+      total_count: strategies.length,
+    },
+    wallet: {
+      wallet_address: agent.agentAddress,
+      positions: held.positions,
+      total_value_usdc: formatUsdc(held.totalValueRaw),
+    },
+    nfts: { wallet_address: agent.wallet, nfts, total: nfts.length },
+  };
+}
+
+function expectChain(
+  answered: Awaited<ReturnType<typeof answers>>,
+  chain: Awaited<ReturnType<typeof chainAnswers>>,
+) {
+  expect(answered.vaults).toEqual(chain.vaults);
+  expect(answered.proposals).toEqual(chain.proposals);
+  expect(answered.stats.strategies_submitted).toBe(chain.strategiesSubmitted);
+  expect(answered.stats.total_deposits_usdc).toBe(chain.totalDeposits);
+  expect(answered.positions).toEqual(chain.positions);
+  expect(answered.strategies).toEqual(chain.strategies);
+  expect(answered.wallet).toEqual(chain.wallet);
+  expect(answered.nfts).toEqual(chain.nfts);
+}
+
+describe('Part A reads from the index', () => {
+  it('reads each write back at once, as the chain answers it, before and after a rebuild', async () => {
+    // Answers kept before the writes (GET /api/v1/vaults's) must not be served after them.
+    expect((await get('/api/v1/vaults')).statusCode).toBe(200);
+    const agent = await chainAgent(sandbox, 'established');
+    const who = { ...agent, wallet: agent.account.address };
+    // The registration's pass, at once.
+    const passes = (await post('/api/v1/nfts', { wallet_address: who.wallet })).json();
+    expect(passes.total).toBe(1);
+
+    const proposal = await admin(sandbox.app, 'POST', '/sandbox/proposals', {
+      title: 'Read back at once',
+    });
+    const { proposal_id } = proposal.json();
+    const before = (await get('/api/v1/agents/stats')).json();
+    const vote = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/governance/vote', {
+      proposal_id,
+      support: 2,
+    });
+    expect(vote.statusCode).toBe(200);
+    const listed = (await get('/api/v1/proposals')).json();
+    expect(
+      listed.proposals.find((p: { proposal_id: number }) => p.proposal_id === proposal_id).votes,
+    ).toEqual({ for: 0, against: 0, abstain: 1 });
+
+    const deposit = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/vault/deposit', {
+      vault_id: 'aggressive',
+      amount_usdc: 125,
+    });
+    expect(deposit.statusCode).toBe(200);
+    const submitted = await call(sandbox, agent.apiKey, 'POST', '/api/v1/agent/strategy/submit', {
+      name: 'Read back',
+      description: 'A strategy read back at once from the index',
+    });
+    expect(submitted.statusCode).toBe(200);
+
+    const after = await answers(who);
+    expect(after.stats.total_deposits_usdc).toBe(before.total_deposits_usdc + 125);
+    expect(after.stats.strategies_submitted).toBe(before.strategies_submitted + 1);
+    expect(after.positions.positions.map((p: { vault_id: string }) => p.vault_id)).toEqual([
+      'aggressive',
+    ]);
+    expect(after.strategies.strategies).toEqual([
+      expect.objectContaining({
+        strategy_id: submitted.json().strategy_id,
+        name: 'Read back',
+        description: 'A strategy read back at once from the index',
+        status: 'shadow',
+      }),
+    ]);
+    expect(after.eligibility.criteria.every((c: { met: boolean }) => c.met)).toBe(true);
+    expect(after.lookup.strategies_submitted).toBe(1);
+    expectChain(after, await chainAnswers(who));
+
+    // The index started afresh and rebuilt from the chain answers the same.
+    const indexer = sandbox.runtime.parts.indexer();
+    const head = indexer.checkpoint();
+    await indexer.replaceWith(undefined);
+    await indexer.syncTo(head?.number);
+    expect(indexer.checkpoint()).toEqual(head);
+    expect(await answers(who)).toEqual(after);
+  });
+});
