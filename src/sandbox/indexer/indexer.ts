@@ -215,6 +215,23 @@ export async function createIndexer(options: IndexerOptions) {
   }
 
   /**
+   * Tells afterCommitTx of `commit` in a transaction of its own, with no rows of the index's:
+   * what changed the index outside a step (a rebuild's end, a replacement), so that replicas
+   * read the index anew from then on. A failure is logged: they read it at the next commit.
+   */
+  async function hookAlone(commit: IndexCommit, what: string): Promise<void> {
+    const hook = options.afterCommitTx;
+    if (!hook) return;
+    await storage
+      .transaction((tx) => hook(tx, head, commit))
+      .catch((error: unknown) => {
+        options.log.warn(
+          `${what} was not recorded for the replicas of ${name} (${(error as Error).message}): they read it at its next commit`,
+        );
+      });
+  }
+
+  /**
    * Rebuilds a failed index from the chain, in the background poll. Its subscribers hear
    * nothing of the blocks indexed again, and one reorg-like commit (every vault changed) once
    * it answers again.
@@ -233,18 +250,7 @@ export async function createIndexer(options: IndexerOptions) {
       transactions: [],
       reorg: true,
     };
-    // The hook hears of it too (replicas read the rebuilt index from then on): a transaction
-    // of its own, with no rows of the index's.
-    const hook = options.afterCommitTx;
-    if (hook) {
-      await storage
-        .transaction((tx) => hook(tx, head, everything))
-        .catch((error: unknown) => {
-          options.log.warn(
-            `the end of ${name}'s rebuild was not recorded for replicas (${(error as Error).message}): they read it at their next commit`,
-          );
-        });
-    }
+    await hookAlone(everything, 'the end of its rebuild');
     version++;
     committed(everything);
     options.log.warn(
@@ -576,7 +582,8 @@ export async function createIndexer(options: IndexerOptions) {
      * Puts the copy at `from` (made by copyTo) in place of index.db, or an empty index when
      * undefined, between steps; the next step goes on from the copy's last block (or indexes
      * the chain from the start). Whatever was cached from the old one is stale (the version
-     * moves); subscribers are not told (the caller closes them). A copy rejects on PostgreSQL.
+     * moves); subscribers are not told (the caller closes them), afterCommitTx is, of a
+     * reorg-like commit (replicas). A copy rejects on PostgreSQL.
      */
     replaceWith(from: string | undefined): Promise<void> {
       return serially(async () => {
@@ -591,6 +598,12 @@ export async function createIndexer(options: IndexerOptions) {
           await reopen();
         }
         version++;
+        // Its own subscribers are closed by the caller; a replica's are told that every vault
+        // changed (and its answer caches move on).
+        await hookAlone(
+          { vaults: new Set(vaults.keys()), transactions: [], reorg: true },
+          'the replacement',
+        );
       });
     },
     missingFrom,

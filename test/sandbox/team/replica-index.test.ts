@@ -319,6 +319,21 @@ describe('a replica following the writer’s index', () => {
     expect(restarted.published.map(plain)).toEqual(told.slice(from).map(plain));
     await restarted.replica.close();
   });
+  it('is told that every vault changed when the writer’s index is replaced (emptied), and reads the index indexed again', async () => {
+    await followed.replica.catchUp();
+    const before = followed.published.length;
+    const version = followed.replica.version();
+    await writer.replaceWith(undefined);
+    await followed.publishedCount(before + 1);
+    expect(followed.published.slice(before).map(plain)).toEqual([
+      { vaults: [...writer.vaults.keys()].sort(), transactions: [], reorg: true },
+    ]);
+    expect(followed.replica.version()).toBeGreaterThan(version);
+    expect(followed.replica.checkpoint()).toBeUndefined();
+    await writer.syncTo();
+    await followed.replica.catchUp();
+    expect(followed.replica.checkpoint()).toEqual(writer.checkpoint());
+  });
 });
 
 describe('a replica cut off from the database', () => {
