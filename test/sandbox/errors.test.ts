@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
+import { createTestSandbox, registeredAgent, type TestSandbox } from '../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
 beforeEach(async () => {
@@ -97,8 +97,19 @@ describe('error bodies', () => {
 });
 
 describe('a chain without the contracts', () => {
+  // Part A's reads of vaults, positions and proposals come from the index (what the chain's
+  // events said); the wallet's balances are read on the chain, from its token contracts.
   it('answers reads with 503 and says what is wrong, not 500', async () => {
-    const vault = sandbox.chain.deployment.vaults.moderate;
+    const { apiKey } = await registeredAgent(sandbox.app);
+    const wallet = () =>
+      sandbox.app.inject({
+        method: 'GET',
+        url: '/api/v1/agent/wallet',
+        headers: { 'x-api-key': apiKey },
+      });
+    // Once the wallet is funded (with USDC among others), the token's code goes.
+    expect((await wallet()).statusCode).toBe(200);
+    const usdc = sandbox.chain.deployment.usdc;
     await fetch(sandbox.chain.rpcUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -106,10 +117,10 @@ describe('a chain without the contracts', () => {
         jsonrpc: '2.0',
         id: 1,
         method: 'anvil_setCode',
-        params: [vault, '0x'],
+        params: [usdc, '0x'],
       }),
     });
-    const response = await sandbox.app.inject({ method: 'GET', url: '/api/v1/vaults' });
+    const response = await wallet();
     expect(response.statusCode).toBe(503);
     expect(response.json()).toEqual({ error: expect.stringContaining('contracts are missing') });
   });
