@@ -44,7 +44,11 @@ export interface CommitRow {
  * });
  */
 export function recordCommits(
-  options: { keep?: number; now?: () => number; fence?: (tx: Sql) => Promise<void> } = {},
+  options: {
+    keep?: number;
+    now?: () => number;
+    fence?: (tx: SqlTransaction) => Promise<void>;
+  } = {},
 ) {
   const keep = options.keep ?? COMMIT_FEED_KEEP;
   const now = options.now ?? Date.now;

@@ -30,12 +30,14 @@ import {
 } from '../../../src/sandbox/indexer/indexer.ts';
 import { createDataQueries } from '../../../src/sandbox/indexer/queries.ts';
 import type { Store } from '../../../src/sandbox/store/index.ts';
+import { openPostgresStore } from '../../../src/sandbox/store/postgres.ts';
 import { recordCommits } from '../../../src/sandbox/team/commit-feed.ts';
 import {
   openReplicaIndex,
   type ReplicaIndex,
   replicaIndexReads,
 } from '../../../src/sandbox/team/replica-index.ts';
+import { createWriterLock, type WriterLock } from '../../../src/sandbox/team/writer-lock.ts';
 import { type FreshDatabase, freshDatabase } from '../../helpers/postgres.ts';
 import { startTcpCut, type TcpCut } from '../../helpers/tcp-cut.ts';
 
@@ -57,6 +59,8 @@ let rpc: RpcClient;
 let database: FreshDatabase;
 let admin: pg.Client;
 let writer: Indexer;
+let lock: WriterLock;
+let store: Awaited<ReturnType<typeof openPostgresStore>>;
 const told: IndexCommit[] = [];
 const cleanups: Array<() => Promise<unknown>> = [];
 
@@ -84,13 +88,16 @@ beforeAll(async () => {
   database = await freshDatabase();
   admin = new pg.Client({ connectionString: database.url });
   await admin.connect();
+  lock = createWriterLock({ database: database.name, onLost: () => undefined });
+  store = await openPostgresStore(database.url, lock.hooks);
   writer = await createIndexer({
     storage: { kind: 'postgres', url: database.url },
     rpc,
     chainId: CHAIN_ID,
     deployment,
     log: { warn: () => undefined, error: () => undefined },
-    afterCommitTx: recordCommits({ keep: KEEP }),
+    // As a writer on PostgreSQL does: each index commit fenced by the writer lock.
+    afterCommitTx: recordCommits({ keep: KEEP, fence: (tx) => lock.fence(tx) }),
   });
   writer.onCommit((commit) => told.push(commit));
   await writer.syncTo();
@@ -98,6 +105,8 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
   await writer?.close();
+  await lock?.release();
+  await store?.close();
   await admin?.end();
   await database?.drop();
   await anvil?.stop();
