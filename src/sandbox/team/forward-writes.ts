@@ -57,12 +57,21 @@ const HOP_BY_HOP = new Set([
 const READING_POSTS = new Set(['/api/v1/positions', '/api/v1/nfts', '/graphql']);
 
 /**
+ * GETs only the writer can answer: a nonce is a row written, and its message names the
+ * service's domain, which the registration is checked against on the writer; a wallet's ETH
+ * and token balances are read from the chain, which a replica does not run.
+ */
+const WRITER_GETS = new Set(['/api/v1/agent/auth/nonce', '/api/v1/agent/wallet']);
+
+/**
  * Whether a request goes to the writer: every method that may write, but for the POSTs that
- * read (positions, NFT holdings, GraphQL), and every request about snapshots (the writer's).
+ * read (positions, NFT holdings, GraphQL); the GETs only the writer can answer (WRITER_GETS);
+ * every request about snapshots (the writer's).
  */
 export function isForwarded(method: string, url: string): boolean {
   const path = url.split('?')[0] ?? '';
   if (path === '/sandbox/snapshots' || path.startsWith('/sandbox/snapshots/')) return true;
+  if (WRITER_GETS.has(path)) return true;
   if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return false;
   return !(method === 'POST' && READING_POSTS.has(path));
 }
