@@ -14,9 +14,13 @@ import { StartupError } from './errors.ts';
 import { createIndexReads, type IndexReads } from './indexer/index-reads.ts';
 import { type ChainObservation, createIndexer, type Indexer } from './indexer/indexer.ts';
 import { indexedPast } from './indexer/schema.ts';
+import type { IndexStorageOptions } from './indexer/storage.ts';
 import { createFulfiller, type FulfilmentLimits } from './operator/fulfilment.ts';
 import { createOnboarder, type Onboarder } from './operator/onboarding.ts';
+import { databaseSnapshots } from './snapshots/database.ts';
+import { directorySnapshots } from './snapshots/directory.ts';
 import { createSnapshots, type Snapshots } from './snapshots/index.ts';
+import type { SnapshotStorage } from './snapshots/storage.ts';
 import type { Store } from './store/index.ts';
 
 const INDEX_FILE = 'index.db';
@@ -44,6 +48,8 @@ export interface RuntimeOptions {
   fulfilment?: Partial<FulfilmentLimits>;
   /** How long new blocks wait for an automatic checkpoint, if not the default (tests). */
   checkpointAfterMs?: number;
+  /** Where the index is kept: index.db in the state dir unless given. */
+  indexStorage?: IndexStorageOptions;
 }
 
 /** The sandbox's state and its actors, as one: what the app is built on. */
@@ -125,7 +131,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
   const { chain, follow } = started;
   try {
     const recovering = follow.recovering;
-    index = await openIndex(stateDir, log, follow, recovering && (() => stopping || recovering()));
+    index = await openIndex(
+      stateDir,
+      options.indexStorage ?? { kind: 'sqlite', path: join(stateDir, INDEX_FILE) },
+      log,
+      follow,
+      recovering && (() => stopping || recovering()),
+    );
     const reads = createIndexReads({ current, chain, store });
     reads.attach(index);
     await started.afterIndexOpened();
@@ -158,17 +170,14 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
     const snapshots =
       local &&
       createSnapshots({
-        stateDir,
+        storage: snapshotStorage({ options, store, current }),
         sandboxId: options.sandboxId,
-        store,
         clock,
         chain: local,
         // The index open now, whichever that is.
         index: {
           syncTo: (block) => current().syncTo(block),
           checkpoint: () => current().checkpoint(),
-          copyTo: (path) => current().copyTo(path),
-          replaceWith: (from) => current().replaceWith(from),
         },
         async pauseOperators() {
           await fulfiller?.stop();
@@ -224,6 +233,40 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
 }
 
 /**
+ * Where snapshots are kept: in the database when the sandbox's rows are (PostgreSQL), with the
+ * index's tables when they are there too; else in the state dir.
+ */
+function snapshotStorage({
+  options,
+  store,
+  current,
+}: {
+  options: RuntimeOptions;
+  store: Store;
+  current: () => Indexer;
+}): SnapshotStorage {
+  if (store.kind === 'postgres') {
+    return databaseSnapshots({
+      store,
+      mnemonic: options.mnemonic ?? directoryMnemonic(options.stateDir),
+      index: {
+        inDatabase: options.indexStorage?.kind === 'postgres',
+        replacedBy: (work) => current().replacedBy(work),
+        replaceWith: (from) => current().replaceWith(from),
+      },
+    });
+  }
+  return directorySnapshots({
+    stateDir: options.stateDir,
+    store,
+    index: {
+      copyTo: (path) => current().copyTo(path),
+      replaceWith: (from) => current().replaceWith(from),
+    },
+  });
+}
+
+/**
  * Opens index.db, catches it up with the chain, and follows the chain from then on. A damaged
  * index.db is rebuilt from the chain. With `follow.witnessFor` (the head of the chain rebuilt
  * from sandbox.db), an index that holds what that chain does not is refused: sandbox.db has
@@ -231,12 +274,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<SandboxRunt
  */
 async function openIndex(
   stateDir: string,
+  storage: IndexStorageOptions,
   log: ChainLogger,
   follow: IndexFollow,
   paused: (() => boolean) | undefined,
 ): Promise<Indexer> {
   const index = await createIndexer({
-    storage: { kind: 'sqlite', path: join(stateDir, INDEX_FILE) },
+    storage,
     rpc: follow.rpc,
     chainId: follow.chainId,
     deployment: follow.deployment,

@@ -143,12 +143,14 @@ function runAsServer(server: Server, program: string, args: string[]) {
 
 /**
  * Creates a cluster in `root` (an empty directory) and starts it on a free loopback port;
- * resolves with the superuser's URL to the `postgres` database. Made for tests only: nothing is
+ * resolves with the superuser's URL to the `postgres` database. Made for tests: nothing is
  * fsynced (initdb --no-sync, fsync=off), as a crash of the machine would only lose a cluster no
  * test outlives. A crash of the server loses nothing committed (the OS holds the writes), so
  * commits stay synchronous: tests that kill processes may count on what was acknowledged.
+ * `durable` (the bench, whose figures must include a commit's fsync, as SQLite's do) keeps
+ * PostgreSQL's defaults: every commit flushed.
  */
-export async function startCluster(root: string): Promise<string> {
+export async function startCluster(root: string, { durable = false } = {}): Promise<string> {
   const server: Server = { bin: postgresBinDir(), user: await serverUser(), root };
   const paths = clusterPaths(root);
   if (server.user) chownSync(root, server.user.uid, server.user.gid);
@@ -162,7 +164,7 @@ export async function startCluster(root: string): Promise<string> {
     '-E',
     'UTF8',
     '--locale=C',
-    '--no-sync',
+    ...(durable ? [] : ['--no-sync']),
     '--no-instructions',
   ]).catch((error: { stderr?: string }) => {
     throw new Error(`initdb failed:\n${error.stderr ?? error}`);
@@ -175,9 +177,7 @@ export async function startCluster(root: string): Promise<string> {
       '# test/helpers/postgres.ts: a throwaway cluster for tests',
       "listen_addresses = '127.0.0.1'",
       `unix_socket_directories = '${root.replaceAll("'", "''")}'`,
-      'fsync = off',
-      'full_page_writes = off',
-      'shared_buffers = 16MB',
+      ...(durable ? [] : ['fsync = off', 'full_page_writes = off', 'shared_buffers = 16MB']),
       '',
     ].join('\n'),
     { flag: 'a' },

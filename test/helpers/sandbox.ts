@@ -10,7 +10,9 @@ import type {
   RegisterResponse,
 } from '../../src/api/schemas/index.ts';
 import { buildApp } from '../../src/sandbox/app.ts';
+import { databaseCheckpoints } from '../../src/sandbox/chain/checkpoint-store.ts';
 import type { SandboxChain } from '../../src/sandbox/chain/index.ts';
+import { databaseMnemonic } from '../../src/sandbox/chain/mnemonic.ts';
 import { createSandboxClock, type SandboxClock } from '../../src/sandbox/clock.ts';
 import { hashAdminToken } from '../../src/sandbox/plugins/auth.ts';
 import type { DataTiers } from '../../src/sandbox/plugins/rate-limit.ts';
@@ -20,9 +22,13 @@ import {
   type SandboxRuntime,
   startRuntime,
 } from '../../src/sandbox/runtime.ts';
+import { SANDBOX_SECRET_ENV } from '../../src/sandbox/sandbox-secret.ts';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
+import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
 
 export const ADMIN_TOKEN = 'test-admin-token';
+/** What seals the wallet mnemonic of a test sandbox kept in PostgreSQL. */
+export const TEST_SANDBOX_SECRET = 'test-sandbox-secret-of-32-characters-or-more';
 
 const SILENT = { info() {}, warn() {}, error() {} };
 
@@ -61,12 +67,24 @@ export async function createTestSandbox(
     checkpointAfterMs?: number;
     /** An existing node (serve --rpc-url) instead of the sandbox's own anvil. */
     rpcUrl?: string;
+    /**
+     * A PostgreSQL database (freshDatabase()'s url) to keep everything in: the rows, the
+     * checkpoints, the mnemonic, the index and the snapshots; the directory then holds only
+     * what anvil needs.
+     */
+    database?: string;
   } = {},
 ): Promise<TestSandbox> {
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
-  const store = openStore(join(dir, 'sandbox.db'), { durable: false });
+  const store = options.database
+    ? await openPostgresStore(options.database)
+    : openStore(join(dir, 'sandbox.db'), { durable: false });
   const clock = await createSandboxClock(store.meta);
-  const sandboxId = randomUUID();
+  // As serve does: a database has no state dir to say whose it is (an export checks it); one
+  // started from an export has its sandbox's.
+  const recorded = options.database ? await store.meta.get('sandbox_id') : undefined;
+  const sandboxId = recorded ?? randomUUID();
+  if (options.database && !recorded) await store.meta.set('sandbox_id', sandboxId);
   const runtime = await startRuntime({
     stateDir: dir,
     persistent: false,
@@ -77,6 +95,11 @@ export async function createTestSandbox(
     ...(options.fulfilment && { fulfilment: options.fulfilment }),
     checkpointAfterMs: options.checkpointAfterMs,
     ...(options.rpcUrl && { rpcUrl: options.rpcUrl }),
+    ...(options.database && {
+      checkpoints: databaseCheckpoints(store.sql),
+      mnemonic: databaseMnemonic(store.sql, { [SANDBOX_SECRET_ENV]: TEST_SANDBOX_SECRET }),
+      indexStorage: { kind: 'postgres', url: options.database },
+    }),
   });
   const { chain } = runtime;
   const app = await buildApp({

@@ -325,11 +325,9 @@ describe.each([
     it('refuses file copies and synchronous reads, which are SQLite’s', async () => {
       const before = index.checkpoint();
       await expect(index.copyTo(join(dir, 'never.db'))).rejects.toThrow(
-        /not on PostgreSQL yet: snapshots of the index are SQLite files/,
+        /is SQLite's: on PostgreSQL a snapshot copies the index's tables into a schema/,
       );
-      await expect(index.replaceWith(join(dir, 'never.db'))).rejects.toThrow(
-        /not on PostgreSQL yet/,
-      );
+      await expect(index.replaceWith(join(dir, 'never.db'))).rejects.toThrow(/is SQLite's/);
       expect(() => index.db).toThrow(/PostgreSQL is read through the Sql interface/);
       // Nothing was replaced: the index goes on from where it was.
       expect(index.checkpoint()).toEqual(before);

@@ -198,12 +198,16 @@ describe.each(STORE_BACKENDS.map((backend) => backend()))('the store on $name', 
   });
 
   it.runIf(backend.name === 'postgres')(
-    'says that snapshots are not on PostgreSQL yet',
+    'refuses the copies of database files, which are SQLite’s (its snapshots are schemas)',
     async () => {
-      await expect(store.copyTo('/nonexistent/copy.db')).rejects.toThrow(/not on PostgreSQL yet/);
-      await expect(store.replaceFrom(undefined)).rejects.toThrow(/not on PostgreSQL yet/);
+      await expect(store.copyTo('/nonexistent/copy.db')).rejects.toThrow(
+        /is SQLite's: on PostgreSQL a snapshot is a schema/,
+      );
+      await expect(store.replaceFrom(undefined)).rejects.toThrow(
+        /is SQLite's: on PostgreSQL a snapshot is a schema/,
+      );
       await expect(store.checkReplaceable('/nonexistent/copy.db')).rejects.toThrow(
-        /not on PostgreSQL yet/,
+        /is SQLite's: on PostgreSQL a snapshot is a schema/,
       );
       await expect(store.sync()).resolves.toBeUndefined();
     },

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Hex } from 'viem';
 import { isRunning } from '../process.ts';
-import type { SqlBackend } from '../store/sql.ts';
+import type { Sql, SqlBackend } from '../store/sql.ts';
 import {
   CHECKPOINT_FORMAT,
   type Checkpoint,
@@ -233,3 +233,60 @@ export function databaseCheckpoints(sql: SqlBackend): CheckpointStore {
     },
   };
 }
+
+const CHECKPOINT_COLUMNS =
+  'block_number, format, sandbox_id, chain_id, block_hash, block_timestamp, deployment, state';
+
+/**
+ * The database's checkpoints as a snapshot kept in the database copies and restores them
+ * (snapshots/database.ts), each inside the caller's transaction `tx`: a snapshot's schema holds
+ * a chain_checkpoints of its own with its one checkpoint, and a restore makes the sandbox's
+ * chain_checkpoints that one row (none for genesis), with the rest of its rows.
+ */
+export const snapshotCheckpoints = {
+  /** Creates `schema`.chain_checkpoints (the schema must exist) holding `checkpoint` alone. */
+  async copyInto(tx: Sql, schema: string, checkpoint: Checkpoint): Promise<void> {
+    await tx.run(`CREATE TABLE ${schema}.chain_checkpoints (LIKE chain_checkpoints)`);
+    await tx.run(
+      `INSERT INTO ${schema}.chain_checkpoints (${CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      checkpoint.block_number,
+      checkpoint.format,
+      checkpoint.sandbox_id,
+      checkpoint.chain_id,
+      checkpoint.block_hash,
+      checkpoint.block_timestamp,
+      JSON.stringify(checkpoint.deployment),
+      Buffer.from(checkpoint.state.slice(2), 'hex'),
+    );
+  },
+  /** The checkpoint `schema` holds (copyInto), as a checkpoint file holds it; undefined if none. */
+  async read(on: Sql, schema: string): Promise<Checkpoint | undefined> {
+    const row = await on.get<CheckpointRow>(
+      `SELECT ${CHECKPOINT_COLUMNS} FROM ${schema}.chain_checkpoints`,
+    );
+    return (
+      row && {
+        format: row.format,
+        sandbox_id: row.sandbox_id,
+        chain_id: row.chain_id,
+        block_number: row.block_number,
+        block_hash: row.block_hash as Hex,
+        block_timestamp: row.block_timestamp,
+        deployment: JSON.parse(row.deployment),
+        state: `0x${Buffer.from(row.state).toString('hex')}` as Hex,
+      }
+    );
+  },
+  /**
+   * Replaces every checkpoint with `schema`'s (copyInto), or with none (undefined: genesis,
+   * which is built in). The dump is copied inside the database, never sent over the wire.
+   */
+  async replaceWithin(tx: Sql, schema: string | undefined): Promise<void> {
+    await tx.run('DELETE FROM chain_checkpoints');
+    if (schema === undefined) return;
+    await tx.run(
+      `INSERT INTO chain_checkpoints (${CHECKPOINT_COLUMNS})
+       SELECT ${CHECKPOINT_COLUMNS} FROM ${schema}.chain_checkpoints`,
+    );
+  },
+};

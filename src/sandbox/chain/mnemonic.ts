@@ -15,8 +15,11 @@ import { createMnemonic, mnemonicFingerprint, mnemonicPath, readMnemonic } from 
 export interface MnemonicStore {
   /** The mnemonic kept, or undefined when there is none yet; refuses one it cannot read. */
   read(): Promise<string | undefined>;
-  /** Makes and keeps a new sandbox's mnemonic; resolves with the one kept (never replaced). */
-  create(): Promise<string>;
+  /**
+   * Makes and keeps a new sandbox's mnemonic (`given`, for a sandbox started from an export:
+   * its wallets derive from it); resolves with the one kept (never replaced).
+   */
+  create(given?: string): Promise<string>;
   /** Why a start is refused: the mnemonic is `missing`, or `swapped` for another. */
   refusal(why: 'missing' | 'swapped'): string;
 }
@@ -44,7 +47,7 @@ export async function openMnemonic(mnemonics: MnemonicStore, store: Store): Prom
 export function directoryMnemonic(stateDir: string): MnemonicStore {
   return {
     read: async () => readMnemonic(stateDir),
-    create: async () => createMnemonic(stateDir),
+    create: async (given) => createMnemonic(stateDir, given),
     refusal: (why) =>
       why === 'missing'
         ? `${mnemonicPath(stateDir)} is missing, but every agent wallet of this sandbox derives from it; ` +
@@ -98,10 +101,10 @@ export function databaseMnemonic(
   }
   return {
     read,
-    async create() {
+    async create(given) {
       const sealed = await seal(
         sandboxSecret(env),
-        generateMnemonic(english, 256),
+        given ?? generateMnemonic(english, 256),
         MNEMONIC_CONTEXT,
       );
       // Another writer that created one first keeps its own: the row is never replaced.

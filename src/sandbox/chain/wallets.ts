@@ -37,8 +37,8 @@ export function mnemonicPath(stateDir: string): string {
  * Creates the sandbox's HD mnemonic in `<stateDir>/wallet.mnemonic` (0600), once, when the
  * state is new. Every agent's server-side wallet derives from it. No endpoint returns it.
  */
-export function createMnemonic(stateDir: string): string {
-  const mnemonic = generateMnemonic(english, 256);
+export function createMnemonic(stateDir: string, given?: string): string {
+  const mnemonic = given ?? generateMnemonic(english, 256);
   const fd = openSync(mnemonicPath(stateDir), 'wx', 0o600);
   try {
     writeFileSync(fd, `${mnemonic}\n`);

@@ -606,6 +606,27 @@ export async function createIndexer(options: IndexerOptions) {
         );
       });
     },
+    /**
+     * The index's tables are replaced by `work`: a transaction on another connection to the
+     * same database (a restore on PostgreSQL puts the sandbox's rows and the index's back in
+     * one; snapshots/database.ts), run between steps, reads waiting meanwhile. Committed or
+     * not, the last block is read again from the storage, what the projection keeps is
+     * forgotten and the version moves; subscribers are not told (the caller closes them).
+     */
+    replacedBy(work: () => Promise<void>): Promise<void> {
+      return serially(async () => {
+        reopening = true;
+        projection.reset();
+        try {
+          await work();
+          failure = undefined;
+        } finally {
+          reopening = false;
+          head = await storedHead().catch(() => undefined);
+          version++;
+        }
+      });
+    },
     missingFrom,
     /**
      * Indexes up to `block` for a write about to be answered, and keeps how long that took

@@ -180,8 +180,11 @@ CREATE TABLE index_commits (
 `,
 ];
 
-/** Every table of the index's schema, emptied together when it starts afresh. */
-const INDEX_TABLES = [
+/**
+ * Every table of the index's schema, emptied together when it starts afresh (and copied by a
+ * snapshot: index_meta, which names the chain, is not among them).
+ */
+export const INDEX_TABLES = [
   'blocks',
   'logs',
   'failed_calls',

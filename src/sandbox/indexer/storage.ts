@@ -131,10 +131,12 @@ function openSqliteIndex(
   };
 }
 
-/** What the index on PostgreSQL cannot do yet: snapshots are SQLite files for now. */
+/** What the index on PostgreSQL does otherwise: a snapshot copies its tables into a schema. */
 function notOnPostgres(what: string): Promise<never> {
   return Promise.reject(
-    new Error(`${what} is not on PostgreSQL yet: snapshots of the index are SQLite files for now`),
+    new Error(
+      `${what} is SQLite's: on PostgreSQL a snapshot copies the index's tables into a schema (snapshots/database.ts)`,
+    ),
   );
 }
 

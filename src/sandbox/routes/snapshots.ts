@@ -53,7 +53,7 @@ export function registerSnapshotRoutes(
   app.get(
     '/sandbox/snapshots',
     { onRequest, schema: { response: { 200: SnapshotList } } },
-    async () => ({ snapshots: available().list() }),
+    async () => ({ snapshots: await available().list() }),
   );
 
   app.post(

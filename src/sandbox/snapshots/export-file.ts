@@ -33,6 +33,7 @@ import {
   SNAPSHOT_CHAIN,
   SNAPSHOT_DB,
   SNAPSHOT_INDEX,
+  type SnapshotMeta,
   snapshotDir,
 } from './files.ts';
 
@@ -65,45 +66,72 @@ const SandboxExport = z.object({
     [SNAPSHOT_INDEX]: ExportedFile.optional(),
   }),
 });
-type SandboxExport = z.infer<typeof SandboxExport>;
+export type SandboxExport = z.infer<typeof SandboxExport>;
 
 /** Snapshot `name` of the sandbox at `stateDir`, as the bytes of an export file. */
 export function exportSnapshot(stateDir: string, name: string): Buffer {
+  refuseGenesisExport(name);
+  const meta = readSnapshotMeta(stateDir, name);
+  if (!meta) throw new HttpError(404, `no snapshot is named ${name}`);
+  const dir = snapshotDir(stateDir, name);
+  const size = readdirSync(dir).reduce((sum, file) => sum + statSync(join(dir, file)).size, 0);
+  refuseTooLarge(name, size);
+  const files: Partial<Record<ExportedName, Buffer>> = {};
+  for (const file of [SNAPSHOT_DB, SNAPSHOT_CHAIN, SNAPSHOT_INDEX] as const) {
+    const path = join(dir, file);
+    if (existsSync(path)) files[file] = readFileSync(path);
+  }
+  const mnemonic = readMnemonic(stateDir);
+  if (mnemonic === undefined) throw new HttpError(503, `${mnemonicPath(stateDir)} is missing`);
+  return exportBytes(meta, files as ExportedFiles, mnemonic);
+}
+
+/** The files an export holds, by name: index.db is absent when the index was not copied. */
+type ExportedName = typeof SNAPSHOT_DB | typeof SNAPSHOT_CHAIN | typeof SNAPSHOT_INDEX;
+export type ExportedFiles = Record<typeof SNAPSHOT_DB | typeof SNAPSHOT_CHAIN, Buffer> & {
+  [SNAPSHOT_INDEX]?: Buffer;
+};
+
+/** Genesis is built in: never exported. */
+export function refuseGenesisExport(name: string): void {
   if (name === GENESIS_SNAPSHOT) {
     throw new HttpError(
       400,
       'genesis is a new, empty sandbox: start `agentctl serve` without --from to get one',
     );
   }
-  const meta = readSnapshotMeta(stateDir, name);
-  if (!meta) throw new HttpError(404, `no snapshot is named ${name}`);
-  const dir = snapshotDir(stateDir, name);
-  const size = readdirSync(dir).reduce((sum, file) => sum + statSync(join(dir, file)).size, 0);
+}
+
+/** Refuses a snapshot of `size` bytes whose export would pass MAX_EXPORT_BYTES. */
+export function refuseTooLarge(name: string, size: number): void {
   if (size * 1.4 > MAX_EXPORT_BYTES) {
     throw new HttpError(400, `snapshot ${name} is too large to export (${size} bytes)`);
   }
-  const files: Record<string, { sha256: string; base64: string }> = {};
-  for (const file of [SNAPSHOT_DB, SNAPSHOT_CHAIN, SNAPSHOT_INDEX]) {
-    const path = join(dir, file);
-    if (!existsSync(path)) continue;
-    const bytes = readFileSync(path);
-    files[file] = {
+}
+
+/**
+ * An export file's bytes: snapshot `meta`'s files (a SQLite sandbox.db and index.db, a
+ * checkpoint file), each with its SHA-256, and the mnemonic, whichever storage kept them.
+ */
+export function exportBytes(meta: SnapshotMeta, files: ExportedFiles, mnemonic: string): Buffer {
+  const entries: Record<string, { sha256: string; base64: string }> = {};
+  for (const [file, bytes] of Object.entries(files)) {
+    if (!bytes) continue;
+    entries[file] = {
       sha256: createHash('sha256').update(bytes).digest('hex'),
       base64: bytes.toString('base64'),
     };
   }
-  const mnemonic = readMnemonic(stateDir);
-  if (mnemonic === undefined) throw new HttpError(503, `${mnemonicPath(stateDir)} is missing`);
   const body: SandboxExport = {
     kind: KIND,
     format: SANDBOX_EXPORT_FORMAT,
-    name,
+    name: meta.name,
     sandbox_id: meta.sandbox_id,
     block_number: meta.block_number,
     block_hash: meta.block_hash,
     created_at: meta.created_at,
     mnemonic,
-    files: files as SandboxExport['files'],
+    files: entries as SandboxExport['files'],
   };
   return gzipSync(JSON.stringify(body));
 }

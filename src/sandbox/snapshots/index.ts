@@ -1,69 +1,33 @@
 import {
-  chmodSync,
-  copyFileSync,
-  existsSync,
-  linkSync,
-  mkdirSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
-import { join } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
-import {
   GENESIS_SNAPSHOT,
   MAX_SNAPSHOTS,
   type RestoreResult,
   type SnapshotInfo,
 } from '../../api/schemas/index.ts';
-import { fsyncPath } from '../../files/atomic.ts';
-import {
-  CHECKPOINT_FORMAT,
-  type Checkpoint,
-  chainDir,
-  checkpointPath,
-} from '../chain/checkpoint.ts';
+import { CHECKPOINT_FORMAT, type Checkpoint } from '../chain/checkpoint.ts';
 import { GENESIS } from '../chain/genesis.ts';
 import type { BlockHead } from '../chain/producer.ts';
-import { type ChainCopy, META_CHECKPOINT } from '../chain/restore.ts';
+import type { ChainCopy } from '../chain/restore.ts';
 import type { SandboxClock } from '../clock.ts';
-import { HttpError, StartupError } from '../errors.ts';
-import { crashAt } from '../faults.ts';
-import { removeIndexFiles } from '../indexer/schema.ts';
-import type { Store } from '../store/index.ts';
-import { exportSnapshot } from './export-file.ts';
-import {
-  clearRestoring,
-  commitSnapshot,
-  listSnapshots,
-  markRestoring,
-  newSnapshotDir,
-  pendingRestore,
-  readSnapshotMeta,
-  recoverSnapshotDirs,
-  removeSnapshot,
-  SNAPSHOT_CHAIN,
-  SNAPSHOT_DB,
-  SNAPSHOT_INDEX,
-  type SnapshotMeta,
-  sizeOf,
-  snapshotDir,
-} from './files.ts';
+import { HttpError } from '../errors.ts';
+import type { SnapshotMeta } from './files.ts';
+import type { SnapshotStorage } from './storage.ts';
+
+export { resumeRestore } from './directory.ts';
 
 /**
- * Snapshots of the whole sandbox and restores to them: the chain, sandbox.db, index.db and
- * the clock, consistent at one block. A snapshot copies all three while no block is made
- * (the chain dumped, the databases copied in the same pause); a restore stops the chain,
- * puts the snapshot's rows, checkpoint and index in place, and starts the chain again from
- * them. See docs/state-directory.md ("Snapshots").
+ * Snapshots of the whole sandbox and restores to them: the chain, the sandbox's rows, the index
+ * and the clock, consistent at one block. A snapshot copies them while no block is made (the
+ * chain dumped, the rows copied in the same pause); a restore stops the chain, puts the
+ * snapshot's rows, checkpoint and index in place, and starts the chain again from them. Where
+ * they are kept is the storage's (storage.ts): the state dir's files, or the database's
+ * schemas. See docs/state-directory.md ("Snapshots").
  */
 
 /** What snapshots need of the running sandbox (runtime.ts wires them). */
 export interface SnapshotDeps {
-  stateDir: string;
+  storage: SnapshotStorage;
   sandboxId: string;
-  store: Store;
   clock: SandboxClock;
   chain: {
     copyChainWith<T>(
@@ -74,8 +38,6 @@ export interface SnapshotDeps {
   index: {
     syncTo(block?: number): Promise<void>;
     checkpoint(): { number: number; hash: string } | undefined;
-    copyTo(path: string): Promise<boolean>;
-    replaceWith(from: string | undefined): Promise<void>;
   };
   /** Stops whoever writes on their own (the onboarder, the fulfiller) for the restore. */
   pauseOperators(): Promise<void>;
@@ -91,7 +53,7 @@ export interface SnapshotDeps {
 type HoldWrites = () => Promise<(stillRefused?: string) => void>;
 
 export function createSnapshots(deps: SnapshotDeps) {
-  const { stateDir, store } = deps;
+  const { storage } = deps;
   /** Until the service says how (its write gate), nothing is held. */
   let holdWrites: HoldWrites = async () => () => {};
   const restored = new Set<() => void>();
@@ -104,7 +66,7 @@ export function createSnapshots(deps: SnapshotDeps) {
   };
   /** Nothing is taken or restored over a restore that stopped half way: a restart finishes it. */
   const refuseWhileUnfinished = () => {
-    const pending = pendingRestore(stateDir);
+    const pending = storage.unfinished();
     if (pending !== undefined) {
       throw new HttpError(
         503,
@@ -120,8 +82,9 @@ export function createSnapshots(deps: SnapshotDeps) {
     size_bytes: size,
   });
 
-  function list(): SnapshotInfo[] {
-    return [genesisInfo(), ...listSnapshots(stateDir).map((meta) => info(meta, meta.size_bytes))];
+  async function list(): Promise<SnapshotInfo[]> {
+    const kept = await storage.list();
+    return [genesisInfo(), ...kept.map((meta) => info(meta, meta.size_bytes))];
   }
 
   function take(name: string, replace: boolean): Promise<SnapshotInfo> {
@@ -132,45 +95,31 @@ export function createSnapshots(deps: SnapshotDeps) {
           'genesis is built in (a new, empty sandbox): it cannot be replaced',
         );
       }
-      const existing = readSnapshotMeta(stateDir, name);
-      // On a file system that does not tell case apart (macOS), Base is base's directory.
-      const sameDir = !existing && existsSync(snapshotDir(stateDir, name));
-      const other = sameDir
-        ? listSnapshots(stateDir).find((entry) => entry.name.toLowerCase() === name.toLowerCase())
-        : undefined;
-      if (other) {
-        throw new HttpError(
-          409,
-          `a snapshot named ${other.name} exists, and this file system does not tell names apart by case: choose another name`,
-        );
-      }
+      const existing = await storage.read(name);
       if (existing && !replace) {
         throw new HttpError(
           409,
           `a snapshot named ${name} exists; pass "replace": true to take it again`,
         );
       }
-      if (!existing && listSnapshots(stateDir).length >= MAX_SNAPSHOTS) {
+      if (!existing && (await storage.list()).length >= MAX_SNAPSHOTS) {
         throw new HttpError(
           409,
           `this sandbox keeps at most ${MAX_SNAPSHOTS} snapshots; delete one first`,
         );
       }
       refuseWhileUnfinished();
-      const dir = newSnapshotDir(stateDir, name);
+      const writer = await storage.begin(name);
       try {
-        const { copy, value: indexed } = await deps.chain.copyChainWith(async (at) => {
-          // The index catches up with the block dumped, then both databases are copied in
-          // this same pause: no block comes between them.
+        const { copy } = await deps.chain.copyChainWith(async (at) => {
+          // The index catches up with the block dumped, then the rows and the index are
+          // copied in this same pause: no block comes between them.
           const upToDate = await deps.index
             .syncTo(at.number)
             .then(() => deps.index.checkpoint()?.hash === at.hash)
             .catch(() => false);
-          await store.copyTo(join(dir, SNAPSHOT_DB));
-          return upToDate ? deps.index.copyTo(join(dir, SNAPSHOT_INDEX)) : false;
+          return writer.copyState(at, upToDate);
         });
-        if (!indexed) rmSync(join(dir, SNAPSHOT_INDEX), { force: true });
-        startsAt(join(dir, SNAPSHOT_DB), { block: copy.block_number, hash: copy.block_hash });
         const chain: Checkpoint = {
           format: CHECKPOINT_FORMAT,
           sandbox_id: deps.sandboxId,
@@ -181,7 +130,6 @@ export function createSnapshots(deps: SnapshotDeps) {
           deployment: copy.deployment,
           state: copy.state,
         };
-        writeFileSync(join(dir, SNAPSHOT_CHAIN), JSON.stringify(chain), { mode: 0o600 });
         const meta: SnapshotMeta = {
           format: 1,
           name,
@@ -190,28 +138,27 @@ export function createSnapshots(deps: SnapshotDeps) {
           block_hash: copy.block_hash,
           created_at: deps.clock.nowSeconds(),
         };
-        await commitSnapshot(stateDir, dir, meta);
-        return info(meta, sizeOf(snapshotDir(stateDir, name)));
+        return info(meta, await writer.commit(chain, meta));
       } catch (error) {
         // A full disk, the chain being rebuilt: said, never a 500. Nothing was kept.
         if (error instanceof HttpError) throw error;
         throw new HttpError(503, `snapshot ${name} was not taken: ${(error as Error).message}`);
       } finally {
-        rmSync(dir, { recursive: true, force: true });
+        await writer.abandon();
       }
     });
   }
 
   function restore(name: string): Promise<RestoreResult> {
     return serially(async () => {
-      if (name !== GENESIS_SNAPSHOT && !readSnapshotMeta(stateDir, name)) {
+      if (name !== GENESIS_SNAPSHOT && !(await storage.read(name))) {
         throw new HttpError(404, `no snapshot is named ${name}`);
       }
       refuseWhileUnfinished();
       const started = performance.now();
       // What can be refused is refused before anything changes: rows of another schema, a
       // chain file that cannot be read or linked.
-      await stageRestore(stateDir, store, name);
+      await storage.prepareRestore(name);
       const release = await holdWrites();
       /** Set when the restore stopped half way: writes stay refused until a restart finishes it. */
       let unfinished: string | undefined;
@@ -219,22 +166,10 @@ export function createSnapshots(deps: SnapshotDeps) {
         await deps.pauseOperators();
         let head: BlockHead;
         try {
-          head = await deps.chain.replace(async () => {
-            crashAt('crash-before-restore');
-            markRestoring(stateDir, name);
-            crashAt('crash-in-restore');
-            try {
-              await putInPlace(stateDir, store, name, (from) => deps.index.replaceWith(from));
-            } catch (error) {
-              // Refused before anything changed: there is nothing for a start to finish.
-              if (error instanceof RowsNotReplacedError) clearRestoring(stateDir);
-              throw error;
-            }
-            clearRestoring(stateDir);
-          });
+          head = await deps.chain.replace(() => storage.putInPlace(name));
         } catch (error) {
           const why = (error as Error).message;
-          if (pendingRestore(stateDir) === undefined) {
+          if (storage.unfinished() === undefined) {
             throw new HttpError(503, `restoring ${name} failed: ${why}; nothing was restored`);
           }
           unfinished = `a restore of snapshot ${name} stopped half way (${why}); nothing is written until serve is restarted, which finishes it`;
@@ -268,19 +203,19 @@ export function createSnapshots(deps: SnapshotDeps) {
           'genesis is built in (a new, empty sandbox): it cannot be deleted',
         );
       }
-      if (pendingRestore(stateDir) === name) {
+      if (storage.unfinished() === name) {
         throw new HttpError(
           409,
           `a restore of ${name} is unfinished (restart serve to finish it): it cannot be deleted now`,
         );
       }
-      if (!removeSnapshot(stateDir, name)) throw new HttpError(404, `no snapshot is named ${name}`);
+      if (!(await storage.remove(name))) throw new HttpError(404, `no snapshot is named ${name}`);
     });
   }
 
   /** Snapshot `name` as an export file's bytes, one export at a time (each is held in memory). */
   function exportFile(name: string): Promise<Buffer> {
-    return serially(async () => exportSnapshot(stateDir, name));
+    return serially(() => storage.exportFile(name));
   }
 
   return {
@@ -302,9 +237,6 @@ export function createSnapshots(deps: SnapshotDeps) {
 }
 export type Snapshots = ReturnType<typeof createSnapshots>;
 
-/** sandbox.db's rows could not be replaced (all or nothing): the state is unchanged. */
-class RowsNotReplacedError extends Error {}
-
 /** Genesis, listed first: the built-in chain, no agents. */
 function genesisInfo(): SnapshotInfo {
   return {
@@ -313,145 +245,4 @@ function genesisInfo(): SnapshotInfo {
     created_at: new Date(GENESIS.block_timestamp * 1000).toISOString(),
     size_bytes: 0,
   };
-}
-
-/**
- * A copy of sandbox.db made the start of a snapshot: its checkpoint pointer at the snapshot's
- * block (whose chain is chain.json), its chain log empty, and no admin token.
- */
-function startsAt(path: string, pointer: { block: number; hash: string }): void {
-  const db = new DatabaseSync(path);
-  try {
-    db.exec('BEGIN');
-    db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(
-      META_CHECKPOINT,
-      JSON.stringify(pointer),
-    );
-    db.exec("DELETE FROM meta WHERE key = 'admin_token_sha256'");
-    db.exec('DELETE FROM chain_blocks');
-    db.exec('COMMIT');
-  } finally {
-    db.close();
-  }
-}
-
-/** Where a restore puts the snapshot's chain beside chain/'s checkpoint before it commits to it. */
-function stagedChainPath(stateDir: string): string {
-  // Ends in .tmp: a start removes it unless a restore is to be finished (removeCheckpointsExcept).
-  return join(chainDir(stateDir), 'restoring-checkpoint.json.tmp');
-}
-
-/**
- * Before a restore changes anything: checks that the snapshot's rows fit sandbox.db (a
- * RowsNotReplacedError, as a 409, when they do not) and puts its chain file beside chain/'s
- * checkpoint under a temporary name (a link: snapshot files are never changed).
- */
-async function stageRestore(stateDir: string, store: Store, name: string): Promise<void> {
-  if (name === GENESIS_SNAPSHOT) return;
-  const dir = snapshotDir(stateDir, name);
-  try {
-    await store.checkReplaceable(join(dir, SNAPSHOT_DB));
-  } catch (error) {
-    throw new HttpError(
-      409,
-      `snapshot ${name} cannot be restored: its sandbox.db ${(error as Error).message}; nothing was changed`,
-    );
-  }
-  mkdirSync(chainDir(stateDir), { recursive: true, mode: 0o700 });
-  const staged = stagedChainPath(stateDir);
-  rmSync(staged, { force: true });
-  try {
-    linkSync(join(dir, SNAPSHOT_CHAIN), staged);
-  } catch {
-    copyFileSync(join(dir, SNAPSHOT_CHAIN), staged);
-  }
-}
-
-/**
- * Puts snapshot `name` in place of the state: sandbox.db's rows (but its identity and admin
- * token), the chain's checkpoint (chain/ holds only the snapshot's) and index.db. Each part
- * may be put again: a start that finds restoring.json does it all again (see resumeRestore).
- */
-async function putInPlace(
-  stateDir: string,
-  store: Store,
-  name: string,
-  replaceIndex: (from: string | undefined) => Promise<void>,
-): Promise<void> {
-  const genesis = name === GENESIS_SNAPSHOT;
-  const dir = snapshotDir(stateDir, name);
-  try {
-    await store.replaceFrom(genesis ? undefined : join(dir, SNAPSHOT_DB));
-  } catch (error) {
-    throw new RowsNotReplacedError(
-      `snapshot ${name} cannot be restored: its sandbox.db ${(error as Error).message}`,
-    );
-  }
-  await store.sync();
-  const chain = chainDir(stateDir);
-  mkdirSync(chain, { recursive: true, mode: 0o700 });
-  const staged = stagedChainPath(stateDir);
-  for (const file of readdirSync(chain)) {
-    if (join(chain, file) !== staged) rmSync(join(chain, file), { force: true });
-  }
-  if (!genesis) {
-    const meta = readSnapshotMeta(stateDir, name) as SnapshotMeta;
-    const target = checkpointPath(stateDir, meta.block_number);
-    // Staged before the restore began; a start that finishes one after it was renamed links
-    // it again. Snapshot files are never changed, and a checkpoint is replaced by renaming:
-    // a link is a copy that costs nothing.
-    if (existsSync(staged)) renameSync(staged, target);
-    else {
-      try {
-        linkSync(join(dir, SNAPSHOT_CHAIN), target);
-      } catch {
-        copyFileSync(join(dir, SNAPSHOT_CHAIN), target);
-      }
-    }
-  } else rmSync(staged, { force: true });
-  fsyncPath(chain);
-  fsyncPath(stateDir);
-  const index = join(dir, SNAPSHOT_INDEX);
-  await replaceIndex(!genesis && existsSync(index) ? index : undefined);
-}
-
-/**
- * At start, before the chain and the index open: finishes the restore a crash interrupted
- * (restoring.json), so that the state is the snapshot's whole; and tidies snapshot dirs a
- * crash left half written. `indexPath` is index.db's.
- */
-export async function resumeRestore(
-  stateDir: string,
-  store: Store,
-  indexPath: string,
-): Promise<void> {
-  recoverSnapshotDirs(stateDir);
-  const name = pendingRestore(stateDir);
-  if (name === undefined) return;
-  if (name !== GENESIS_SNAPSHOT && !readSnapshotMeta(stateDir, name)) {
-    // serve --from says what it restores before it writes the snapshot: it was cut short.
-    throw new StartupError(
-      `${stateDir} was being set up from snapshot ${name} (serve --from, or a restore), which was cut short before the snapshot was written; ` +
-        'start with a new --state directory (or delete this one and run serve --from again)',
-    );
-  }
-  try {
-    await putInPlace(stateDir, store, name, async (from) => {
-      removeIndexFiles(indexPath);
-      if (from !== undefined) {
-        // A copy that fails leaves no index.db: it is rebuilt from the chain.
-        try {
-          copyFileSync(from, indexPath);
-          chmodSync(indexPath, 0o600);
-        } catch {
-          removeIndexFiles(indexPath);
-        }
-      }
-    });
-  } catch (error) {
-    throw new StartupError(
-      `finishing the restore of snapshot ${name} (${join(stateDir, 'restoring.json')}) failed: ${(error as Error).message}`,
-    );
-  }
-  clearRestoring(stateDir);
 }

@@ -79,6 +79,8 @@ export type StoreRecord<T = unknown> = (tx: StoreTx) => Promise<T>;
  * Snapshots are SQLite files for now, so copyTo, replaceFrom and checkReplaceable are SQLite's.
  */
 export interface BackendSpecifics {
+  /** Which database the rows are in. */
+  kind: 'sqlite' | 'postgres';
   /** Resolves once everything committed so far is durable. */
   sync(): Promise<void>;
   /** Writes a consistent copy of the whole database to `path`, a new file. */
@@ -112,6 +114,7 @@ export function openStore(
   );
   // Snapshots are files: each of these runs on the write connection while no transaction does.
   const specifics: BackendSpecifics = {
+    kind: 'sqlite',
     sync: wal.sync,
     copyTo: (to) => backend.withWriter((writer) => copyDatabase(writer, to)),
     replaceFrom: (from) =>
@@ -203,6 +206,25 @@ export function createStore(backend: SqlBackend, specifics: BackendSpecifics) {
   };
   return {
     ...repos,
+    /** Which database the rows are in. */
+    kind: specifics.kind,
+    /**
+     * The backend itself, for what keeps tables of its own in the same database (on
+     * PostgreSQL: the chain's checkpoints, the sealed mnemonic, the snapshots' schemas).
+     */
+    sql: backend,
+    /**
+     * Runs `work`, which replaces rows wholesale (a restore on PostgreSQL: snapshots/database.ts),
+     * in one write transaction; then every agent row counts as changed (what was cached from
+     * them is stale), whether it committed or not.
+     */
+    async replacedBy(work: (tx: SqlTransaction) => Promise<void>): Promise<void> {
+      try {
+        await backend.transaction(work);
+      } finally {
+        repos.agents.replaced();
+      }
+    },
     /**
      * The rate limits' counts (when the server counts in the database): each statement commits
      * on its own, never in a transaction, and on PostgreSQL without waiting for the writer.

@@ -118,6 +118,26 @@ export const POSTGRES_STEPS: readonly PostgresStep[] = [
   );
   `,
   },
+  // 10: the snapshots (snapshots/database.ts), as the state dir keeps them in snapshots/NAME/:
+  // each a schema of its own (snapshot_N: a copy of the sandbox's tables, of the index's, and
+  // of its chain checkpoint), named here with what it is. schema_version says which tables it
+  // holds (a snapshot of another version's is refused at restore); indexed, whether the
+  // index's tables were copied (a restore without them indexes the chain again).
+  {
+    postgres: `
+  CREATE SEQUENCE snapshot_schemas;
+  CREATE TABLE snapshots (
+    name           TEXT COLLATE "C" PRIMARY KEY,
+    schema_name    TEXT COLLATE "C" NOT NULL UNIQUE,
+    sandbox_id     TEXT COLLATE "C" NOT NULL,
+    block_number   BIGINT NOT NULL,
+    block_hash     TEXT COLLATE "C" NOT NULL,
+    created_at     BIGINT NOT NULL,   -- sandbox time, Unix seconds
+    schema_version INTEGER NOT NULL,  -- the sandbox's schema version it was taken at
+    indexed        BOOLEAN NOT NULL
+  );
+  `,
+  },
 ];
 
 /** PostgreSQL's schema version: the last of POSTGRES_STEPS. */

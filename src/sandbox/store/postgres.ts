@@ -311,30 +311,35 @@ export async function createPostgresBackend(
   return backend;
 }
 
-/** What a store on PostgreSQL cannot do yet: snapshots are SQLite files for now. */
+/** What a store on PostgreSQL does otherwise: its snapshots are schemas (snapshots/database.ts). */
 function notOnPostgres(what: string) {
   return (): Promise<never> =>
     Promise.reject(
-      new Error(`${what} is not on PostgreSQL yet: snapshots are SQLite files for now`),
+      new Error(
+        `${what} is SQLite's: on PostgreSQL a snapshot is a schema (snapshots/database.ts)`,
+      ),
     );
 }
 
 /**
  * The sandbox's off-chain state in the PostgreSQL database at `url` (created tables, migrated):
- * the same Store as openStore's, but for snapshots (copyTo, replaceFrom, checkReplaceable),
- * which reject. `sql` is its backend, for what keeps tables of its own in the same database
- * (the chain's checkpoints: databaseCheckpoints; the wallet mnemonic: databaseMnemonic).
- * Throws a StartupError that names the database (without its password).
+ * the same Store as openStore's, but for the copies of SQLite files (copyTo, replaceFrom,
+ * checkReplaceable), which reject: snapshots there are schemas of the database
+ * (snapshots/database.ts, through `sql` and replacedBy). `sql` is its backend, for what keeps
+ * tables of its own in the same database (the chain's checkpoints: databaseCheckpoints; the
+ * wallet mnemonic: databaseMnemonic; the snapshots). Throws a StartupError that names the
+ * database (without its password).
  */
 export async function openPostgresStore(url: string, hooks: WriterHooks = {}) {
   const backend = await createPostgresBackend(url, hooks);
   const specifics: BackendSpecifics = {
+    kind: 'postgres',
     // COMMIT returned: the commit is durable.
     sync: () => Promise.resolve(),
-    copyTo: notOnPostgres('copying the database (a snapshot)'),
-    replaceFrom: notOnPostgres('replacing the rows with a snapshot’s (a restore)'),
-    checkReplaceable: notOnPostgres('checking a snapshot against the database'),
+    copyTo: notOnPostgres('copying the database file'),
+    replaceFrom: notOnPostgres('replacing the rows with a database file’s'),
+    checkReplaceable: notOnPostgres('checking a database file'),
     close: async () => undefined,
   };
-  return Object.assign(createStore(backend, specifics), { sql: backend });
+  return createStore(backend, specifics);
 }
