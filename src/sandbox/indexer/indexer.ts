@@ -611,7 +611,8 @@ export async function createIndexer(options: IndexerOptions) {
      * same database (a restore on PostgreSQL puts the sandbox's rows and the index's back in
      * one; snapshots/database.ts), run between steps, reads waiting meanwhile. Committed or
      * not, the last block is read again from the storage, what the projection keeps is
-     * forgotten and the version moves; subscribers are not told (the caller closes them).
+     * forgotten and the version moves; subscribers are not told (the caller closes them),
+     * afterCommitTx is, of a reorg-like commit once `work` committed (replicas).
      */
     replacedBy(work: () => Promise<void>): Promise<void> {
       return serially(async () => {
@@ -625,6 +626,10 @@ export async function createIndexer(options: IndexerOptions) {
           head = await storedHead().catch(() => undefined);
           version++;
         }
+        await hookAlone(
+          { vaults: new Set(vaults.keys()), transactions: [], reorg: true },
+          'the restore',
+        );
       });
     },
     missingFrom,

@@ -29,6 +29,7 @@ import {
   type Indexer,
 } from '../../../src/sandbox/indexer/indexer.ts';
 import { createDataQueries } from '../../../src/sandbox/indexer/queries.ts';
+import { INDEX_SCHEMA, INDEX_TABLES } from '../../../src/sandbox/indexer/schema-postgres.ts';
 import type { Store } from '../../../src/sandbox/store/index.ts';
 import { openPostgresStore } from '../../../src/sandbox/store/postgres.ts';
 import { recordCommits } from '../../../src/sandbox/team/commit-feed.ts';
@@ -339,6 +340,26 @@ describe('a replica following the writer’s index', () => {
     ]);
     expect(followed.replica.version()).toBeGreaterThan(version);
     expect(followed.replica.checkpoint()).toBeUndefined();
+    await writer.syncTo();
+    await followed.replica.catchUp();
+    expect(followed.replica.checkpoint()).toEqual(writer.checkpoint());
+  });
+  it('is told that every vault changed when a restore replaces the writer’s index tables', async () => {
+    await followed.replica.catchUp();
+    const before = followed.published.length;
+    // A restore's transaction on another connection (snapshots/database.ts): here, of a
+    // snapshot taken before anything was indexed.
+    await writer.replacedBy(async () => {
+      await admin.query(
+        `TRUNCATE ${INDEX_TABLES.map((table) => `${INDEX_SCHEMA}.${table}`).join(', ')}`,
+      );
+    });
+    await followed.publishedCount(before + 1);
+    expect(followed.published.slice(before).map(plain)).toEqual([
+      { vaults: [...writer.vaults.keys()].sort(), transactions: [], reorg: true },
+    ]);
+    expect(followed.replica.checkpoint()).toBeUndefined();
+    expect(writer.checkpoint()).toBeUndefined();
     await writer.syncTo();
     await followed.replica.catchUp();
     expect(followed.replica.checkpoint()).toEqual(writer.checkpoint());
