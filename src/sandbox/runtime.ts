@@ -22,6 +22,7 @@ import { directorySnapshots } from './snapshots/directory.ts';
 import { createSnapshots, type Snapshots } from './snapshots/index.ts';
 import type { SnapshotStorage } from './snapshots/storage.ts';
 import type { Store } from './store/index.ts';
+import { recordCommits } from './team/commit-feed.ts';
 
 const INDEX_FILE = 'index.db';
 
@@ -288,6 +289,8 @@ async function openIndex(
     ...(follow.startBlock !== undefined && { startBlock: Math.max(1, follow.startBlock) }),
     ...(follow.ceiling && { ceiling: follow.ceiling }),
     ...(paused && { paused }),
+    // Replicas follow the index's commits through the feed (team/commit-feed.ts).
+    ...(storage.kind === 'postgres' && { afterCommitTx: recordCommits() }),
     log,
   });
   try {
