@@ -39,6 +39,7 @@ import { registerVaultRoutes } from './routes/vaults.ts';
 import { registerWalletRoutes } from './routes/wallet.ts';
 import type { Snapshots } from './snapshots/index.ts';
 import type { Store } from './store/index.ts';
+import type { DatabaseHealth } from './team/database-health.ts';
 
 /**
  * host:port the service listens on. The registration message names it, never the client's
@@ -79,6 +80,8 @@ export interface AppOptions extends AdminDeps {
   graphiql?: boolean;
   /** GraphQL's limits; tests lower some of them. */
   graphqlLimits?: Partial<GraphqlLimits>;
+  /** A sandbox kept in PostgreSQL: its database's probe, for /health (team/database-health.ts). */
+  databaseHealth?: () => Promise<DatabaseHealth>;
 }
 
 /**
@@ -135,6 +138,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
     index: options.index,
     onboarder: options.onboarder,
     keys,
+    ...(options.databaseHealth && { databaseHealth: options.databaseHealth }),
   };
   registerHealthRoutes(app, deps);
   registerAuthRoutes(app, deps);

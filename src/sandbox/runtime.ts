@@ -24,6 +24,7 @@ import { createSnapshots, type Snapshots } from './snapshots/index.ts';
 import type { SnapshotStorage } from './snapshots/storage.ts';
 import type { Store } from './store/index.ts';
 import type { SqlTransaction } from './store/sql.ts';
+import { recordCommits } from './team/commit-feed.ts';
 
 const INDEX_FILE = 'index.db';
 
@@ -318,7 +319,11 @@ async function openIndex(
     ...(follow.startBlock !== undefined && { startBlock: Math.max(1, follow.startBlock) }),
     ...(follow.ceiling && { ceiling: follow.ceiling }),
     ...(paused && { paused }),
-    ...(fence && { afterCommitTx: (tx: SqlTransaction) => fence(tx) }),
+    // Replicas follow the index's commits through the feed (team/commit-feed.ts), which the
+    // writer lock fences.
+    ...(storage.kind === 'postgres'
+      ? { afterCommitTx: recordCommits(fence && { fence }) }
+      : fence && { afterCommitTx: (tx: SqlTransaction) => fence(tx) }),
     log,
   });
   try {

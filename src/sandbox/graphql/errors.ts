@@ -8,7 +8,9 @@ import {
 } from 'graphql';
 import type { DataErrorCode, GRAPHQL_ERROR_CODES } from '../../api/schemas/index.ts';
 import { DataApiError } from '../errors.ts';
+import { isConnectionFailure } from '../indexer/failure.ts';
 import { TooManyPointsError } from '../indexer/vaults.ts';
+import { databaseUnreachableMessage } from '../plugins/errors.ts';
 
 export type GraphqlErrorCode = (typeof GRAPHQL_ERROR_CODES)[number];
 
@@ -55,6 +57,11 @@ export function fromQueryError(error: unknown): unknown {
     return graphqlError(FROM_DATA_CODES[error.code], error.message);
   }
   if (error instanceof TooManyPointsError) return graphqlError('BAD_USER_INPUT', error.message);
+  // The sandbox's PostgreSQL database cannot be reached (a replica's store read, say): the
+  // index's unavailability, as /v1 says it, never an internal error.
+  if (isConnectionFailure(error)) {
+    return graphqlError('INDEX_UNAVAILABLE', databaseUnreachableMessage((error as Error).message));
+  }
   return error;
 }
 
@@ -122,9 +129,14 @@ function formatOne(
   let message = error.message;
   if (given && given !== 'INTERNAL_SERVER_ERROR') {
     code = given;
-  } else if (original instanceof DataApiError || original instanceof TooManyPointsError) {
+  } else if (
+    original instanceof DataApiError ||
+    original instanceof TooManyPointsError ||
+    isConnectionFailure(original)
+  ) {
     const mapped = fromQueryError(original) as GraphQLError;
     code = mapped.extensions.code as string;
+    message = mapped.message;
   } else if (/^Syntax Error/.test(message)) {
     code = 'GRAPHQL_PARSE_FAILED';
   } else if (error instanceof GraphQLError && !original && !error.path) {

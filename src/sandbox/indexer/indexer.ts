@@ -50,11 +50,17 @@ export interface IndexerOptions {
   paused?: () => boolean;
   log: { warn(message: string): void; error(message: string): void };
   /**
-   * Runs inside each of the index's transactions (a step, a rollback, a correction), after its
-   * rows and before its COMMIT, with the index's last block as committed: where replicas are
-   * to be told of the commit (a NOTIFY is sent at COMMIT). A throw rolls the transaction back.
+   * Runs inside each of the index's transactions (a step, a rollback, a correction, the end of
+   * a rebuild), after its rows and before its COMMIT, with the index's last block as committed
+   * and what the commit's listeners are told once it is (empty while a failed index is rebuilt:
+   * they are told nothing then): where replicas are to be told of the commit (the commit feed,
+   * team/commit-feed.ts; a NOTIFY is sent at COMMIT). A throw rolls the transaction back.
    */
-  afterCommitTx?: (tx: SqlTransaction, head: Checkpoint | undefined) => Promise<void>;
+  afterCommitTx?: (
+    tx: SqlTransaction,
+    head: Checkpoint | undefined,
+    commit: IndexCommit,
+  ) => Promise<void>;
 }
 
 /** What one commit changed. After a reorg every vault counts as changed. */
@@ -66,6 +72,13 @@ export interface IndexCommit {
 
 /** The last indexed block: what a new block's parentHash must match, and the index's time. */
 export type Checkpoint = Readonly<{ number: number; hash: Hash; timestamp: number }>;
+
+/** What a commit that tells its listeners nothing (one of a rebuild) says to afterCommitTx. */
+const QUIET_COMMIT: IndexCommit = Object.freeze({
+  vaults: new Set<string>(),
+  transactions: [],
+  reorg: false,
+});
 
 /**
  * Follows the chain into the index (index.db, or the index's schema on PostgreSQL).
@@ -180,16 +193,18 @@ export async function createIndexer(options: IndexerOptions) {
 
   /**
    * Runs `work` as one transaction of the index, with the afterCommitTx hook; `work` answers
-   * the last indexed block as of its rows. What the projection keeps in memory is forgotten if
-   * the transaction is rolled back.
+   * the last indexed block as of its rows, and `commit` (called after it) what the commit's
+   * listeners are to be told (nothing while a failed index is rebuilt). What the projection
+   * keeps in memory is forgotten if the transaction is rolled back.
    */
   async function inTransaction(
     work: (tx: SqlTransaction) => Promise<Checkpoint | undefined>,
+    commit: () => IndexCommit,
   ): Promise<void> {
     try {
       head = await storage.transaction(async (tx) => {
         const at = await work(tx);
-        await options.afterCommitTx?.(tx, at);
+        await options.afterCommitTx?.(tx, at, failure ? QUIET_COMMIT : commit());
         return at;
       });
       version++;
@@ -197,6 +212,23 @@ export async function createIndexer(options: IndexerOptions) {
       projection.reset();
       throw error;
     }
+  }
+
+  /**
+   * Tells afterCommitTx of `commit` in a transaction of its own, with no rows of the index's:
+   * what changed the index outside a step (a rebuild's end, a replacement), so that replicas
+   * read the index anew from then on. A failure is logged: they read it at the next commit.
+   */
+  async function hookAlone(commit: IndexCommit, what: string): Promise<void> {
+    const hook = options.afterCommitTx;
+    if (!hook) return;
+    await storage
+      .transaction((tx) => hook(tx, head, commit))
+      .catch((error: unknown) => {
+        options.log.warn(
+          `${what} was not recorded for the replicas of ${name} (${(error as Error).message}): they read it at its next commit`,
+        );
+      });
   }
 
   /**
@@ -213,8 +245,14 @@ export async function createIndexer(options: IndexerOptions) {
     await syncTo();
     if (closed || !failure?.reopened) return;
     failure = undefined;
+    const everything: IndexCommit = {
+      vaults: new Set(vaults.keys()),
+      transactions: [],
+      reorg: true,
+    };
+    await hookAlone(everything, 'the end of its rebuild');
     version++;
-    committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+    committed(everything);
     options.log.warn(
       `${name} was rebuilt from the chain (up to block ${head?.number ?? 0}); the data API answers from it again`,
     );
@@ -275,14 +313,19 @@ export async function createIndexer(options: IndexerOptions) {
     ancestor: number,
     amend?: (tx: SqlTransaction) => Promise<void>,
   ): Promise<void> {
+    const everything = (): IndexCommit => ({
+      vaults: new Set(vaults.keys()),
+      transactions: [],
+      reorg: true,
+    });
     await inTransaction(async (tx) => {
       await amend?.(tx);
       await raw.cutBackTo(tx, ancestor);
       projection.reset();
       await rederive(tx);
       return storedHead(tx);
-    });
-    if (!failure) committed({ vaults: new Set(vaults.keys()), transactions: [], reorg: true });
+    }, everything);
+    if (!failure) committed(everything());
   }
 
   /** Applies every raw row kept, block by block, as the blocks were indexed. */
@@ -323,19 +366,22 @@ export async function createIndexer(options: IndexerOptions) {
       failed: events.failed.get(block.number) ?? [],
     }));
     const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
-    await inTransaction(async (tx) => {
-      await raw.addBlocks(tx, sourced);
-      for (const { block, logs, failed } of sourced) {
-        if (logs.length === 0 && failed.length === 0) continue;
-        const changed: BlockChanges = await projection.applyBlock(tx, block, logs, failed);
-        for (const vault of changed.vaults) changes.vaults.add(vault);
-        changes.transactions.push(...changed.transactions);
-      }
-      const last = blocks.at(-1);
-      return last
-        ? Object.freeze({ number: last.number, hash: last.hash, timestamp: last.timestamp })
-        : head;
-    });
+    await inTransaction(
+      async (tx) => {
+        await raw.addBlocks(tx, sourced);
+        for (const { block, logs, failed } of sourced) {
+          if (logs.length === 0 && failed.length === 0) continue;
+          const changed: BlockChanges = await projection.applyBlock(tx, block, logs, failed);
+          for (const vault of changed.vaults) changes.vaults.add(vault);
+          changes.transactions.push(...changed.transactions);
+        }
+        const last = blocks.at(-1);
+        return last
+          ? Object.freeze({ number: last.number, hash: last.hash, timestamp: last.timestamp })
+          : head;
+      },
+      () => changes,
+    );
     // A rebuild indexes old blocks again: nothing in them is news to a subscriber.
     if (!failure) committed(changes);
     return to < target ? 'more' : 'done';
@@ -468,6 +514,11 @@ export async function createIndexer(options: IndexerOptions) {
     const record = async (tx: SqlTransaction) => {
       for (const { vault, state } of differing) await raw.addCorrection(tx, number, vault, state);
     };
+    const correctedHere = (): IndexCommit => ({
+      vaults: new Set(differing.map(({ vault }) => vault)),
+      transactions: [],
+      reorg: false,
+    });
     if (at.number === number) {
       await inTransaction(async (tx) => {
         await record(tx);
@@ -475,7 +526,7 @@ export async function createIndexer(options: IndexerOptions) {
           await projection.correct(tx, { number, timestamp }, vault, state);
         }
         return at;
-      });
+      }, correctedHere);
     } else {
       // The blocks indexed since then were derived from the uncorrected state.
       await rollBack(at.number, record);
@@ -490,9 +541,7 @@ export async function createIndexer(options: IndexerOptions) {
       );
       corrected.push(vault);
     }
-    if (at.number === number) {
-      committed({ vaults: new Set(corrected), transactions: [], reorg: false });
-    }
+    if (at.number === number) committed(correctedHere());
   }
 
   return {
@@ -533,7 +582,8 @@ export async function createIndexer(options: IndexerOptions) {
      * Puts the copy at `from` (made by copyTo) in place of index.db, or an empty index when
      * undefined, between steps; the next step goes on from the copy's last block (or indexes
      * the chain from the start). Whatever was cached from the old one is stale (the version
-     * moves); subscribers are not told (the caller closes them). A copy rejects on PostgreSQL.
+     * moves); subscribers are not told (the caller closes them), afterCommitTx is, of a
+     * reorg-like commit (replicas). A copy rejects on PostgreSQL.
      */
     replaceWith(from: string | undefined): Promise<void> {
       return serially(async () => {
@@ -548,6 +598,12 @@ export async function createIndexer(options: IndexerOptions) {
           await reopen();
         }
         version++;
+        // Its own subscribers are closed by the caller; a replica's are told that every vault
+        // changed (and its answer caches move on).
+        await hookAlone(
+          { vaults: new Set(vaults.keys()), transactions: [], reorg: true },
+          'the replacement',
+        );
       });
     },
     /**
@@ -555,7 +611,8 @@ export async function createIndexer(options: IndexerOptions) {
      * same database (a restore on PostgreSQL puts the sandbox's rows and the index's back in
      * one; snapshots/database.ts), run between steps, reads waiting meanwhile. Committed or
      * not, the last block is read again from the storage, what the projection keeps is
-     * forgotten and the version moves; subscribers are not told (the caller closes them).
+     * forgotten and the version moves; subscribers are not told (the caller closes them),
+     * afterCommitTx is, of a reorg-like commit once `work` committed (replicas).
      */
     replacedBy(work: () => Promise<void>): Promise<void> {
       return serially(async () => {
@@ -569,6 +626,10 @@ export async function createIndexer(options: IndexerOptions) {
           head = await storedHead().catch(() => undefined);
           version++;
         }
+        await hookAlone(
+          { vaults: new Set(vaults.keys()), transactions: [], reorg: true },
+          'the restore',
+        );
       });
     },
     missingFrom,

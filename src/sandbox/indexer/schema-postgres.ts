@@ -165,6 +165,19 @@ CREATE TABLE agent_passes (
 );
 CREATE INDEX agent_passes_by_owner ON agent_passes (owner, owner_index);
 `,
+  // 3: the commit feed (team/commit-feed.ts): one row per commit of the index, what its
+  // subscribers were told, for replicas to read after a NOTIFY or a reconnect. Not emptied with
+  // the index's tables: a replica's place in it (seq) outlives a rebuild.
+  `
+CREATE TABLE index_commits (
+  seq BIGSERIAL PRIMARY KEY,
+  block BIGINT,
+  reorg BOOLEAN NOT NULL,
+  vaults JSONB NOT NULL,
+  transactions JSONB NOT NULL,
+  at_ms BIGINT NOT NULL
+);
+`,
 ];
 
 /**

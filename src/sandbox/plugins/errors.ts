@@ -8,6 +8,15 @@ import {
   isUnreachable,
 } from '../chain/errors.ts';
 import { HttpError } from '../errors.ts';
+import { isConnectionFailure } from '../indexer/failure.ts';
+
+/** The Retry-After of a 503 for a database that cannot be reached, in seconds. */
+export const DATABASE_RETRY_AFTER_S = 2;
+
+/** What a client is told when the sandbox's database cannot be reached. */
+export function databaseUnreachableMessage(reason: string): string {
+  return `the sandbox's database cannot be reached (${reason}); retry shortly`;
+}
 
 /** Fastify's own texts, reworded to say what to do. */
 const FRIENDLIER: Record<string, string> = {
@@ -29,6 +38,15 @@ export function registerErrorHandling(app: FastifyInstance, stateDir: string): v
     if (isUnreachable(error)) {
       request.log.warn({ err: error }, 'chain unreachable');
       return reply.code(503).send({ error: new ChainUnavailableError().message });
+    }
+    // The sandbox's PostgreSQL database cannot be reached (a replica, or a writer, whose
+    // connection dropped): not a bug, and over once it is back.
+    if (isConnectionFailure(error)) {
+      request.log.warn({ err: error }, 'database unreachable');
+      return reply
+        .code(503)
+        .header('retry-after', String(DATABASE_RETRY_AFTER_S))
+        .send({ error: databaseUnreachableMessage((error as Error).message) });
     }
     if (isMissingContract(error)) {
       request.log.error({ err: error }, 'a contract is missing from the chain');

@@ -21,8 +21,10 @@ import {
 } from '../../api/schemas/index.ts';
 import { isUnreachable } from '../chain/errors.ts';
 import { DataApiError } from '../errors.ts';
+import { isConnectionFailure } from '../indexer/failure.ts';
 import type { DataQueries } from '../indexer/queries.ts';
 import { TooManyPointsError } from '../indexer/vaults.ts';
+import { databaseUnreachableMessage } from '../plugins/errors.ts';
 import type { DataCaller, DataLimitExceeded } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
 import { hashApiKey } from '../registration.ts';
@@ -129,6 +131,20 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
         }
         if (error.statusCode === 429) {
           return reply.code(429).send(new DataApiError('RATE_LIMITED', error.message).body());
+        }
+        // The sandbox's PostgreSQL database cannot be reached (an API key looked up on a
+        // replica cut off from it): the index's unavailability, over once it is back.
+        if (isConnectionFailure(error)) {
+          request.log.warn({ err: error }, 'database unreachable');
+          reply.header('retry-after', '1');
+          return reply
+            .code(DATA_ERROR_CODES.INDEX_UNAVAILABLE)
+            .send(
+              new DataApiError(
+                'INDEX_UNAVAILABLE',
+                databaseUnreachableMessage(error.message),
+              ).body(),
+            );
         }
         if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
           return reply

@@ -14,6 +14,7 @@ import type { Idempotency } from '../plugins/idempotency.ts';
 import type { RateLimitHooks } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
 import type { Store } from '../store/index.ts';
+import type { DatabaseHealth } from '../team/database-health.ts';
 
 /** The Fastify instance routes are declared on: schemas are the shared zod schemas. */
 export type App = FastifyInstance<
@@ -39,4 +40,6 @@ export interface RouteDeps {
   onboarder: Onboarder;
   /** Idempotency-Key: every write's handler is wrapped in `keys.keyed`. */
   keys: Idempotency;
+  /** Whether a sandbox kept in PostgreSQL reaches its database (/health); absent on SQLite. */
+  databaseHealth?: () => Promise<DatabaseHealth>;
 }

@@ -40,6 +40,9 @@ const types: pg.CustomTypesConfig = {
       : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
 };
 
+/** The values' parsers, for other connections to the same tables (a replica's reads). */
+export { types as postgresTypes };
+
 /**
  * `sql` with its `?` placeholders numbered ($1, $2, …); a `?` inside a string literal, a quoted
  * identifier or a `--` comment stays. Dollar-quoted strings and block comments are not
