@@ -162,6 +162,7 @@ async function failover(start: () => Promise<Started>) {
       const key = randomUUID();
       for (;;) {
         if (!writing) return;
+        const sentAt = performance.now();
         const response = await fetch(`${current.url}/api/v1/agent/vault/deposit`, {
           method: 'POST',
           headers: {
@@ -175,8 +176,9 @@ async function failover(start: () => Promise<Started>) {
         await response?.arrayBuffer().catch(() => undefined);
         if (status === 200) {
           acknowledged++;
-          const now = performance.now();
-          if (now > killedAt && firstAfterKill === undefined) firstAfterKill = now;
+          // A write sent after the kill, so answered by the new serve (an answer sent before
+          // may be read after the kill).
+          if (sentAt > killedAt && firstAfterKill === undefined) firstAfterKill = performance.now();
           break;
         }
         if (status !== undefined && status !== 503 && status !== 409) unexpected++;
