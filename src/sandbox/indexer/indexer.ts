@@ -5,13 +5,14 @@ import type { RpcClient } from '../chain/rpc.ts';
 import type { Sql, SqlTransaction } from '../store/sql.ts';
 import { IndexUnavailableError } from './failure.ts';
 import { createFollower, DeepReorgError, poll, type StepOutcome } from './follower.ts';
-import { type BlockChanges, createProjection, type VaultState } from './projection.ts';
+import { type BlockChanges, createProjection, type RawLog, type VaultState } from './projection.ts';
 import * as raw from './raw-store.ts';
 import { INDEX_SCHEMA } from './schema-postgres.ts';
 import {
   type ChainObservation,
   checksummed,
   createChainSource,
+  type Header,
   MAX_BLOCKS_PER_STEP,
 } from './source.ts';
 import { type IndexStorageOptions, openIndexStorage } from './storage.ts';
@@ -57,6 +58,8 @@ export interface IndexerOptions {
   afterCommitTx?: (tx: SqlTransaction, head: Checkpoint | undefined) => Promise<void>;
 }
 
+const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000';
+
 /** What one commit changed. After a reorg every vault counts as changed. */
 export interface IndexCommit {
   vaults: Set<string>;
@@ -97,6 +100,7 @@ export async function createIndexer(options: IndexerOptions) {
   const identity = JSON.stringify({ chainId: options.chainId, contracts: source.watched });
   const projection = createProjection({
     usdc: source.usdc,
+    protocolToken: source.protocolToken,
     registry: source.registry,
     governor: source.governor,
     agentPass: source.agentPass,
@@ -296,6 +300,23 @@ export async function createIndexer(options: IndexerOptions) {
     }
   }
 
+  /**
+   * The accounts whose ETH a block may have moved: those that sent or received one of its
+   * transactions (known where blocks are read whole: a dev chain), and those a USDC or
+   * protocol-token transfer names (an onboarding sends ETH along with them, by an internal
+   * call no transaction's `to` shows). On a chain read with eth_getLogs only the latter.
+   */
+  function accountsMoved(block: Header, logs: RawLog[]): string[] {
+    const accounts = new Set(block.accounts);
+    for (const log of logs) {
+      if (log.address !== source.usdc && log.address !== source.protocolToken) continue;
+      for (const topic of log.topics.slice(1, 3))
+        accounts.add(`0x${topic.slice(26)}`.toLowerCase());
+    }
+    accounts.delete(ZERO_ADDRESS);
+    return [...accounts];
+  }
+
   /** Indexes blocks after the checkpoint up to `target`, one committed step at a time. */
   async function step(target: number): Promise<StepOutcome> {
     const at = head;
@@ -322,9 +343,13 @@ export async function createIndexer(options: IndexerOptions) {
       logs: (events.logs.get(block.number) ?? []).sort((a, b) => a.logIndex - b.logIndex),
       failed: events.failed.get(block.number) ?? [],
     }));
+    const balances = await source.balancesAt(
+      sourced.map(({ block, logs }) => ({ block, accounts: accountsMoved(block, logs) })),
+    );
     const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
     await inTransaction(async (tx) => {
       await raw.addBlocks(tx, sourced);
+      await raw.addEthBalances(tx, balances);
       for (const { block, logs, failed } of sourced) {
         if (logs.length === 0 && failed.length === 0) continue;
         const changed: BlockChanges = await projection.applyBlock(tx, block, logs, failed);

@@ -165,6 +165,26 @@ CREATE TABLE agent_passes (
 );
 CREATE INDEX agent_passes_by_owner ON agent_passes (owner, owner_index);
 `,
+  // 3: the wallet's balances answered from the index (ETH read per touched account, USDC's and
+  // AGNT's from every Transfer, not only a vault's). The logs indexed before lack the other
+  // transfers: every table is emptied and the chain indexed again.
+  // (Branch wt-wal25; wt-rep25 adds index_commits at the same time: renumbered on merge.)
+  `
+TRUNCATE blocks, logs, failed_calls, vault_corrections, vaults, vault_states, transactions,
+  positions, strategies, proposals, votes, agent_passes, index_meta;
+CREATE TABLE eth_balances (
+  address ${TEXT} NOT NULL,
+  block_number BIGINT NOT NULL,
+  balance ${AMOUNT} NOT NULL,
+  PRIMARY KEY (address, block_number)
+);
+CREATE TABLE token_balances (
+  token ${TEXT} NOT NULL,
+  address ${TEXT} NOT NULL,
+  balance ${AMOUNT} NOT NULL,
+  PRIMARY KEY (token, address)
+);
+`,
 ];
 
 /** Every table of the index's schema, emptied together when it starts afresh. */
@@ -181,6 +201,8 @@ const INDEX_TABLES = [
   'proposals',
   'votes',
   'agent_passes',
+  'eth_balances',
+  'token_balances',
 ];
 
 /** Not the store's (migrations-postgres.ts): the index migrates apart from the store. */
