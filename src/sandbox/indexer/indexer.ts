@@ -59,6 +59,11 @@ export interface IndexerOptions {
 }
 
 const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000';
+/**
+ * At most this many accounts' ETH is read back at one checkpoint (inside its exclusive
+ * section, where no block is made): the accounts the index knows, in turn.
+ */
+export const ACCOUNTS_PER_OBSERVATION = 256;
 
 /** What one commit changed. After a reorg every vault counts as changed. */
 export interface IndexCommit {
@@ -449,6 +454,7 @@ export async function createIndexer(options: IndexerOptions) {
       // A failed index is being rebuilt from the chain, which holds the vaults' state anyway.
       if (closed || failure) return;
       try {
+        await correctAccounts(observed);
         await correctFrom(observed, corrected);
       } catch (error) {
         if (storage.isDamage(error)) throw new IndexUnavailableError(fail(error));
@@ -456,6 +462,65 @@ export async function createIndexer(options: IndexerOptions) {
       }
     });
     return corrected;
+  }
+
+  /** The last account observed: the next observation goes on after it. */
+  let observedUpTo = '';
+
+  /**
+   * Each vault's state on the chain at block `at` (source.ts observe), and the ETH of the next
+   * ACCOUNTS_PER_OBSERVATION accounts the index knows, in turn (a change outside transactions,
+   * anvil_setBalance over the RPC URL, is seen by a later checkpoint when there are more).
+   */
+  async function observe(at: { number: number; hash: Hash }): Promise<ChainObservation> {
+    const observed = await source.observe(at);
+    if (closed || failure) return observed;
+    const next = (after: string) =>
+      query((sql) =>
+        sql.all<{ address: string }>(
+          'SELECT DISTINCT address FROM eth_balances WHERE address > ? ORDER BY address LIMIT ?',
+          after,
+          ACCOUNTS_PER_OBSERVATION,
+        ),
+      );
+    try {
+      let rows = await next(observedUpTo);
+      if (rows.length === 0 && observedUpTo !== '') rows = await next('');
+      const accounts = rows.map((row) => row.address);
+      observedUpTo = accounts.at(-1) ?? '';
+      const balances = await source.balancesAt([{ block: at, accounts }]);
+      return { ...observed, accounts: balances.get(at.number) ?? new Map() };
+    } catch (error) {
+      // The vaults' observation stands: the accounts wait for the next checkpoint.
+      options.log.warn(`the accounts' ETH was not observed: ${(error as Error).message}`);
+      return observed;
+    }
+  }
+
+  /**
+   * Where an observed account's ETH differs from the index's at that block (anvil_setBalance
+   * over the RPC URL: no transaction tells of it), records the chain's as a reading at the
+   * block. Readings of later blocks, read from the chain after the change, stand.
+   */
+  async function correctAccounts(observed: ChainObservation): Promise<void> {
+    const at = head;
+    const { number } = observed.block;
+    if (!at || !observed.accounts || observed.accounts.size === 0) return;
+    if ((await raw.hashAt(storage.sql, number)) !== observed.block.hash) return;
+    const differing = new Map<string, bigint>();
+    for (const [account, balance] of observed.accounts) {
+      const indexed = (await raw.ethBalanceAt(storage.sql, account, number)) ?? 0n;
+      if (indexed === balance) continue;
+      differing.set(account, balance);
+      options.log.warn(
+        `account ${checksummed(account)} at block ${number}: the index had ${indexed} wei, the chain ${balance} (changed outside transactions, as anvil_setBalance over the RPC URL does?); the index now holds the chain's`,
+      );
+    }
+    if (differing.size === 0) return;
+    await inTransaction(async (tx) => {
+      await raw.addEthBalances(tx, new Map([[number, differing]]));
+      return at;
+    });
   }
 
   async function correctFrom(observed: ChainObservation, corrected: string[]): Promise<void> {
@@ -536,8 +601,8 @@ export async function createIndexer(options: IndexerOptions) {
     failure: (): string | undefined => failure?.reason,
     vaults,
     syncTo,
-    /** Each vault's state on the chain at block `at` (see source.ts), for reconcile(). */
-    observe: source.observe,
+    /** Each vault's state and some accounts' ETH on the chain at block `at`, for reconcile(). */
+    observe,
     reconcile,
     /** Rebuilds the index from the chain now, if it has failed (the poll does it otherwise). */
     rebuild,

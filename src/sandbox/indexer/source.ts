@@ -44,6 +44,8 @@ export type VaultId = (typeof VAULT_IDS)[number];
 export interface ChainObservation {
   block: { number: number; hash: Hash };
   states: Map<string, VaultState>;
+  /** Some accounts' ETH then (indexer.ts observe: a bounded number at a time, in turn). */
+  accounts?: Map<string, bigint>;
 }
 
 interface RpcReceipt {

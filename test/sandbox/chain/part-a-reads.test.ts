@@ -1,7 +1,8 @@
-import { type Address, createWalletClient, formatEther, http, parseEther } from 'viem';
+import { type Address, createWalletClient, formatEther, http, parseEther, toHex } from 'viem';
 import { describe, expect, it } from 'vitest';
 import { agentPassesOf, balancesOf } from '../../../src/sandbox/chain/agent-wallets.ts';
 import { activeProposals } from '../../../src/sandbox/chain/governance.ts';
+import { createRpcClient } from '../../../src/sandbox/chain/rpc.ts';
 import { strategiesOf, totalStrategies } from '../../../src/sandbox/chain/strategies.ts';
 import {
   formatUsdc,
@@ -236,6 +237,20 @@ describe("the wallet's balances from the index", () => {
     expect(checkpoint.statusCode, checkpoint.body).toBe(200);
     const received = await expectBalancesOnChain(agent);
     expect(received.eth).toBe(deposited.eth + parseEther('0.002'));
+
+    // Its ETH set outside any transaction: the next checkpoint reads it back (a block after
+    // the change, for the checkpoint to hold something new).
+    await createRpcClient(sandbox.chain.rpcUrl).call('anvil_setBalance', [
+      agent.agentAddress,
+      toHex(parseEther('7')),
+    ]);
+    const other = await admin(sandbox.app, 'POST', '/sandbox/fund', {
+      address: newAccount().address,
+      eth: 0.01,
+    });
+    expect(other.statusCode, other.body).toBe(200);
+    expect((await admin(sandbox.app, 'POST', '/sandbox/checkpoint')).statusCode).toBe(200);
+    expect((await expectBalancesOnChain(agent)).eth).toBe(parseEther('7'));
 
     // The index started afresh and rebuilt from the chain answers the same.
     const indexer = sandbox.runtime.parts.indexer();
