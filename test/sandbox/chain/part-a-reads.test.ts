@@ -261,3 +261,49 @@ describe("the wallet's balances from the index", () => {
     await expectBalancesOnChain(agent);
   });
 });
+
+describe("a wallet's readiness from the database", () => {
+  it('waits while the onboarding outbox holds the agent, whichever process funds it (as a replica would)', async () => {
+    const agent = await chainAgent(sandbox);
+    const agentId: string = agent.body.agent_id;
+    // The agent queued as another process's registration leaves it: this onboarder, which
+    // funds what it queued itself, knows nothing of it.
+    await sandbox.store.transaction((tx) =>
+      tx.onboarding.enqueue({
+        agent_id: agentId,
+        agent_address: agent.agentAddress,
+        registered_wallet: agent.account.address,
+        queued_at: sandbox.clock.nowSeconds() * 1000,
+      }),
+    );
+    const { onboarding } = sandbox.store;
+    const isWaiting = onboarding.isWaiting;
+    let looks = 0;
+    let lookedOften = () => {};
+    const looked = new Promise<void>((resolve) => {
+      lookedOften = resolve;
+    });
+    // Counts the waits' looks at the outbox: each of the two requests looks twice at least.
+    onboarding.isWaiting = async (id) => {
+      const waiting = await isWaiting(id);
+      if (++looks === 4) lookedOften();
+      return waiting;
+    };
+    try {
+      let answered = 0;
+      const requests = [
+        get('/api/v1/agent/wallet', agent.apiKey),
+        post('/api/v1/nfts', { wallet_address: agent.account.address }),
+      ].map((request) => request.finally(() => answered++));
+      await looked;
+      expect(answered).toBe(0);
+      // Funded: the row goes (in the commit that logs the funding block, on a writer).
+      await sandbox.store.transaction((tx) => tx.onboarding.remove([agentId]));
+      for (const response of await Promise.all(requests)) {
+        expect(response.statusCode, response.body).toBe(200);
+      }
+    } finally {
+      onboarding.isWaiting = isWaiting;
+    }
+  });
+});
