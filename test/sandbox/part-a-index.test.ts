@@ -405,7 +405,7 @@ describe.each([
 });
 
 describe('Part A reads from an index of a chain read with eth_getLogs', () => {
-  it("reads a strategy's description from its transaction, which the logs do not carry", async () => {
+  it("reads a strategy's description from its transaction, and known accounts' ETH after each step, which the logs do not carry", async () => {
     const untouched = await rpc.call<Hex>('evm_snapshot');
     const storage = sqlite();
     // A finality depth: blocks come from eth_getLogs, not from whole blocks and receipts.
@@ -439,6 +439,23 @@ describe('Part A reads from an index of a chain read with eth_getLogs', () => {
       );
       expect(indexed).toEqual(await strategiesOf(chainViews(), treasury.address));
       expect(indexed.at(-1)?.description).toBe('Described in its submit call alone');
+
+      // An account the index knows (from a USDC mint) gets ETH plainly: no log tells of
+      // it, and blocks are not read whole here; the known accounts are read after each step.
+      const someone = `0x${'7a'.repeat(20)}` as Address;
+      await send(treasury, deployment.usdc, MockUSDC.abi as Abi, 'mint', [someone, 1n]);
+      await mine();
+      await index.syncTo();
+      await sendEth(treasury, someone, 10n ** 15n);
+      await mine();
+      await index.syncTo();
+      const head = index.checkpoint()?.number ?? 0;
+      expect(await index.query((sql) => indexedBalances(sql, deployment, head, someone))).toEqual({
+        eth: await publicClient().getBalance({ address: someone, blockNumber: BigInt(head) }),
+        usdc: 1n,
+        tokens: 0n,
+      });
+      expect(head).toBeGreaterThan(0);
     } finally {
       await index.close();
       await storage.stop();

@@ -348,9 +348,17 @@ export async function createIndexer(options: IndexerOptions) {
       logs: (events.logs.get(block.number) ?? []).sort((a, b) => a.logIndex - b.logIndex),
       failed: events.failed.get(block.number) ?? [],
     }));
-    const balances = await source.balancesAt(
-      sourced.map(({ block, logs }) => ({ block, accounts: accountsMoved(block, logs) })),
-    );
+    const reads = sourced.map(({ block, logs }) => ({
+      block,
+      accounts: accountsMoved(block, logs),
+    }));
+    const last = reads.at(-1);
+    if (finality > 0 && last) {
+      // Blocks are not read whole here (no transactions' senders): gas and plain transfers
+      // are seen by reading the accounts the index knows, in turn, after the step's last block.
+      last.accounts = [...new Set([...last.accounts, ...(await nextKnownAccounts())])];
+    }
+    const balances = await source.balancesAt(reads);
     const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
     await inTransaction(async (tx) => {
       await raw.addBlocks(tx, sourced);
@@ -467,6 +475,21 @@ export async function createIndexer(options: IndexerOptions) {
   /** The last account observed: the next observation goes on after it. */
   let observedUpTo = '';
 
+  /** The next ACCOUNTS_PER_OBSERVATION accounts whose ETH the index holds, in turn. */
+  async function nextKnownAccounts(): Promise<string[]> {
+    const next = (after: string) =>
+      storage.sql.all<{ address: string }>(
+        'SELECT DISTINCT address FROM eth_balances WHERE address > ? ORDER BY address LIMIT ?',
+        after,
+        ACCOUNTS_PER_OBSERVATION,
+      );
+    let rows = await next(observedUpTo);
+    if (rows.length === 0 && observedUpTo !== '') rows = await next('');
+    const accounts = rows.map((row) => row.address);
+    observedUpTo = accounts.at(-1) ?? '';
+    return accounts;
+  }
+
   /**
    * Each vault's state on the chain at block `at` (source.ts observe), and the ETH of the next
    * ACCOUNTS_PER_OBSERVATION accounts the index knows, in turn (a change outside transactions,
@@ -475,19 +498,8 @@ export async function createIndexer(options: IndexerOptions) {
   async function observe(at: { number: number; hash: Hash }): Promise<ChainObservation> {
     const observed = await source.observe(at);
     if (closed || failure) return observed;
-    const next = (after: string) =>
-      query((sql) =>
-        sql.all<{ address: string }>(
-          'SELECT DISTINCT address FROM eth_balances WHERE address > ? ORDER BY address LIMIT ?',
-          after,
-          ACCOUNTS_PER_OBSERVATION,
-        ),
-      );
     try {
-      let rows = await next(observedUpTo);
-      if (rows.length === 0 && observedUpTo !== '') rows = await next('');
-      const accounts = rows.map((row) => row.address);
-      observedUpTo = accounts.at(-1) ?? '';
+      const accounts = await nextKnownAccounts();
       const balances = await source.balancesAt([{ block: at, accounts }]);
       return { ...observed, accounts: balances.get(at.number) ?? new Map() };
     } catch (error) {
