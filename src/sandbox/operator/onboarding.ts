@@ -127,12 +127,10 @@ export function createOnboarder(deps: {
         throw new HttpError(503, "this agent's wallet is still being funded; try again shortly");
       }
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        entry?.done,
-        new Promise((resolve) => {
-          timer = setTimeout(resolve, entry ? left : Math.min(left, READY_POLL_MS));
-        }),
-      ]).finally(() => clearTimeout(timer));
+      const pause = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, entry ? left : Math.min(left, READY_POLL_MS));
+      });
+      await Promise.race(entry ? [entry.done, pause] : [pause]).finally(() => clearTimeout(timer));
       if (entry && waiting.get(agentId) !== entry) return;
     }
   }
