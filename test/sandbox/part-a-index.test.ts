@@ -464,6 +464,41 @@ describe('Part A reads from an index of a chain read with eth_getLogs', () => {
   });
 });
 
+describe('an index rebuilt from the start of a chain that no longer keeps old states', () => {
+  it("holds each account's ETH as the chain does at its head", async () => {
+    const untouched = await rpc.call<Hex>('evm_snapshot');
+    const storage = sqlite();
+    const someone = `0x${'3c'.repeat(20)}` as Address;
+    let index: Indexer | undefined;
+    try {
+      await sendEth(treasury, someone, 10n ** 15n);
+      await sendEth(holder, someone, 2n * 10n ** 15n);
+      // anvil keeps the states of the last 64 blocks only (--prune-history 64).
+      for (let i = 0; i < 80; i++) await mine(1);
+      index = await createIndexer({
+        storage: await storage.start(),
+        rpc,
+        chainId: CHAIN_ID,
+        deployment,
+        log: { warn: () => {}, error: () => {} },
+      });
+      await index.syncTo();
+      const head = index.checkpoint()?.number ?? 0;
+      expect(head).toBe(Number((await latest()).number));
+      for (const account of [someone, treasury.address, holder.address]) {
+        const indexed = await (index as Indexer).query((sql) =>
+          indexedBalances(sql, deployment, head, account),
+        );
+        expect(indexed.eth).toBe(await publicClient().getBalance({ address: account }));
+      }
+    } finally {
+      await index?.close();
+      await storage.stop();
+      await rpc.call('evm_revert', [untouched]);
+    }
+  });
+});
+
 describe('an index on PostgreSQL made before Part A was indexed (schema version 1)', () => {
   it('is emptied by the migration and indexed again from the chain, proposals and all', async () => {
     const database = await freshDatabase();
