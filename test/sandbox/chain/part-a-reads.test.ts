@@ -10,6 +10,7 @@ import {
   positionsOf,
   totalDeposited,
 } from '../../../src/sandbox/chain/vaults.ts';
+import { createKeyring, readMnemonic } from '../../../src/sandbox/chain/wallets.ts';
 import { call, chainAgent, useChainSandbox } from '../../helpers/chain.ts';
 import { admin, newAccount, type TestSandbox } from '../../helpers/sandbox.ts';
 
@@ -237,6 +238,22 @@ describe("the wallet's balances from the index", () => {
     expect(checkpoint.statusCode, checkpoint.body).toBe(200);
     const received = await expectBalancesOnChain(agent);
     expect(received.eth).toBe(deposited.eth + parseEther('0.002'));
+
+    // The agent's own key sends ETH over the RPC URL (its gas and value, no event): logged and
+    // indexed by the next checkpoint.
+    const row = await sandbox.store.agents.findByAgentAddress(agent.agentAddress);
+    const own = createKeyring(readMnemonic(sandbox.dir) ?? '')(row?.wallet_index ?? -1);
+    expect(own.address).toBe(agent.agentAddress);
+    const agentWallet = createWalletClient({ account: own, transport: http(sandbox.chain.rpcUrl) });
+    await agentWallet.sendTransaction({
+      to: someone.address,
+      value: parseEther('0.001'),
+      chain: null,
+    });
+    expect((await admin(sandbox.app, 'POST', '/sandbox/checkpoint')).statusCode).toBe(200);
+    const sent = await expectBalancesOnChain(agent);
+    // The value and the gas.
+    expect(sent.eth).toBeLessThan(received.eth - parseEther('0.001'));
 
     // Its ETH set outside any transaction: the next checkpoint reads it back (a block after
     // the change, for the checkpoint to hold something new).
