@@ -400,8 +400,12 @@ export async function createIndexer(options: IndexerOptions) {
     }
   }
 
-  /** Not counted as lost vault transactions: the governor's and AgentPass's logs. */
-  const witnessApart = [source.governor, source.agentPass];
+  /**
+   * Not counted as lost vault transactions: the governor's and AgentPass's logs, and the
+   * tokens' (a deposit's USDC transfer has its vault's own log; the others, read for the
+   * wallets' balances, were never counted).
+   */
+  const witnessApart = [source.governor, source.agentPass, source.usdc, source.protocolToken];
 
   async function compareWith(chainHead: {
     number: number;
