@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startAnvil } from '../../src/sandbox/chain/anvil.ts';
+import { createRpcClient } from '../../src/sandbox/chain/rpc.ts';
 import { createTestSandbox, registeredAgent, type TestSandbox } from '../helpers/sandbox.ts';
 
 let sandbox: TestSandbox;
@@ -97,31 +102,41 @@ describe('error bodies', () => {
 });
 
 describe('a chain without the contracts', () => {
-  // Part A's reads of vaults, positions and proposals come from the index (what the chain's
-  // events said); the wallet's balances are read on the chain, from its token contracts.
-  it('answers reads with 503 and says what is wrong, not 500', async () => {
-    const { apiKey } = await registeredAgent(sandbox.app);
-    const wallet = () =>
-      sandbox.app.inject({
-        method: 'GET',
-        url: '/api/v1/agent/wallet',
-        headers: { 'x-api-key': apiKey },
-      });
-    // Once the wallet is funded (with USDC among others), the token's code goes.
-    expect((await wallet()).statusCode).toBe(200);
-    const usdc = sandbox.chain.deployment.usdc;
-    await fetch(sandbox.chain.rpcUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'anvil_setCode',
-        params: [usdc, '0x'],
-      }),
-    });
-    const response = await wallet();
-    expect(response.statusCode).toBe(503);
-    expect(response.json()).toEqual({ error: expect.stringContaining('contracts are missing') });
+  // Every read of Part A comes from the index (what the chain's events said), which keeps what
+  // it knows when a contract's code goes; writes still call the contracts. On the sandbox's
+  // own chain a contract gone is repaired (the chain is restored from its log); on a node of
+  // its own (serve --rpc-url, reset under the sandbox) the write is answered 503 with what is
+  // wrong, not 500.
+  it('answers a write with 503 and says what is wrong, not 500', async () => {
+    const nodeDir = mkdtempSync(join(tmpdir(), 'agentctl-errors-node-'));
+    const node = await startAnvil({ stateDir: nodeDir, mining: 'auto' });
+    let remote: TestSandbox | undefined;
+    try {
+      remote = await createTestSandbox({ rpcUrl: node.rpcUrl });
+      const { apiKey } = await registeredAgent(remote.app);
+      const deposit = () =>
+        (remote as TestSandbox).app.inject({
+          method: 'POST',
+          url: '/api/v1/agent/vault/deposit',
+          headers: { 'x-api-key': apiKey },
+          payload: { vault_id: 'moderate', amount_usdc: 10 },
+        });
+      // Once the agent is funded, the vault's code goes.
+      expect(
+        (await remote.app.inject({ url: '/api/v1/agent/wallet', headers: { 'x-api-key': apiKey } }))
+          .statusCode,
+      ).toBe(200);
+      await createRpcClient(node.rpcUrl).call('anvil_setCode', [
+        remote.chain.deployment.vaults.moderate,
+        '0x',
+      ]);
+      const response = await deposit();
+      expect(response.json()).toEqual({ error: expect.stringContaining('contracts are missing') });
+      expect(response.statusCode).toBe(503);
+    } finally {
+      await remote?.close();
+      await node.stop();
+      rmSync(nodeDir, { recursive: true, force: true });
+    }
   });
 });

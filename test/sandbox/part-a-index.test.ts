@@ -16,7 +16,7 @@ import {
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHAIN_ID, VAULT_IDS } from '../../src/api/schemas/index.ts';
-import { agentPassesOf } from '../../src/sandbox/chain/agent-wallets.ts';
+import { agentPassesOf, balancesOf } from '../../src/sandbox/chain/agent-wallets.ts';
 import { type AnvilProcess, startAnvil } from '../../src/sandbox/chain/anvil.ts';
 import {
   AgentGovernor,
@@ -42,6 +42,7 @@ import { createIndexer, type Indexer } from '../../src/sandbox/indexer/indexer.t
 import {
   indexedActiveProposals,
   indexedAgentPassesOf,
+  indexedBalances,
   indexedPositions,
   indexedStrategiesOf,
   indexedStrategyCount,
@@ -115,6 +116,15 @@ async function send(
   if (receipt.status !== 'success') throw new Error(`${functionName} reverted`);
 }
 
+/** A plain ETH transfer (no event tells of it), mined in a block of its own. */
+async function sendEth(from: typeof treasury, to: Address, value: bigint): Promise<void> {
+  const wallet = createWalletClient({ account: from, transport: http(anvil.rpcUrl) });
+  const hash = await wallet.sendTransaction({ to, value, chain: null });
+  await mine(12);
+  const receipt = await publicClient().getTransactionReceipt({ hash });
+  if (receipt.status !== 'success') throw new Error('the transfer reverted');
+}
+
 /** The chain's views, as the routes read them before: what the index must answer. */
 function chainViews(): SandboxChain {
   let now = 0;
@@ -174,6 +184,7 @@ describe.each([
           strategies: await indexedStrategiesOf(sql, deployment, owner),
           strategyCount: await indexedStrategyCount(sql, owner),
           votes: await indexedVotesCastBy(sql, owner),
+          balances: await indexedBalances(sql, deployment, index.checkpoint()?.number ?? 0, owner),
         })),
       ),
     }));
@@ -198,6 +209,11 @@ describe.each([
           })),
           strategyCount: Number(await strategyCountOf(chain, owner)),
           votes: Number(await votesCastBy(chain, owner)),
+          balances: await balancesOf(chain, owner).then(({ eth, usdc, tokens }) => ({
+            eth,
+            usdc,
+            tokens,
+          })),
         })),
       ),
     };
@@ -293,6 +309,14 @@ describe.each([
       1_234_567_890n,
       treasury.address,
     ]);
+    // Balances: ETH sent plainly (gas and value, which no event tells of), the protocol token
+    // and USDC moved between accounts.
+    await sendEth(treasury, stranger, 10n ** 15n);
+    await send(treasury, deployment.protocol_token, ProtocolToken.abi as Abi, 'transfer', [
+      holder.address,
+      3n * 10n ** 17n,
+    ]);
+    await send(treasury, deployment.usdc, MockUSDC.abi as Abi, 'transfer', [stranger, 4_321n]);
     // Time passes: the vault's yield accrues in both answers alike.
     await mine(86_400);
     await synced();
@@ -314,6 +338,8 @@ describe.each([
     });
     expect(indexed.owners[0]?.positions.positions.map((p) => p.vault_id)).toEqual(['moderate']);
     expect(indexed.owners[0]?.votes).toBe(2);
+    expect(indexed.owners[2]?.balances).toEqual({ eth: 10n ** 15n, usdc: 4_321n, tokens: 0n });
+    expect(indexed.owners[1]?.balances.tokens).toBeGreaterThanOrEqual(3n * 10n ** 17n);
   });
 
   it('answers the same after a reorg as the new chain does, and as before on the same chain', async () => {
@@ -344,16 +370,21 @@ describe.each([
       1_000_000n,
       treasury.address,
     ]);
+    await sendEth(holder, stranger, 10n ** 15n);
+    await send(treasury, deployment.usdc, MockUSDC.abi as Abi, 'transfer', [stranger, 1n]);
     await synced();
     const branch = await fromIndex();
     expect(branch.proposals.length).toBe(before.proposals.length + 1);
     expect(branch.owners[2]?.passes.length).toBe(2);
+    expect(branch.owners[2]?.balances.eth).toBe(2n * 10n ** 15n);
+    expect(branch.owners[2]?.balances.usdc).toBe(4_322n);
 
     // The chain goes back to the fork and makes blocks with nothing in them: the index rolls
     // its raw rows back to the fork and derives every table again.
     await rpc.call('evm_revert', [fork]);
     const at = await latest();
-    for (let i = 1; i <= 5; i++) {
+    // More blocks than the branch made: the new chain is the longer one.
+    for (let i = 1; i <= 8; i++) {
       await rpc.call('evm_mine', [{ timestamp: Number(at.timestamp) + 20 * i }]);
     }
     warnings.length = 0;
@@ -374,7 +405,7 @@ describe.each([
 });
 
 describe('Part A reads from an index of a chain read with eth_getLogs', () => {
-  it("reads a strategy's description from its transaction, which the logs do not carry", async () => {
+  it("reads a strategy's description from its transaction, and known accounts' ETH after each step, which the logs do not carry", async () => {
     const untouched = await rpc.call<Hex>('evm_snapshot');
     const storage = sqlite();
     // A finality depth: blocks come from eth_getLogs, not from whole blocks and receipts.
@@ -408,8 +439,60 @@ describe('Part A reads from an index of a chain read with eth_getLogs', () => {
       );
       expect(indexed).toEqual(await strategiesOf(chainViews(), treasury.address));
       expect(indexed.at(-1)?.description).toBe('Described in its submit call alone');
+
+      // An account the index knows (from a USDC mint) gets ETH plainly: no log tells of
+      // it, and blocks are not read whole here; the known accounts are read after each step.
+      const someone = `0x${'7a'.repeat(20)}` as Address;
+      await send(treasury, deployment.usdc, MockUSDC.abi as Abi, 'mint', [someone, 1n]);
+      await mine();
+      await index.syncTo();
+      await sendEth(treasury, someone, 10n ** 15n);
+      await mine();
+      await index.syncTo();
+      const head = index.checkpoint()?.number ?? 0;
+      expect(await index.query((sql) => indexedBalances(sql, deployment, head, someone))).toEqual({
+        eth: await publicClient().getBalance({ address: someone, blockNumber: BigInt(head) }),
+        usdc: 1n,
+        tokens: 0n,
+      });
+      expect(head).toBeGreaterThan(0);
     } finally {
       await index.close();
+      await storage.stop();
+      await rpc.call('evm_revert', [untouched]);
+    }
+  });
+});
+
+describe('an index rebuilt from the start of a chain that no longer keeps old states', () => {
+  it("holds each account's ETH as the chain does at its head", async () => {
+    const untouched = await rpc.call<Hex>('evm_snapshot');
+    const storage = sqlite();
+    const someone = `0x${'3c'.repeat(20)}` as Address;
+    let index: Indexer | undefined;
+    try {
+      await sendEth(treasury, someone, 10n ** 15n);
+      await sendEth(holder, someone, 2n * 10n ** 15n);
+      // anvil keeps the states of the last 64 blocks only (--prune-history 64).
+      for (let i = 0; i < 80; i++) await mine(1);
+      index = await createIndexer({
+        storage: await storage.start(),
+        rpc,
+        chainId: CHAIN_ID,
+        deployment,
+        log: { warn: () => {}, error: () => {} },
+      });
+      await index.syncTo();
+      const head = index.checkpoint()?.number ?? 0;
+      expect(head).toBe(Number((await latest()).number));
+      for (const account of [someone, treasury.address, holder.address]) {
+        const indexed = await (index as Indexer).query((sql) =>
+          indexedBalances(sql, deployment, head, account),
+        );
+        expect(indexed.eth).toBe(await publicClient().getBalance({ address: account }));
+      }
+    } finally {
+      await index?.close();
       await storage.stop();
       await rpc.call('evm_revert', [untouched]);
     }

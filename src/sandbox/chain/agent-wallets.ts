@@ -10,7 +10,7 @@ export { AGENT_FUNDING } from './deployment.ts';
 export const FAUCET_DRIP_WEI = parseEther('0.1');
 
 /** Below this a wallet is reported as having no gas: about 20 simple transactions. */
-const GAS_THRESHOLD_WEI = parseEther('0.001');
+export const GAS_THRESHOLD_WEI = parseEther('0.001');
 
 /** ETH, USDC and protocol-token balances of a wallet, read onchain. */
 export async function balancesOf(chain: SandboxChain, address: Address) {

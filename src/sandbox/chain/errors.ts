@@ -30,6 +30,8 @@ export class TransactionFailedError extends HttpError {
   static from(label: string, error: unknown, txHash?: string): HttpError {
     if (error instanceof HttpError) return error;
     if (isUnreachable(error)) return new ChainUnavailableError();
+    // A contract with no code (a reset node) is what is wrong, not the transaction.
+    if (isMissingContract(error)) return new ContractsMissingError();
     if (error instanceof RpcError && STALE_NONCE.test(error.message)) {
       return new StaleNonceError(label, error.message);
     }

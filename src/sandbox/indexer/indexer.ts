@@ -5,13 +5,14 @@ import type { RpcClient } from '../chain/rpc.ts';
 import type { Sql, SqlTransaction } from '../store/sql.ts';
 import { IndexUnavailableError } from './failure.ts';
 import { createFollower, DeepReorgError, poll, type StepOutcome } from './follower.ts';
-import { type BlockChanges, createProjection, type VaultState } from './projection.ts';
+import { type BlockChanges, createProjection, type RawLog, type VaultState } from './projection.ts';
 import * as raw from './raw-store.ts';
 import { INDEX_SCHEMA } from './schema-postgres.ts';
 import {
   type ChainObservation,
   checksummed,
   createChainSource,
+  type Header,
   MAX_BLOCKS_PER_STEP,
 } from './source.ts';
 import { type IndexStorageOptions, openIndexStorage } from './storage.ts';
@@ -63,6 +64,13 @@ export interface IndexerOptions {
   ) => Promise<void>;
 }
 
+const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000';
+/**
+ * At most this many accounts' ETH is read back at one checkpoint (inside its exclusive
+ * section, where no block is made): the accounts the index knows, in turn.
+ */
+export const ACCOUNTS_PER_OBSERVATION = 256;
+
 /** What one commit changed. After a reorg every vault counts as changed. */
 export interface IndexCommit {
   vaults: Set<string>;
@@ -110,6 +118,7 @@ export async function createIndexer(options: IndexerOptions) {
   const identity = JSON.stringify({ chainId: options.chainId, contracts: source.watched });
   const projection = createProjection({
     usdc: source.usdc,
+    protocolToken: source.protocolToken,
     registry: source.registry,
     governor: source.governor,
     agentPass: source.agentPass,
@@ -339,6 +348,23 @@ export async function createIndexer(options: IndexerOptions) {
     }
   }
 
+  /**
+   * The accounts whose ETH a block may have moved: those that sent or received one of its
+   * transactions (known where blocks are read whole: a dev chain), and those a USDC or
+   * protocol-token transfer names (an onboarding sends ETH along with them, by an internal
+   * call no transaction's `to` shows). On a chain read with eth_getLogs only the latter.
+   */
+  function accountsMoved(block: Header, logs: RawLog[]): string[] {
+    const accounts = new Set(block.accounts);
+    for (const log of logs) {
+      if (log.address !== source.usdc && log.address !== source.protocolToken) continue;
+      for (const topic of log.topics.slice(1, 3))
+        accounts.add(`0x${topic.slice(26)}`.toLowerCase());
+    }
+    accounts.delete(ZERO_ADDRESS);
+    return [...accounts];
+  }
+
   /** Indexes blocks after the checkpoint up to `target`, one committed step at a time. */
   async function step(target: number): Promise<StepOutcome> {
     const at = head;
@@ -365,10 +391,22 @@ export async function createIndexer(options: IndexerOptions) {
       logs: (events.logs.get(block.number) ?? []).sort((a, b) => a.logIndex - b.logIndex),
       failed: events.failed.get(block.number) ?? [],
     }));
+    const reads = sourced.map(({ block, logs }) => ({
+      block,
+      accounts: accountsMoved(block, logs),
+    }));
+    const last = reads.at(-1);
+    if (finality > 0 && last) {
+      // Blocks are not read whole here (no transactions' senders): gas and plain transfers
+      // are seen by reading the accounts the index knows, in turn, after the step's last block.
+      last.accounts = [...new Set([...last.accounts, ...(await nextKnownAccounts())])];
+    }
+    const balances = await source.balancesAt(reads);
     const changes: IndexCommit = { vaults: new Set(), transactions: [], reorg: false };
     await inTransaction(
       async (tx) => {
         await raw.addBlocks(tx, sourced);
+        await raw.addEthBalances(tx, balances);
         for (const { block, logs, failed } of sourced) {
           if (logs.length === 0 && failed.length === 0) continue;
           const changed: BlockChanges = await projection.applyBlock(tx, block, logs, failed);
@@ -408,8 +446,12 @@ export async function createIndexer(options: IndexerOptions) {
     }
   }
 
-  /** Not counted as lost vault transactions: the governor's and AgentPass's logs. */
-  const witnessApart = [source.governor, source.agentPass];
+  /**
+   * Not counted as lost vault transactions: the governor's and AgentPass's logs, and the
+   * tokens' (a deposit's USDC transfer has its vault's own log; the others, read for the
+   * wallets' balances, were never counted).
+   */
+  const witnessApart = [source.governor, source.agentPass, source.usdc, source.protocolToken];
 
   async function compareWith(chainHead: {
     number: number;
@@ -470,6 +512,7 @@ export async function createIndexer(options: IndexerOptions) {
       // A failed index is being rebuilt from the chain, which holds the vaults' state anyway.
       if (closed || failure) return;
       try {
+        await correctAccounts(observed);
         await correctFrom(observed, corrected);
       } catch (error) {
         if (storage.isDamage(error)) throw new IndexUnavailableError(fail(error));
@@ -477,6 +520,73 @@ export async function createIndexer(options: IndexerOptions) {
       }
     });
     return corrected;
+  }
+
+  /** The last account observed: the next observation goes on after it. */
+  let observedUpTo = '';
+
+  /** The next ACCOUNTS_PER_OBSERVATION accounts whose ETH the index holds, in turn. */
+  async function nextKnownAccounts(): Promise<string[]> {
+    const next = (after: string) =>
+      storage.sql.all<{ address: string }>(
+        'SELECT DISTINCT address FROM eth_balances WHERE address > ? ORDER BY address LIMIT ?',
+        after,
+        ACCOUNTS_PER_OBSERVATION,
+      );
+    let rows = await next(observedUpTo);
+    if (rows.length === 0 && observedUpTo !== '') rows = await next('');
+    const accounts = rows.map((row) => row.address);
+    observedUpTo = accounts.at(-1) ?? '';
+    return accounts;
+  }
+
+  /**
+   * Each vault's state on the chain at block `at` (source.ts observe), and the ETH of the next
+   * ACCOUNTS_PER_OBSERVATION accounts the index knows, in turn (a change outside transactions,
+   * anvil_setBalance over the RPC URL, is seen by a later checkpoint when there are more).
+   */
+  async function observe(at: { number: number; hash: Hash }): Promise<ChainObservation> {
+    const observed = await source.observe(at);
+    if (closed || failure) return observed;
+    try {
+      const accounts = await nextKnownAccounts();
+      const balances = await source.balancesAt([{ block: at, accounts }]);
+      return { ...observed, accounts: balances.get(at.number) ?? new Map() };
+    } catch (error) {
+      // The vaults' observation stands: the accounts wait for the next checkpoint.
+      options.log.warn(`the accounts' ETH was not observed: ${(error as Error).message}`);
+      return observed;
+    }
+  }
+
+  /**
+   * Where an observed account's ETH differs from the index's at that block (anvil_setBalance
+   * over the RPC URL: no transaction tells of it), records the chain's as a reading at the
+   * block. Readings of later blocks, read from the chain after the change, stand.
+   */
+  async function correctAccounts(observed: ChainObservation): Promise<void> {
+    const at = head;
+    const { number } = observed.block;
+    if (!at || !observed.accounts || observed.accounts.size === 0) return;
+    if ((await raw.hashAt(storage.sql, number)) !== observed.block.hash) return;
+    const differing = new Map<string, bigint>();
+    for (const [account, balance] of observed.accounts) {
+      const indexed = (await raw.ethBalanceAt(storage.sql, account, number)) ?? 0n;
+      if (indexed === balance) continue;
+      differing.set(account, balance);
+      options.log.warn(
+        `account ${checksummed(account)} at block ${number}: the index had ${indexed} wei, the chain ${balance} (changed outside transactions, as anvil_setBalance over the RPC URL does?); the index now holds the chain's`,
+      );
+    }
+    if (differing.size === 0) return;
+    // No vault changed: the commit's listeners hear nothing; replicas read the new version.
+    await inTransaction(
+      async (tx) => {
+        await raw.addEthBalances(tx, new Map([[number, differing]]));
+        return at;
+      },
+      () => QUIET_COMMIT,
+    );
   }
 
   async function correctFrom(observed: ChainObservation, corrected: string[]): Promise<void> {
@@ -560,8 +670,8 @@ export async function createIndexer(options: IndexerOptions) {
     failure: (): string | undefined => failure?.reason,
     vaults,
     syncTo,
-    /** Each vault's state on the chain at block `at` (see source.ts), for reconcile(). */
-    observe: source.observe,
+    /** Each vault's state and some accounts' ETH on the chain at block `at`, for reconcile(). */
+    observe,
     reconcile,
     /** Rebuilds the index from the chain now, if it has failed (the poll does it otherwise). */
     rebuild,

@@ -5,6 +5,7 @@ import { formatUsdc } from '../chain/vaults.ts';
 import { HttpError } from '../errors.ts';
 import type { Sql } from '../store/sql.ts';
 import { IndexUnavailableError } from './failure.ts';
+import { ethBalanceAt } from './raw-store.ts';
 import { vaultStateAt } from './reads.ts';
 import { convertToAssets, totalAssetsAt } from './vault-math.ts';
 import type { IndexView } from './view.ts';
@@ -192,4 +193,31 @@ export async function indexedAgentPassesOf(sql: Sql, deployment: Deployment, own
     symbol: 'AGPASS',
     token_id: String(row.token_id),
   }));
+}
+
+/**
+ * A wallet's ETH, USDC and protocol tokens as of the index's last block `head` (chain/
+ * agent-wallets.ts balancesOf): the ETH of its last reading at or below `head` (raw-store.ts),
+ * the tokens from their Transfer events. An account the index never saw holds nothing.
+ */
+export async function indexedBalances(
+  sql: Sql,
+  deployment: Deployment,
+  head: number,
+  owner: Address,
+): Promise<{ eth: bigint; usdc: bigint; tokens: bigint }> {
+  const account = owner.toLowerCase();
+  const tokenBalance = async (token: Address) => {
+    const row = await sql.get<{ balance: string }>(
+      'SELECT balance FROM token_balances WHERE token = ? AND address = ?',
+      token.toLowerCase(),
+      account,
+    );
+    return BigInt(row?.balance ?? 0);
+  };
+  return {
+    eth: (await ethBalanceAt(sql, account, head)) ?? 0n,
+    usdc: await tokenBalance(deployment.usdc),
+    tokens: await tokenBalance(deployment.protocol_token),
+  };
 }

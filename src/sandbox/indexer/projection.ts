@@ -197,6 +197,9 @@ const SQL = {
   passSet: `INSERT INTO agent_passes (token_id, owner, owner_index) VALUES (?, ?, ?)
      ON CONFLICT (token_id) DO UPDATE SET owner = excluded.owner, owner_index = excluded.owner_index`,
   passBurn: 'DELETE FROM agent_passes WHERE token_id = ?',
+  tokenBalance: 'SELECT balance FROM token_balances WHERE token = ? AND address = ?',
+  tokenBalances: 'INSERT INTO token_balances (token, address, balance) VALUES',
+  tokenBalancesConflict: 'ON CONFLICT (token, address) DO UPDATE SET balance = excluded.balance',
   strategyStatus: `UPDATE strategies SET status = ?, status_changed_at = ?,
        paper_trading_at = COALESCE(paper_trading_at, ?) WHERE id = ?`,
 };
@@ -209,6 +212,7 @@ const SQL = {
  */
 export function createProjection(watched: {
   usdc: string;
+  protocolToken: string;
   vaults: Map<string, { async: boolean }>;
   registry: string;
   governor: string;
@@ -307,6 +311,19 @@ export function createProjection(watched: {
       await flushTransactions();
       await tx.run(SQL.claimRequests, vault, user, type);
     };
+    /** The block's token balances, by token and account, as they stand: written at its end. */
+    const balances = new Map<string, { token: string; account: string; balance: bigint }>();
+    const moveTokens = async (token: string, account: string, by: bigint) => {
+      if (account === ZERO) return;
+      const key = `${token} ${account}`;
+      let held = balances.get(key);
+      if (!held) {
+        const row = await tx.get<{ balance: string }>(SQL.tokenBalance, token, account);
+        held = { token, account, balance: BigInt(row?.balance ?? 0) };
+        balances.set(key, held);
+      }
+      held.balance += by;
+    };
 
     for (const log of logs) {
       const address = log.address.toLowerCase();
@@ -352,10 +369,13 @@ export function createProjection(watched: {
         continue;
       }
 
-      if (address === watched.usdc) {
+      if (address === watched.usdc || address === watched.protocolToken) {
         if (event.eventName !== 'Transfer') continue;
         const from = String(args.from).toLowerCase();
         const to = String(args.to).toLowerCase();
+        await moveTokens(address, from, -args.value);
+        await moveTokens(address, to, args.value);
+        if (address !== watched.usdc) continue;
         if (watched.vaults.has(to)) {
           (await stateOf(tx, to)).balance += args.value;
           changed.add(to);
@@ -529,6 +549,16 @@ export function createProjection(watched: {
         position.claimableRedeem.toString(),
       ]),
       SQL.positionsConflict,
+    );
+    await insertRows(
+      tx,
+      SQL.tokenBalances,
+      [...balances.values()].map(({ token, account, balance }) => [
+        token,
+        account,
+        balance.toString(),
+      ]),
+      SQL.tokenBalancesConflict,
     );
     await writeStates(tx, block, [...changed]);
     return { vaults: changed, transactions: created };

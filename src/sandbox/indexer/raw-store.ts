@@ -130,6 +130,41 @@ export async function addBlocks(tx: Sql, blocks: SourcedBlock[]): Promise<void> 
   );
 }
 
+/**
+ * Records accounts' ETH after blocks (inside a step's or a correction's transaction): by block
+ * number, each account's balance then.
+ */
+export async function addEthBalances(
+  tx: Sql,
+  balances: Map<number, Map<string, bigint>>,
+): Promise<void> {
+  const rows: SqlValue[][] = [];
+  for (const [number, accounts] of balances) {
+    for (const [account, balance] of accounts) rows.push([account, number, balance.toString()]);
+  }
+  await insertRows(
+    tx,
+    'INSERT INTO eth_balances (address, block_number, balance) VALUES',
+    rows,
+    'ON CONFLICT (address, block_number) DO UPDATE SET balance = excluded.balance',
+  );
+}
+
+/** An account's ETH after block `number` (the last reading at or before it), if any. */
+export async function ethBalanceAt(
+  sql: Sql,
+  account: string,
+  number: number,
+): Promise<bigint | undefined> {
+  const row = await sql.get<{ balance: string }>(
+    `SELECT balance FROM eth_balances WHERE address = ? AND block_number <= ?
+     ORDER BY block_number DESC LIMIT 1`,
+    account,
+    number,
+  );
+  return row && BigInt(row.balance);
+}
+
 /** Records the chain's state of a vault after block `number`, which no event told of. */
 export async function addCorrection(
   tx: Sql,
@@ -162,6 +197,7 @@ export async function cutBackTo(tx: Sql, ancestor: number): Promise<void> {
   await tx.run('DELETE FROM logs WHERE block_number > ?', ancestor);
   await tx.run('DELETE FROM failed_calls WHERE block_number > ?', ancestor);
   await tx.run('DELETE FROM vault_corrections WHERE block_number > ?', ancestor);
+  await tx.run('DELETE FROM eth_balances WHERE block_number > ?', ancestor);
   for (const table of DERIVED_TABLES) await tx.run(`DELETE FROM ${table}`);
 }
 

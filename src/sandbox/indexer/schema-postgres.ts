@@ -178,6 +178,25 @@ CREATE TABLE index_commits (
   at_ms BIGINT NOT NULL
 );
 `,
+  // 4: the wallet's balances answered from the index (ETH read per touched account, USDC's and
+  // AGNT's from every Transfer, not only a vault's). The logs indexed before lack the other
+  // transfers: every table is emptied and the chain indexed again.
+  `
+TRUNCATE blocks, logs, failed_calls, vault_corrections, vaults, vault_states, transactions,
+  positions, strategies, proposals, votes, agent_passes, index_meta;
+CREATE TABLE eth_balances (
+  address ${TEXT} NOT NULL,
+  block_number BIGINT NOT NULL,
+  balance ${AMOUNT} NOT NULL,
+  PRIMARY KEY (address, block_number)
+);
+CREATE TABLE token_balances (
+  token ${TEXT} NOT NULL,
+  address ${TEXT} NOT NULL,
+  balance ${AMOUNT} NOT NULL,
+  PRIMARY KEY (token, address)
+);
+`,
 ];
 
 /**
@@ -197,6 +216,8 @@ export const INDEX_TABLES = [
   'proposals',
   'votes',
   'agent_passes',
+  'eth_balances',
+  'token_balances',
 ];
 
 /**

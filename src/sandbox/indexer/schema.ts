@@ -19,7 +19,7 @@ import { isIndexFileFailure } from './failure.ts';
  * from the user's tables; `blocks` holds each indexed block's hash, and its last row is the
  * checkpoint a new block's parentHash is compared with.
  */
-export const INDEX_FORMAT = '5';
+export const INDEX_FORMAT = '6';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS index_meta (
@@ -175,6 +175,23 @@ CREATE TABLE IF NOT EXISTS agent_passes (
   owner_index BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS agent_passes_by_owner ON agent_passes (owner, owner_index);
+-- Accounts' ETH, as eth_getBalance answered it after a block that touched them (sent or received
+-- a transaction, or a watched token: source.ts balanceReads), and as a checkpoint observed it
+-- where that differed (anvil_setBalance). Raw data, as logs are (no event tells of gas or plain
+-- transfers): cut back by block on a reorg. A read takes the last row at or below the head.
+CREATE TABLE IF NOT EXISTS eth_balances (
+  address TEXT NOT NULL,
+  block_number BIGINT NOT NULL,
+  balance TEXT NOT NULL,
+  PRIMARY KEY (address, block_number)
+);
+-- Each account's balance of USDC and of the protocol token (AGNT), from their Transfer events.
+CREATE TABLE IF NOT EXISTS token_balances (
+  token TEXT NOT NULL,
+  address TEXT NOT NULL,
+  balance TEXT NOT NULL,
+  PRIMARY KEY (token, address)
+);
 `;
 
 /**
@@ -191,6 +208,7 @@ export const DERIVED_TABLES = [
   'proposals',
   'votes',
   'agent_passes',
+  'token_balances',
 ] as const;
 
 /**

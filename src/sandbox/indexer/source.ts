@@ -4,7 +4,6 @@ import {
   getAddress,
   type Hash,
   type Hex,
-  pad,
   parseAbi,
   toEventSelector,
 } from 'viem';
@@ -45,6 +44,8 @@ export type VaultId = (typeof VAULT_IDS)[number];
 export interface ChainObservation {
   block: { number: number; hash: Hash };
   states: Map<string, VaultState>;
+  /** Some accounts' ETH then (indexer.ts observe: a bounded number at a time, in turn). */
+  accounts?: Map<string, bigint>;
 }
 
 interface RpcReceipt {
@@ -77,6 +78,11 @@ export interface Header {
   transactionCount: number;
   /** Each transaction's input, by index (on a dev chain, where blocks are read whole). */
   inputs?: Hex[];
+  /**
+   * The accounts that sent or received a transaction in the block (on a dev chain, where
+   * blocks are read whole): their ETH moved (gas, value), which no event tells of.
+   */
+  accounts?: string[];
 }
 
 /** A log as the raw store keeps it, with its transaction's index. */
@@ -104,8 +110,11 @@ export function createChainSource(options: {
   const registry = deployment.strategy_registry.toLowerCase();
   const governor = deployment.governor.toLowerCase();
   const agentPass = deployment.agent_pass.toLowerCase();
+  const protocolToken = deployment.protocol_token.toLowerCase();
+  /** The contracts that name the index (its identity), as before the token was read. */
   const watched = [...vaults.keys(), usdc, registry, governor, agentPass] as Address[];
-  const vaultTopics = new Set([...vaults.keys()].map((vault) => pad(vault as Hex).toLowerCase()));
+  /** The contracts whose logs are read: the protocol token's too (its balances). */
+  const logAddresses = [...watched, protocolToken] as Address[];
 
   /** The chain's head block: its number and hash. */
   async function latestHead(): Promise<{ number: number; hash: Hash }> {
@@ -127,7 +136,15 @@ export function createChainSource(options: {
     return results.map((result, i) => {
       const block = (result.ok ? result.value : undefined) as RpcBlock | undefined;
       if (!block) throw new Error(`block ${from + i} is not available`);
-      const txs = block.transactions as Array<Hash | { input: Hex }>;
+      const txs = block.transactions as Array<
+        Hash | { input: Hex; from: Address; to: Address | null }
+      >;
+      const accounts = new Set<string>();
+      for (const tx of txs) {
+        if (typeof tx === 'string') continue;
+        accounts.add(tx.from.toLowerCase());
+        if (tx.to) accounts.add(tx.to.toLowerCase());
+      }
       return {
         number: Number(block.number),
         hash: block.hash,
@@ -135,6 +152,7 @@ export function createChainSource(options: {
         timestamp: Number(block.timestamp),
         transactionCount: txs.length,
         inputs: txs.map((tx) => (typeof tx === 'string' ? '0x' : tx.input)),
+        accounts: [...accounts],
       };
     });
   }
@@ -145,13 +163,9 @@ export function createChainSource(options: {
   /** Whether a log is one the derived tables are built from. */
   function isWatched(log: RpcLog): boolean {
     const address = log.address.toLowerCase();
-    if (address === usdc) {
-      // Only the asset's transfers into or out of a vault (not its approvals).
-      return (
-        log.topics[0] === TRANSFER_TOPIC &&
-        (vaultTopics.has(log.topics[1] ?? '') || vaultTopics.has(log.topics[2] ?? ''))
-      );
-    }
+    // Every transfer of the asset (the vaults' balances, and every account's) and of the
+    // protocol token (accounts' balances); not their approvals.
+    if (address === usdc || address === protocolToken) return log.topics[0] === TRANSFER_TOPIC;
     const topic = log.topics[0] as Hex;
     if (address === governor) return GOVERNOR_TOPICS.includes(topic);
     if (address === agentPass) return PASS_TOPICS.includes(topic);
@@ -201,7 +215,7 @@ export function createChainSource(options: {
       {
         fromBlock: toQuantity(from),
         toBlock: toQuantity(to),
-        address: watched,
+        address: logAddresses,
         // The events the derived tables are built from; the rest stays on the chain.
         topics: [TOPICS],
       },
@@ -388,6 +402,57 @@ export function createChainSource(options: {
     return { block: { number: at.number, hash: at.hash }, states };
   }
 
+  /**
+   * The ETH of each account named, after each block named: eth_getBalance at the block's hash,
+   * all in one batch. A block whose state the chain no longer keeps (anvil keeps the last few;
+   * a chain restored from a checkpoint has none before it: an index rebuilt from the start
+   * reads such blocks) answers the account's balance at the chain's head instead, which is
+   * what the index converges to once it gets there.
+   */
+  async function balancesAt(
+    reads: Array<{ block: { number: number; hash: Hash }; accounts: string[] }>,
+  ): Promise<Map<number, Map<string, bigint>>> {
+    const calls = reads.flatMap(({ block, accounts }) =>
+      accounts.map((account) => ({ block, account })),
+    );
+    const answered = new Map<number, Map<string, bigint>>();
+    if (calls.length === 0) return answered;
+    const results = await rpc.batch(
+      calls.map(({ block, account }) => ({
+        method: 'eth_getBalance',
+        params: [account, { blockHash: block.hash }],
+      })),
+    );
+    const gone: typeof calls = [];
+    const set = (number: number, account: string, value: Hex) => {
+      let balances = answered.get(number);
+      if (!balances) {
+        balances = new Map();
+        answered.set(number, balances);
+      }
+      balances.set(account, BigInt(value));
+    };
+    for (const [i, call] of calls.entries()) {
+      const result = results[i];
+      if (result?.ok) set(call.block.number, call.account, result.value as Hex);
+      else gone.push(call);
+    }
+    if (gone.length === 0) return answered;
+    const latest = await rpc.batch(
+      gone.map(({ account }) => ({ method: 'eth_getBalance', params: [account, 'latest'] })),
+    );
+    for (const [i, call] of gone.entries()) {
+      const result = latest[i];
+      if (!result?.ok) {
+        throw new Error(
+          `reading the ETH of ${checksummed(call.account)} at block ${call.block.number} failed: ${result?.error.message}`,
+        );
+      }
+      set(call.block.number, call.account, result.value as Hex);
+    }
+    return answered;
+  }
+
   return {
     /** The vaults by lower-case address. */
     vaults,
@@ -395,8 +460,10 @@ export function createChainSource(options: {
     registry,
     governor,
     agentPass,
-    /** Every contract whose events are read. */
+    protocolToken,
+    /** The contracts that name the index (its identity). */
     watched,
+    balancesAt,
     latestHead,
     headers,
     readBlocks,

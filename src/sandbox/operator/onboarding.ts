@@ -13,6 +13,8 @@ const MAX_AGENTS_PER_ONBOARDING = 64;
 /** How long a request about an agent waits for its wallet to be funded before giving up. */
 const READY_TIMEOUT_MS = 15_000;
 const RETRY_MS = 1000;
+/** How often a wait for a wallet funded by another process looks at the outbox again. */
+const READY_POLL_MS = 50;
 
 interface Waiting {
   row: OnboardingRow;
@@ -109,20 +111,28 @@ export function createOnboarder(deps: {
     );
   }
 
-  function wait(agentId: string | undefined): Promise<void> {
-    const entry = agentId === undefined ? undefined : waiting.get(agentId);
-    if (!entry) return Promise.resolve();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new HttpError(503, "this agent's wallet is still being funded; try again shortly"),
-          ),
-        READY_TIMEOUT_MS,
-      );
-    });
-    return Promise.race([entry.done, timeout]).finally(() => clearTimeout(timer));
+  /**
+   * Resolves once the agent's wallet is funded, as the database says (its outbox row is gone):
+   * a process that does not fund it (a replica) waits the same. Where this process funds it,
+   * its own wait ends once the funding block is indexed too (the onboarding's send resolves
+   * after the write path indexed it), so that its wallet reads back funded at once.
+   */
+  async function untilFunded(agentId: string): Promise<void> {
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    for (;;) {
+      const entry = waiting.get(agentId);
+      if (!entry && !(await deps.store.onboarding.isWaiting(agentId))) return;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new HttpError(503, "this agent's wallet is still being funded; try again shortly");
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const pause = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, entry ? left : Math.min(left, READY_POLL_MS));
+      });
+      await Promise.race(entry ? [entry.done, pause] : [pause]).finally(() => clearTimeout(timer));
+      if (entry && waiting.get(agentId) !== entry) return;
+    }
   }
 
   return {
@@ -132,10 +142,21 @@ export function createOnboarder(deps: {
     async resume(): Promise<void> {
       for (const row of await deps.store.onboarding.waiting()) add(row);
     },
-    /** Resolves once the agent's wallet is funded (at once if it is). */
-    ready: (agentId: string) => wait(agentId),
-    /** The same, for an agent wallet or a registered wallet. */
-    readyWallet: (address: string) => wait(byAddress.get(address.toLowerCase())),
+    /**
+     * Resolves once the agent's wallet is funded (at once if it is). `funding`: whether the
+     * database still holds its outbox row, as the caller read it (with the agent's row).
+     */
+    async ready(agentId: string, funding: boolean): Promise<void> {
+      if (!funding && !waiting.has(agentId)) return;
+      await untilFunded(agentId);
+    },
+    /** The same, for an agent wallet or a registered wallet (one read of the outbox). */
+    async readyWallet(address: string): Promise<void> {
+      const agentId =
+        byAddress.get(address.toLowerCase()) ??
+        (await deps.store.onboarding.waitingWallet(address));
+      if (agentId !== undefined) await untilFunded(agentId);
+    },
     /**
      * At shutdown: funds what is waiting (for up to `timeoutMs`), then sends no more; whatever
      * is still waiting stays in the outbox for the next start.

@@ -42,8 +42,9 @@ export function createAuthGuards(store: Store, onboarder: Pick<Onboarder, 'ready
       throw new HttpError(401, 'invalid API key');
     }
     // An agent registered a moment ago is answered once its wallet is funded.
-    await onboarder.ready(agent.agent_id);
-    request.agent = agent;
+    const { funding, ...row } = agent;
+    await onboarder.ready(agent.agent_id, funding);
+    request.agent = row;
   };
 
   /** 403 unless the authenticated caller's tier is at least `minimum`. Runs after `authenticate`. */

@@ -10,10 +10,11 @@ import {
   WalletAddressBody,
   WalletStatus,
 } from '../../api/schemas/index.ts';
-import { balancesOf, dripFromFaucet, FAUCET_DRIP_WEI } from '../chain/agent-wallets.ts';
+import { dripFromFaucet, FAUCET_DRIP_WEI, GAS_THRESHOLD_WEI } from '../chain/agent-wallets.ts';
 import { formatUsdc } from '../chain/vaults.ts';
 import {
   indexedAgentPassesOf,
+  indexedBalances,
   indexedPositions,
   indexedStrategyCount,
   indexedVotesCastBy,
@@ -40,9 +41,11 @@ export function registerWalletRoutes(
     { schema: { response: { 200: WalletStatus } }, onRequest: authenticatedRead },
     async (request) => {
       const address = callerOf(request).agent_address as Address;
+      // From the index, as every Part A read: a replica, which runs no chain, answers alike.
       const [balances, { positions }] = await Promise.all([
-        // Balances (ETH above all) are not in the index: read from the chain.
-        balancesOf(chain, address),
+        readPartA(index.view, (sql) =>
+          indexedBalances(sql, chain.deployment, index.checkpoint()?.number ?? 0, address),
+        ),
         positionsOf(address),
       ]);
       return {
@@ -52,7 +55,7 @@ export function registerWalletRoutes(
         chain_id: chain.chainId,
         eth_balance: formatEther(balances.eth),
         eth_balance_wei: balances.eth.toString(),
-        has_gas: balances.hasGas,
+        has_gas: balances.eth >= GAS_THRESHOLD_WEI,
         usdc_balance: Number(formatUsdc(balances.usdc)),
         usdc_balance_raw: balances.usdc.toString(),
         protocol_token_balance: formatEther(balances.tokens),

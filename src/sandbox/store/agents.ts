@@ -119,12 +119,21 @@ export function createAgentStore(sql: Sql, changes: AgentChanges) {
     names(): Promise<Array<Pick<AgentRow, 'agent_address' | 'agent_name'>>> {
       return sql.all('SELECT agent_address, agent_name FROM agents');
     },
-    /** The hot path of every authenticated request: one query. */
-    findByKeyHash(hash: string): Promise<AgentRow | undefined> {
-      return sql.get<AgentRow>(
-        'SELECT agents.* FROM api_keys JOIN agents USING (agent_id) WHERE api_keys.key_hash = ?',
+    /**
+     * The hot path of every authenticated request: one query, which also says whether the
+     * agent's wallet is still being funded (its row in the onboarding outbox).
+     */
+    async findByKeyHash(hash: string): Promise<(AgentRow & { funding: boolean }) | undefined> {
+      const row = await sql.get<AgentRow & { funding: unknown }>(
+        `SELECT agents.*, EXISTS (SELECT 1 FROM onboarding_queue
+             WHERE onboarding_queue.agent_id = agents.agent_id) AS funding
+           FROM api_keys JOIN agents USING (agent_id) WHERE api_keys.key_hash = ?`,
         hash,
       );
+      if (!row) return undefined;
+      // SQLite answers EXISTS as 0 or 1, PostgreSQL as a boolean.
+      const { funding, ...agent } = row;
+      return { ...(agent as AgentRow), funding: funding === true || Number(funding) === 1 };
     },
     async hasAnyApiKey(): Promise<boolean> {
       const row = await sql.get<{ present: number }>(

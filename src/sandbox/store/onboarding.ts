@@ -26,6 +26,24 @@ export function createOnboardingStore(sql: Sql) {
         await sql.run('DELETE FROM onboarding_queue WHERE agent_id = ?', id);
       }
     },
+    /** Whether the agent's wallet is still waiting to be funded. */
+    async isWaiting(agentId: string): Promise<boolean> {
+      return (
+        (await sql.get('SELECT agent_id FROM onboarding_queue WHERE agent_id = ?', agentId)) !==
+        undefined
+      );
+    },
+    /** The agent still waiting whose agent wallet or registered wallet `address` is, if any. */
+    async waitingWallet(address: string): Promise<string | undefined> {
+      const lower = address.toLowerCase();
+      const row = await sql.get<{ agent_id: string }>(
+        `SELECT agent_id FROM onboarding_queue
+           WHERE lower(agent_address) = ? OR lower(registered_wallet) = ?`,
+        lower,
+        lower,
+      );
+      return row?.agent_id;
+    },
     waiting(): Promise<OnboardingRow[]> {
       return sql.all<OnboardingRow>('SELECT * FROM onboarding_queue ORDER BY queued_at, agent_id');
     },
