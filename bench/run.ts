@@ -8,7 +8,8 @@
  *
  * Some sections also run alone, in a sandbox of their own (after `npm run build:dist`):
  * `node bench/reads.ts`, `node bench/events.ts`, `node bench/cli-startup.ts`,
- * `node bench/install-size.ts`, `node bench/idempotency.ts`, each with `--quick`.
+ * `node bench/install-size.ts`, `node bench/idempotency.ts`, `node bench/team.ts` (which needs
+ * PostgreSQL's server binaries, as the tests do), each with `--quick`.
  */
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -52,6 +53,7 @@ import {
 } from './reads.ts';
 import { measureRecovery } from './recovery.ts';
 import { admin, measureSnapshots, printSnapshots, type SnapshotFigures } from './snapshots.ts';
+import { measureTeam, printTeam } from './team.ts';
 
 const QUICK = process.argv.includes('--quick');
 const DURATION_SECONDS = QUICK ? 2 : 5;
@@ -616,6 +618,10 @@ try {
     fmt(errors.documents.p50),
     fmt(errors.documents.p99),
   );
+  console.log();
+
+  // The team sandbox (issue 25): serves of its own on a PostgreSQL cluster of its own.
+  printTeam(await measureTeam({ samples: SEQUENTIAL_DEPOSITS }), row);
 } finally {
   await Promise.all([stop(temporary.child), stop(durable.child), stop(bare.child)]);
   rmSync(stateRoot, { recursive: true, force: true });
