@@ -1,12 +1,15 @@
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import type { Address } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WRITER_LOCK_KEY } from '../../src/sandbox/team/writer-lock.ts';
 import { runCli } from '../helpers/cli.ts';
 import { type Answer, keyedWrites } from '../helpers/keyed-writes.ts';
-import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
+import { type FreshDatabase, freshDatabase, postgresBinDir } from '../helpers/postgres.ts';
 import { depositOver, registerOver, serveFailure, useServes } from '../helpers/serve.ts';
 import { startTcpCut } from '../helpers/tcp-cut.ts';
 
@@ -15,6 +18,7 @@ import { startTcpCut } from '../helpers/tcp-cut.ts';
  * throwaway PostgreSQL. The whole sandbox is in the database: a writer started after another
  * stopped (a new process, a new work dir) serves the same agents, balances and index.
  */
+const run = promisify(execFile);
 const TOKEN = 'database-test-admin';
 const SECRET = 'database-test-secret-0123456789';
 /** In the URL, never to be shown: the cluster trusts loopback, so it is not even checked. */
@@ -134,6 +138,36 @@ describe('serve --database', () => {
     expect((await seenOf(second.url, apiKey)).transactions.total).toBe(3);
     await serves.stop(second);
     expect(`${second.stdout()}${second.stderr()}`).not.toContain(PASSWORD);
+  });
+});
+
+describe('a backup with pg_dump', () => {
+  it('restored into another database with pg_restore, starts the same sandbox there (the restore test docs/team-sandbox.md describes)', async () => {
+    const first = await writer();
+    const { apiKey } = await registerOver(first.url);
+    await depositOver(first.url, apiKey, 7);
+    await serves.request(first.url, 'POST', '/sandbox/snapshots', { name: 'before-backup' });
+    // Taken while the writer runs: pg_dump reads one snapshot of the whole database.
+    const dump = join(serves.dir(), 'sandbox.dump');
+    await run(join(postgresBinDir(), 'pg_dump'), ['--format=custom', `--file=${dump}`, url]);
+    const before = await seenOf(first.url, apiKey);
+    await depositOver(first.url, apiKey, 1);
+    await serves.stop(first);
+
+    const restored = await newDatabase();
+    await run(join(postgresBinDir(), 'pg_restore'), ['--no-owner', `--dbname=${restored}`, dump]);
+    const second = await writer({}, restored);
+    // The sandbox as it was at the dump (the deposit after it is not in it), its snapshots too.
+    expect(await seenOf(second.url, apiKey)).toEqual(before);
+    const listed = await serves.request(second.url, 'GET', '/sandbox/snapshots');
+    expect(listed.body.snapshots.map((each: { name: string }) => each.name)).toEqual([
+      'genesis',
+      'before-backup',
+    ]);
+    // And it goes on from there.
+    await depositOver(second.url, apiKey, 2);
+    const after = await seenOf(second.url, apiKey);
+    expect(after.transactions.total).toBe(before.transactions.total + 1);
   });
 });
 
