@@ -328,10 +328,11 @@ function notOnPostgres(what: string) {
  * (snapshots/database.ts, through `sql` and replacedBy). `sql` is its backend, for what keeps
  * tables of its own in the same database (the chain's checkpoints: databaseCheckpoints; the
  * wallet mnemonic: databaseMnemonic; the snapshots). Throws a StartupError that names the
- * database (without its password).
+ * database (without its password). A read replica gives `migrate: checkPostgresSchema`: it
+ * changes no table, and refuses a schema that is not this agentctl's.
  */
-export async function openPostgresStore(url: string, hooks: WriterHooks = {}) {
-  const backend = await createPostgresBackend(url, hooks);
+export async function openPostgresStore(url: string, options: PostgresBackendOptions = {}) {
+  const backend = await createPostgresBackend(url, options);
   const specifics: BackendSpecifics = {
     kind: 'postgres',
     // COMMIT returned: the commit is durable.
