@@ -1,10 +1,13 @@
 import { type Client, createClient } from 'graphql-ws';
+import pg from 'pg';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
+import { POSTGRES_SCHEMA_VERSION } from '../../src/sandbox/store/migrations-postgres.ts';
 import { type FreshDatabase, freshDatabase } from '../helpers/postgres.ts';
 import { type ServeProcess, serveFailure, startServe, until } from '../helpers/serve.ts';
+import { startTcpCut } from '../helpers/tcp-cut.ts';
 
 /**
  * `agentctl serve --replica --database URL` (issue 25 §1 "Read replicas"): the built binary,
@@ -203,6 +206,33 @@ describe('serve --replica --database', () => {
     const none = await serveFailure(['--port', '0', '--replica', '--database', empty.url], ENV);
     expect(none.code).toBe(1);
     expect(none.stderr).toContain('start the writer first');
+    // A schema another agentctl made: a replica changes nothing, it refuses.
+    const client = new pg.Client({ connectionString: empty.url });
+    await client.connect();
+    try {
+      await client.query(
+        'CREATE TABLE schema_version (one BOOLEAN PRIMARY KEY DEFAULT true, version INTEGER NOT NULL)',
+      );
+      for (const [version, words] of [
+        [POSTGRES_SCHEMA_VERSION + 1, 'newer than this agentctl knows'],
+        [POSTGRES_SCHEMA_VERSION - 1, 'older than this agentctl'],
+      ] as const) {
+        await client.query(
+          'INSERT INTO schema_version (version) VALUES ($1) ON CONFLICT (one) DO UPDATE SET version = excluded.version',
+          [version],
+        );
+        const refused = await serveFailure(
+          ['--port', '0', '--replica', '--database', empty.url],
+          ENV,
+        );
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toContain(words);
+        const { rows } = await client.query('SELECT version FROM schema_version');
+        expect(rows).toEqual([{ version }]);
+      }
+    } finally {
+      await client.end();
+    }
   });
 
   it('says in its ready block and /sandbox/info that it is a replica, and which writer it forwards to', async () => {
@@ -337,6 +367,35 @@ describe('serve --replica --database', () => {
     expect(statuses.filter((status) => status === 429)).toHaveLength(20);
     // The first 60 pass, the rest are refused: one count, not one per replica.
     expect(statuses.slice(0, 60).every((status) => status === 200)).toBe(true);
+  });
+
+  it('answers 503 while its database is cut off, says why on /health, and answers again once it is back', async () => {
+    const target = new URL(url);
+    const cut = await startTcpCut({ host: target.hostname, port: Number(target.port) });
+    try {
+      target.port = String(cut.port);
+      const replica = await serve(['--replica', '--database', target.toString()]);
+      const ip = newClient();
+      const user = '0x00000000000000000000000000000000000000aa';
+      expect((await send(replica.url, 'GET', '/v1/vaults', { ip })).status).toBe(200);
+      cut.cut();
+      const health = await send(replica.url, 'GET', '/health', { ip });
+      expect(health.body).toMatchObject({ status: 'degraded', database: { reachable: false } });
+      expect(health.body.reason).toMatch(/database cannot be reached/);
+      expect((await send(replica.url, 'GET', '/api/v1/agents', { ip })).status).toBe(503);
+      for (const path of [`/v1/users/${user}/transactions`, '/v1/vaults']) {
+        expect((await send(replica.url, 'GET', path, { ip })).status).toBe(503);
+      }
+      cut.restore();
+      await until(
+        async () => (await send(replica.url, 'GET', '/health', { ip })).body.status === 'ok',
+      );
+      expect((await send(replica.url, 'GET', '/v1/vaults', { ip })).status).toBe(200);
+      expect((await send(replica.url, 'GET', '/api/v1/agents', { ip })).status).toBe(200);
+      expect(replica.child.exitCode).toBeNull();
+    } finally {
+      await cut.close();
+    }
   });
 
   it('a replica killed (kill -9) and restarted misses no deposit for a subscriber that resubscribes and reads what it missed', async () => {
