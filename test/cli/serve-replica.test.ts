@@ -31,12 +31,14 @@ const extraDatabases: FreshDatabase[] = [];
 const ENV = { AGENTCTL_SANDBOX_SECRET: SECRET };
 const COMMON = ['--admin-token', TOKEN, '--log-level', 'warn', '--trust-proxy'];
 
-async function serve(args: string[]): Promise<ServeProcess> {
-  const process = await startServe([...COMMON, ...args], ENV);
+async function serve(args: string[], env: NodeJS.ProcessEnv = ENV): Promise<ServeProcess> {
+  const process = await startServe([...COMMON, ...args], env);
   started.push(process);
   return process;
 }
-const startReplica = () => serve(['--replica', '--database', url]);
+/** A replica: it opens no wallet, and needs no AGENTCTL_SANDBOX_SECRET. */
+const startReplica = () =>
+  serve(['--replica', '--database', url], { AGENTCTL_SANDBOX_SECRET: undefined });
 
 beforeAll(async () => {
   database = await freshDatabase();
