@@ -114,7 +114,10 @@ export async function startReplica(options: SandboxOptions): Promise<RunningSand
       logger ? logger.warn(message) : process.stderr.write(`${message}\n`),
   };
   // No migration: the schema must be this agentctl's, made by the writer.
-  const store = await openPostgresStore(url, { migrate: checkPostgresSchema });
+  const store = await openPostgresStore(url, {
+    migrate: checkPostgresSchema,
+    applicationName: 'agentctl replica',
+  });
   let index: Awaited<ReturnType<typeof openReplicaIndex>> | undefined;
   let refresh: NodeJS.Timeout | undefined;
   try {
