@@ -247,7 +247,14 @@ describe('serve --replica --database', () => {
         admin: true,
       });
       expect(info.status).toBe(200);
-      expect(info.body).toMatchObject({ role: 'replica', database: 'postgres' });
+      expect(info.body).toMatchObject({
+        role: 'replica',
+        database: 'postgres',
+        rpc_url: '',
+        standby: { status: 'none', block_number: null },
+        persistent: true,
+      });
+      expect(info.body.state_dir).toMatch(/^postgres:\/\/agentctl:\*\*\*@/);
       const health = await send(replica.url, 'GET', '/health', { ip: newClient() });
       expect(health.body).toMatchObject({ status: 'ok', database: { reachable: true } });
     }
