@@ -435,4 +435,34 @@ describe('serve --replica --database', () => {
     // And the history read on the new replica is every deposit made before it, newest first.
     expect(history.slice(0, 6)).toEqual(made.slice(0, 6).reverse());
   });
+  it('serves reads while no writer runs, answers writes 503 then, and forwards them to the writer that starts next', async () => {
+    const agent = await register(replicaA.url);
+    await deposit(replicaA.url, agent, 1);
+    // A writer stopped cleanly takes its URL out of the database.
+    writer.child.kill('SIGTERM');
+    expect(await writer.exited).toBe(0);
+    const lone = await startReplica();
+    expect(lone.stdout()).toContain('writer: none serves now (writes answer 503 until one does)');
+    for (const base of [replicaA.url, lone.url]) {
+      const positions = await send(base, 'GET', '/api/v1/agent/vault/positions', {
+        ip: agent.ip,
+        apiKey: agent.apiKey,
+      });
+      expect(positions.status).toBe(200);
+      expect(positions.body.positions).toHaveLength(1);
+      const refused = await send(base, 'POST', '/api/v1/agent/vault/deposit', {
+        ip: agent.ip,
+        apiKey: agent.apiKey,
+        body: { vault_id: 'moderate', amount_usdc: 1 },
+      });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('2');
+    }
+    // The next writer (on another port): the replicas read its URL from the database.
+    writer = await serve(['--database', url]);
+    const hash = await deposit(lone.url, agent, 1);
+    await until(async () =>
+      (await userTransactions(replicaA.url, agent.ip, agent.address)).includes(hash),
+    );
+  });
 });
