@@ -197,11 +197,15 @@ describe('serve --replica --database', () => {
       serveFailure(['--replica', '--database', url, '--rpc-url', 'http://127.0.0.1:9']),
       serveFailure(['--replica', '--database', url, '--advertise-url', 'http://10.0.0.5:8787']),
       serveFailure(['--replica', '--database', url, '--from', 'x.sandbox']),
+      serveFailure(['--replica', '--state', '/tmp/x'], { AGENTCTL_DATABASE_URL: url }),
     ]);
     for (const failure of failures) expect(failure.code, failure.stderr).toBe(2);
     expect(failures[0]?.stderr).toContain('--replica needs --database');
     expect(failures[1]?.stderr).toContain('--replica --database cannot be used with --state');
     expect(failures[3]?.stderr).toContain('cannot be used with --advertise-url');
+    expect(failures[5]?.stderr).toContain(
+      '--replica AGENTCTL_DATABASE_URL cannot be used with --state',
+    );
     for (const failure of failures) expect(failure.stderr).not.toContain(PASSWORD);
     const empty = await freshDatabase();
     extraDatabases.push(empty);
@@ -441,7 +445,11 @@ describe('serve --replica --database', () => {
     // A writer stopped cleanly takes its URL out of the database.
     writer.child.kill('SIGTERM');
     expect(await writer.exited).toBe(0);
-    const lone = await startReplica();
+    // This one is given its database by AGENTCTL_DATABASE_URL.
+    const lone = await serve(['--replica'], {
+      AGENTCTL_DATABASE_URL: url,
+      AGENTCTL_SANDBOX_SECRET: undefined,
+    });
     expect(lone.stdout()).toContain('writer: none serves now (writes answer 503 until one does)');
     for (const base of [replicaA.url, lone.url]) {
       const positions = await send(base, 'GET', '/api/v1/agent/vault/positions', {
