@@ -80,7 +80,7 @@ _agentctl_options() {
     "sandbox snapshot-delete") echo "--help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "sandbox export") echo "--force --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "sandbox seed") echo "--out --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
-    "serve") echo "--host --port --state --database --advertise-url --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --from --detach --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
+    "serve") echo "--host --port --state --database --replica --advertise-url --admin-token --rate-limit --trust-proxy --rpc-url --deployment --max-connections --request-timeout --graphiql --log-level --log-format --from --detach --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "serve stop") echo "--state --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "serve status") echo "--state --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;
     "serve logs") echo "--lines --follow --format --state --help --profile --base-url --api-key --idempotency-key --json --quiet --verbose --no-color" ;;

@@ -176,6 +176,7 @@ complete -c agentctl -n '__fish_seen_subcommand_from serve' -l host -r -d 'inter
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l port -r -d 'port to listen on; 0 picks a free port'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l state -r -F -d 'keep all state in DIR across restarts (default: a temporary directory removed at exit)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l database -r -d 'keep the whole sandbox in PostgreSQL (postgres://USER@HOST:PORT/DB), no state dir: a team sandbox\'s writer (see docs/team-sandbox.md)'
+complete -c agentctl -n '__fish_seen_subcommand_from serve' -l replica -d 'with --database: a read replica of that team sandbox (no chain, no state; writes forwarded to its writer)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l advertise-url -r -d 'with --database: the URL replicas forward writes to (default: http://HOST:PORT, the machine\'s name for 0.0.0.0)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l admin-token -r -d 'token for the /sandbox admin API (default: generated and printed)'
 complete -c agentctl -n '__fish_seen_subcommand_from serve' -l rate-limit -r -a 'on off' -d 'apply the service\'s rate limits'

@@ -40,6 +40,7 @@ import { registerWalletRoutes } from './routes/wallet.ts';
 import type { Snapshots } from './snapshots/index.ts';
 import type { Store } from './store/index.ts';
 import type { DatabaseHealth } from './team/database-health.ts';
+import type { WriteForwardingOptions } from './team/forward-writes.ts';
 
 /**
  * host:port the service listens on. The registration message names it, never the client's
@@ -82,6 +83,11 @@ export interface AppOptions extends AdminDeps {
   graphqlLimits?: Partial<GraphqlLimits>;
   /** A sandbox kept in PostgreSQL: its database's probe, for /health (team/database-health.ts). */
   databaseHealth?: () => Promise<DatabaseHealth>;
+  /**
+   * A read replica's writes, forwarded to the writer (team/forward-writes.ts): registered as the
+   * app's first hook, so that a forwarded request meets none of the replica's own.
+   */
+  forwardWrites?: Omit<WriteForwardingOptions, 'bodyLimit'>;
 }
 
 /**
@@ -100,14 +106,22 @@ export async function buildApp(options: AppOptions): Promise<App> {
     ...connectionServerOptions(options.connections),
   }).withTypeProvider<ZodTypeProvider>();
 
+  if (options.forwardWrites) {
+    // Loaded only on a replica: it brings undici and PostgreSQL's driver.
+    const { registerWriteForwarding } = await import('./team/forward-writes.ts');
+    registerWriteForwarding(app, { ...options.forwardWrites, bodyLimit: BODY_LIMIT_BYTES });
+  }
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest('agent', null);
   registerJsonBody(app);
   // Every answer carries the sandbox's clock, which `sandbox advance` moves: the command line
   // computes its relative hints ("in 24 h") from it rather than from the wall clock.
+  // A forwarded write's answer keeps the writer's (the clock that made it).
   app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('x-sandbox-time', String(options.clock.nowSeconds()));
+    if (!reply.hasHeader('x-sandbox-time')) {
+      reply.header('x-sandbox-time', String(options.clock.nowSeconds()));
+    }
     done(null, payload);
   });
   registerErrorHandling(app, options.stateDir);

@@ -47,6 +47,11 @@ export interface SandboxOptions {
    */
   database?: string;
   /**
+   * With `database`: a read replica of the team sandbox kept there (serve --replica): no chain,
+   * no state, no lock, no migration; reads from the database, writes forwarded to the writer.
+   */
+  replica?: boolean;
+  /**
    * The URL this writer records in the database for replicas to forward writes to (default:
    * http://HOST:PORT, HOST being os.hostname() when listening on every interface).
    */

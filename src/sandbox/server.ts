@@ -31,6 +31,11 @@ export interface RunningSandbox {
   persistent: boolean;
   /** The database that keeps the sandbox (serve --database), as it may be shown (no password). */
   database: string | undefined;
+  /**
+   * A replica (serve --replica): the writer it forwards writes to as it may be shown, or null
+   * while none serves. Undefined on a writer.
+   */
+  writer?: string | null;
   /** Set when the connection cap was lowered to fit the open-file limit. */
   connectionCapNote: string | undefined;
   /**
@@ -44,6 +49,13 @@ export interface RunningSandbox {
 
 /** Opens the state, builds the app and listens. The caller owns shutdown via close(). */
 export async function startSandbox(options: SandboxOptions): Promise<RunningSandbox> {
+  if (options.replica) {
+    if (options.database === undefined) {
+      throw new StartupError('--replica needs --database: the database its writer keeps');
+    }
+    const { startReplica } = await import('./replica.ts');
+    return startReplica(options);
+  }
   // Fastify and the routes load while anvil starts and loads the chain.
   const loadingApp = import('./app.ts');
   loadingApp.catch(() => undefined);
@@ -305,6 +317,20 @@ export async function serveUntilSignalled(
       sandbox.close().then(resolveStopped, () => resolveStopped());
     });
   });
+  if (sandbox.writer !== undefined) {
+    print("admin token: the sandbox's, its writer's (give it with AGENTCTL_ADMIN_TOKEN)");
+    print(`state: ${sandbox.database} (a read replica: nothing is kept on this machine)`);
+    print(
+      sandbox.writer === null
+        ? 'writer: none serves now (writes answer 503 until one does)'
+        : `writer: ${sandbox.writer} (writes are forwarded there)`,
+    );
+    if (sandbox.connectionCapNote) print(`connections: ${sandbox.connectionCapNote}`);
+    if (printToken) printToken(undefined);
+    print(`agentctl sandbox listening on ${sandbox.url}`);
+    await stopped;
+    return;
+  }
   if (sandbox.adminTokenGenerated) {
     if (printToken) {
       printToken(`admin token: ${sandbox.adminToken}`);
@@ -341,7 +367,7 @@ export function advertisedUrl(given: string | undefined, host: string, port: num
 }
 
 /** Whether GET /graphql serves GraphiQL: by default only where no one else can reach it. */
-function graphiqlServed(mode: GraphiqlMode, host: string): boolean {
+export function graphiqlServed(mode: GraphiqlMode, host: string): boolean {
   if (mode !== 'loopback') return mode === 'on';
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

@@ -226,3 +226,33 @@ export async function migratePostgres(client: pg.ClientBase): Promise<void> {
     throw error;
   }
 }
+
+/**
+ * A read replica's check of the database's schema (it migrates nothing: the writer does):
+ * throws, saying what to do, unless the schema is this agentctl's version. A database without
+ * one holds no sandbox yet; one older was made by an older agentctl (its writer upgrades it
+ * when it starts), one newer by a newer agentctl.
+ */
+export async function checkPostgresSchema(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client
+    .query<{ version: number }>('SELECT version FROM schema_version')
+    .catch((error: { code?: string }) => {
+      // 42P01: no schema_version table at all.
+      if (error.code === '42P01') return { rows: [] };
+      throw error;
+    });
+  const current = rows[0]?.version;
+  if (current === undefined) {
+    throw new Error(
+      'it holds no sandbox yet: start the writer first (agentctl serve --database URL)',
+    );
+  }
+  if (current > POSTGRES_SCHEMA_VERSION) {
+    throw new Error(newerSchemaMessage(current, POSTGRES_SCHEMA_VERSION));
+  }
+  if (current < POSTGRES_SCHEMA_VERSION) {
+    throw new Error(
+      `its schema is version ${current}, older than this agentctl's (${POSTGRES_SCHEMA_VERSION}): start the writer with this agentctl first (it upgrades the schema), or run the replica with the writer's agentctl`,
+    );
+  }
+}

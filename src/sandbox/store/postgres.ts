@@ -113,12 +113,19 @@ export interface PostgresBackendOptions extends WriterHooks {
   schema?: string;
   /** Brings the schema up to date on the writer's connection; default the store's migrations. */
   migrate?: (client: pg.ClientBase) => Promise<void>;
+  /**
+   * What the connections are named in pg_stat_activity: `agentctl` (the default: `agentctl
+   * writer`, `agentctl reader`, `agentctl counts`), or `agentctl replica` for a read replica's,
+   * whose "writer" connection only checks the schema.
+   */
+  applicationName?: string;
 }
 
 export async function createPostgresBackend(
   url: string,
   backendOptions: PostgresBackendOptions = {},
 ): Promise<SqlBackend> {
+  const name = backendOptions.applicationName ?? 'agentctl';
   const searchPath = backendOptions.schema && {
     options: `-c search_path=${backendOptions.schema}`,
   };
@@ -128,7 +135,7 @@ export async function createPostgresBackend(
     types,
     ...searchPath,
     max: 4,
-    application_name: 'agentctl reader',
+    application_name: `${name} reader`,
   });
   // An idle connection that fails is dropped by the pool, and the next read opens another:
   // without a listener the error would end the process.
@@ -140,7 +147,7 @@ export async function createPostgresBackend(
     connectionString: url,
     types,
     max: 2,
-    application_name: 'agentctl counts',
+    application_name: `${name} counts`,
     connectionTimeoutMillis: STANDALONE_TIMEOUT_MS,
     query_timeout: STANDALONE_TIMEOUT_MS,
     options: '-c synchronous_commit=off',
@@ -170,7 +177,7 @@ export async function createPostgresBackend(
         connectionString: url,
         types,
         ...searchPath,
-        application_name: 'agentctl writer',
+        application_name: `${name} writer`,
       });
       // A connection that fails or ends is replaced at the next write; the transaction that
       // was running on it fails on its own.
@@ -328,10 +335,11 @@ function notOnPostgres(what: string) {
  * (snapshots/database.ts, through `sql` and replacedBy). `sql` is its backend, for what keeps
  * tables of its own in the same database (the chain's checkpoints: databaseCheckpoints; the
  * wallet mnemonic: databaseMnemonic; the snapshots). Throws a StartupError that names the
- * database (without its password).
+ * database (without its password). A read replica gives `migrate: checkPostgresSchema`: it
+ * changes no table, and refuses a schema that is not this agentctl's.
  */
-export async function openPostgresStore(url: string, hooks: WriterHooks = {}) {
-  const backend = await createPostgresBackend(url, hooks);
+export async function openPostgresStore(url: string, options: PostgresBackendOptions = {}) {
+  const backend = await createPostgresBackend(url, options);
   const specifics: BackendSpecifics = {
     kind: 'postgres',
     // COMMIT returned: the commit is durable.

@@ -20,6 +20,7 @@ interface ServeFlags {
   port: number;
   state?: string;
   database?: string;
+  replica?: boolean;
   advertiseUrl?: string;
   adminToken?: string;
   rateLimit: 'on' | 'off';
@@ -53,6 +54,10 @@ export function serveCommand(): Command {
         '--database <url>',
         "keep the whole sandbox in PostgreSQL (postgres://USER@HOST:PORT/DB), no state dir: a team sandbox's writer (see docs/team-sandbox.md)",
       ).env('AGENTCTL_DATABASE_URL'),
+    )
+    .option(
+      '--replica',
+      'with --database: a read replica of that team sandbox (no chain, no state; writes forwarded to its writer)',
     )
     .addOption(
       new Option(
@@ -129,7 +134,7 @@ export function serveCommand(): Command {
     )
     .addHelpText(
       'after',
-      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve --database postgres://me@db:5432/sandbox   # a team sandbox\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
+      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve --database postgres://me@db:5432/sandbox   # a team sandbox\n  agentctl serve --replica --database postgres://me@db:5432/sandbox   # its replica\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
     )
     // Not action(): serve needs no client, and runs until a signal.
     .action(async (flags: ServeFlags, command: Command) => {
@@ -143,6 +148,7 @@ export function serveCommand(): Command {
             database: flags.database,
             databaseFromEnv: command.getOptionValueSource('database') === 'env',
           }),
+          ...(flags.replica === true && { replica: true }),
           ...(flags.advertiseUrl !== undefined && { advertiseUrl: flags.advertiseUrl }),
           adminToken: flags.adminToken,
           rateLimit: flags.rateLimit === 'on',

@@ -48,7 +48,12 @@ export async function run(options: ServeOptions, context: Context): Promise<void
     );
   }
   if (options.database !== undefined) await checkDatabaseUse(options);
-  else if (options.advertiseUrl !== undefined) {
+  else if (options.replica) {
+    throw new CliError(
+      '--replica needs --database URL (or AGENTCTL_DATABASE_URL): the database its writer keeps',
+      EXIT.usage,
+    );
+  } else if (options.advertiseUrl !== undefined) {
     throw new CliError(
       '--advertise-url is where replicas forward writes to a team sandbox’s writer: it needs --database',
       EXIT.usage,
@@ -118,12 +123,20 @@ async function checkDatabaseUse(options: ServeOptions): Promise<void> {
     [options.rpcUrl, '--rpc-url', 'a sandbox in a database runs its own chain'],
     [options.detach || undefined, '--detach', 'run it under a service manager (systemd, say)'],
   ];
+  if (options.replica) {
+    conflicts.push([
+      options.advertiseUrl,
+      '--advertise-url',
+      'only the writer records where it serves (a replica forwards writes there)',
+    ]);
+  }
   for (const [value, option, why] of conflicts) {
     if (value === undefined) continue;
     const unset = options.databaseFromEnv
       ? ' (unset AGENTCTL_DATABASE_URL for a sandbox without one)'
       : '';
-    throw new CliError(`${given} cannot be used with ${option}: ${why}${unset}`, EXIT.usage);
+    const what = options.replica ? `--replica ${given}` : given;
+    throw new CliError(`${what} cannot be used with ${option}: ${why}${unset}`, EXIT.usage);
   }
 }
 
