@@ -143,13 +143,15 @@ describe('serve --database', () => {
 
 describe('a backup with pg_dump', () => {
   it('restored into another database with pg_restore, starts the same sandbox there (the restore test docs/team-sandbox.md describes)', async () => {
-    const first = await writer();
+    // A sandbox of its own: the other tests' snapshots are not this one's.
+    const on = await newDatabase();
+    const first = await writer({}, on);
     const { apiKey } = await registerOver(first.url);
     await depositOver(first.url, apiKey, 7);
     await serves.request(first.url, 'POST', '/sandbox/snapshots', { name: 'before-backup' });
     // Taken while the writer runs: pg_dump reads one snapshot of the whole database.
     const dump = join(serves.dir(), 'sandbox.dump');
-    await run(join(postgresBinDir(), 'pg_dump'), ['--format=custom', `--file=${dump}`, url]);
+    await run(join(postgresBinDir(), 'pg_dump'), ['--format=custom', `--file=${dump}`, on]);
     const before = await seenOf(first.url, apiKey);
     await depositOver(first.url, apiKey, 1);
     await serves.stop(first);

@@ -134,7 +134,7 @@ export function serveCommand(): Command {
     )
     .addHelpText(
       'after',
-      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve --database postgres://me@db:5432/sandbox   # a team sandbox\n  agentctl serve --replica --database postgres://me@db:5432/sandbox   # its replica\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
+      '\nOutput: the ready block (admin token, state, chain, and last "agentctl sandbox\nlistening on URL") on stdout; the request log and notices on stderr.\n\nExamples:\n  agentctl serve                     # temporary state, in the foreground\n  agentctl serve --state ~/.agentctl-sandbox --detach\n  agentctl serve --from fixtures/base.sandbox --detach\n  agentctl serve --database postgres://me@db:5432/sandbox   # a team sandbox\n  agentctl serve --replica --database postgres://me@db:5432/sandbox\n  agentctl serve status --state ~/.agentctl-sandbox\n  agentctl serve stop --state ~/.agentctl-sandbox',
     )
     // Not action(): serve needs no client, and runs until a signal.
     .action(async (flags: ServeFlags, command: Command) => {
