@@ -59,7 +59,12 @@ export async function subscriptionsReach(url: string, count: number) {
  * the acknowledgement" is negative when the event came first). An event that has not come 5 s
  * after the acknowledgement is missed.
  */
-export async function eventLatency(url: string, apiKey: string, deposits: number) {
+/**
+ * SUBSCRIBERS subscribers on `url`; `deposits` deposits by `apiKey`, one after another, sent to
+ * `writeUrl` (`url` unless given: a replica's neighbour, say); the delay from each deposit's
+ * answer (and from its request) to each subscriber's event.
+ */
+export async function eventLatency(url: string, apiKey: string, deposits: number, writeUrl = url) {
   const arrivals = new Map<string, number[]>();
   let arrived = () => {};
   const clients = await Promise.all(Array.from({ length: SUBSCRIBERS }, () => connectClient(url)));
@@ -86,7 +91,7 @@ export async function eventLatency(url: string, apiKey: string, deposits: number
   try {
     for (let i = 0; i < deposits; i++) {
       const requested = performance.now();
-      const response = await fetch(`${url}/api/v1/agent/vault/deposit`, {
+      const response = await fetch(`${writeUrl}/api/v1/agent/vault/deposit`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
         body: JSON.stringify({ vault_id: 'moderate', amount_usdc: 1 }),

@@ -78,7 +78,7 @@ export interface ReadsSandbox {
 }
 
 /** The n-th request of a row: its path, and optionally its headers and body. */
-interface Target {
+export interface Target {
   method?: 'GET' | 'POST';
   path: (n: number) => string;
   headers?: (n: number) => Record<string, string>;
@@ -101,7 +101,7 @@ export interface ReadFigures {
 }
 
 /** Runs `target` for one untimed second (a warm JIT), then for `seconds`. */
-async function load(url: string, target: Target, seconds: number): Promise<ReadFigures> {
+export async function load(url: string, target: Target, seconds: number): Promise<ReadFigures> {
   let next = 0;
   let responses = 0;
   let checked = 0;

@@ -53,7 +53,7 @@ import {
 } from './reads.ts';
 import { measureRecovery } from './recovery.ts';
 import { admin, measureSnapshots, printSnapshots, type SnapshotFigures } from './snapshots.ts';
-import { measureTeam, printTeam } from './team.ts';
+import { measureTeam, printTeam, teamSizes } from './team.ts';
 
 const QUICK = process.argv.includes('--quick');
 const DURATION_SECONDS = QUICK ? 2 : 5;
@@ -621,7 +621,7 @@ try {
   console.log();
 
   // The team sandbox (issue 25): serves of its own on a PostgreSQL cluster of its own.
-  printTeam(await measureTeam({ samples: SEQUENTIAL_DEPOSITS }), row);
+  printTeam(await measureTeam(teamSizes(QUICK)), row);
 } finally {
   await Promise.all([stop(temporary.child), stop(durable.child), stop(bare.child)]);
   rmSync(stateRoot, { recursive: true, force: true });

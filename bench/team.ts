@@ -2,6 +2,9 @@
  * The team sandbox on PostgreSQL (issue 25), each figure next to SQLite's from the same run:
  * - a deposit's latency on a writer kept in PostgreSQL, and on a `--state` sandbox (SQLite),
  *   one agent's deposits in turn on the two (same moments, same machine);
+ * - GET /v1/vaults uncached (a new URL each) through one read replica, and on the --state one;
+ * - a deposit made through replica A, from its answer to its event on replica B's subscribers,
+ *   next to the same on the --state sandbox's own subscribers;
  * - failover: the writer's host dies (kill -9 of serve and its anvils at once) under write
  *   load, and a new writer started on the same database answers a write; next to a `--state`
  *   sandbox killed the same way and started again on its directory.
@@ -17,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { DataVaultList } from '../src/api/schemas/index.ts';
 import { startCluster, stopCluster } from '../test/helpers/postgres.ts';
 import {
   ADMIN_TOKEN,
@@ -29,6 +33,8 @@ import {
   sleep,
   temporaryStateDir,
 } from './common.ts';
+import { eventLatency, SUBSCRIBERS } from './events.ts';
+import { load, type Target } from './reads.ts';
 
 /** The sandbox secret the bench's writers seal their mnemonic with (a bench's, not a secret). */
 const SECRET = 'bench-sandbox-secret-0123456789';
@@ -213,32 +219,67 @@ async function createDatabase(adminUrl: string, name: string): Promise<string> {
   return url.toString();
 }
 
-export async function measureTeam(options: { samples: number }) {
+/** GET /v1/vaults?request=N: a new URL each, so that the answer cache misses (reads.ts). */
+const uncachedVaults: Target = {
+  path: (n) => `/v1/vaults?request=${n}`,
+  check: (status, body) => {
+    if (status !== 200) return `answered ${status}`;
+    return DataVaultList.safeParse(JSON.parse(body)).success ? undefined : 'not a vault list';
+  },
+};
+
+export async function measureTeam(options: {
+  samples: number;
+  readSeconds: number;
+  eventDeposits: number;
+}) {
   const root = mkdtempSync(join(tmpdir(), 'agentctl-bench-pg-'));
   const sqliteDir = temporaryStateDir();
   const failoverDir = temporaryStateDir();
   const started: ChildProcess[] = [];
+  const start = async (args: string[]) => {
+    const one = await serve(args);
+    started.push(one.child);
+    return one;
+  };
   try {
     const adminUrl = await startCluster(root, { durable: true });
-    const [depositsDb, failoverDb] = [
-      await createDatabase(adminUrl, 'bench_deposits'),
+    const [teamDb, failoverDb] = [
+      await createDatabase(adminUrl, 'bench_team'),
       await createDatabase(adminUrl, 'bench_failover'),
     ];
-    const sqlite = await serve(['--state', sqliteDir]);
-    started.push(sqlite.child);
-    const postgres = await serve(['--database', depositsDb]);
-    started.push(postgres.child);
+    const sqlite = await start(['--state', sqliteDir]);
+    const writer = await start(['--database', teamDb]);
+    const sqliteKey = await registerOne(sqlite.url);
     const deposits = await depositsInTurn(
-      { url: sqlite.url, key: await registerOne(sqlite.url) },
-      { url: postgres.url, key: await registerOne(postgres.url) },
+      { url: sqlite.url, key: sqliteKey },
+      { url: writer.url, key: await registerOne(writer.url) },
       options.samples,
     );
-    await stopped(sqlite.child);
-    await stopped(postgres.child);
+    // Two replicas of the writer's database: reads through one, events across the two.
+    const [a, b] = [
+      await start(['--replica', '--database', teamDb]),
+      await start(['--replica', '--database', teamDb]),
+    ];
+    const reads = {
+      replica: await load(a.url, uncachedVaults, options.readSeconds),
+      sqlite: await load(sqlite.url, uncachedVaults, options.readSeconds),
+    };
+    const events = {
+      replicas: await eventLatency(b.url, await registerOne(a.url), options.eventDeposits, a.url),
+      sqlite: await eventLatency(sqlite.url, sqliteKey, options.eventDeposits),
+    };
+    for (const child of started.splice(0)) await stopped(child);
 
     const onPostgres = await failover(() => serve(['--database', failoverDb]));
     const onSqlite = await failover(() => serve(['--state', failoverDir]));
-    return { deposits: { sqlite: deposits.a, postgres: deposits.b }, onPostgres, onSqlite };
+    return {
+      deposits: { sqlite: deposits.a, postgres: deposits.b },
+      reads,
+      events,
+      onPostgres,
+      onSqlite,
+    };
   } finally {
     for (const child of started) await stopped(child);
     await stopCluster(root).catch(() => undefined);
@@ -249,7 +290,7 @@ export async function measureTeam(options: { samples: number }) {
 }
 
 export function printTeam(figures: Awaited<ReturnType<typeof measureTeam>>, row: Row) {
-  const { deposits, onPostgres, onSqlite } = figures;
+  const { deposits, reads, events, onPostgres, onSqlite } = figures;
   row(
     'team sandbox (PostgreSQL) next to SQLite, same run',
     'p50'.padStart(10),
@@ -265,16 +306,24 @@ export function printTeam(figures: Awaited<ReturnType<typeof measureTeam>>, row:
     fmt(deposits.sqlite.p99),
   );
   row(
-    '  /v1/vaults uncached through one replica',
-    '         —',
-    '         —',
-    '  (serve --replica is not built yet)',
+    `  GET /v1/vaults uncached, a replica | --state, ms (${reads.replica.rps.toFixed(0)} | ${reads.sqlite.rps.toFixed(0)} req/s)`,
+    fmt(reads.replica.p50),
+    fmt(reads.replica.p99),
+    fmt(reads.sqlite.p50),
+    fmt(reads.sqlite.p99),
   );
   row(
-    '  writer commit → event on another replica',
-    '         —',
-    '         —',
-    '  (serve --replica is not built yet)',
+    `    (${reads.replica.samples} | ${reads.sqlite.samples} answers, ${reads.replica.invalid + reads.sqlite.invalid} of ${reads.replica.checked + reads.sqlite.checked} checked wrong, ${reads.replica.non2xx + reads.sqlite.non2xx} not 2xx)`,
+  );
+  row(
+    `  deposit answered → event: on replica B, made through A | on --state${fewSamples(events.replicas.events)}`,
+    fmt(events.replicas.fromAck.p50),
+    fmt(events.replicas.fromAck.p99),
+    fmt(events.sqlite.fromAck.p50),
+    fmt(events.sqlite.fromAck.p99),
+  );
+  row(
+    `    (${SUBSCRIBERS} subscribers each; target ≤ 250 p99 across replicas; missed ${events.replicas.missed} | ${events.sqlite.missed})`,
   );
   row('', 'ms'.padStart(10), ''.padStart(10), 'peer'.padStart(10));
   row(
@@ -296,9 +345,16 @@ export function printTeam(figures: Awaited<ReturnType<typeof measureTeam>>, row:
   );
 }
 
+/** The section's sizes: `npm run bench`'s, or its --quick run's. */
+export const teamSizes = (quick: boolean) => ({
+  samples: quick ? 60 : 300,
+  readSeconds: quick ? 2 : 5,
+  eventDeposits: quick ? 20 : 100,
+});
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const quick = process.argv.includes('--quick');
-  printTeam(await measureTeam({ samples: quick ? 60 : 300 }), (name, ...cells) =>
+  printTeam(await measureTeam(teamSizes(quick)), (name, ...cells) =>
     console.log(name.padEnd(58), ...cells),
   );
 }
