@@ -14,6 +14,7 @@ import {
   type WriterTakenOverError,
 } from './team/writer-lock.ts';
 
+export { probeDatabase } from './team/database-health.ts';
 export { redactedUrl, WriterLockedError };
 
 /**
@@ -57,12 +58,15 @@ export function checkDatabaseOptions(options: SandboxOptions): void {
   }
 }
 
-/** What of a URL's is a secret, for the log's scrubbing: its password. */
+/** What of a URL's is a secret, for the log's scrubbing: its passwords (?sslpassword= too). */
 export function databaseUrlSecrets(url: string | undefined): string[] {
   if (url === undefined) return [];
   try {
     const parsed = new URL(url);
-    const secrets = [decodeURIComponent(parsed.password), parsed.searchParams.get('password')];
+    const secrets = [
+      decodeURIComponent(parsed.password),
+      ...[...parsed.searchParams].filter(([name]) => /password/i.test(name)).map(([, v]) => v),
+    ];
     return secrets.filter((secret): secret is string => !!secret);
   } catch {
     return [];

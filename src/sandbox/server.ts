@@ -147,6 +147,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       onboarder: runtime.onboarder,
       adminTokenHash: admin.hash,
       snapshots: runtime.snapshots,
+      // /health says when the database cannot be reached (a load balancer's check), as a
+      // replica's does.
+      ...(database && team && { databaseHealth: team.probeDatabase(store.sql.standalone) }),
       stateDir: stateDir.path,
       persistent,
       ...(database && { role: 'writer' as const, database: 'postgres' as const }),

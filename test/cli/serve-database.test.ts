@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -85,7 +85,7 @@ async function seenOf(base: string, apiKey: string) {
 
 describe('serve --database', () => {
   it('keeps the whole sandbox in the database: a writer started after another stopped serves the same agents, balances and index', async () => {
-    const first = await writer();
+    const first = await writer({ PGPASSWORD: 'pg-env-secret-0815' });
     const info = (await serves.request(first.url, 'GET', '/sandbox/info')).body;
     expect(info).toMatchObject({ persistent: true, role: 'writer', database: 'postgres' });
     const { apiKey } = await registerOver(first.url);
@@ -96,6 +96,10 @@ describe('serve --database', () => {
       /^work dir: \S+ \(this writer's anvil files, removed at exit\)/m,
     );
     const workDir = /^work dir: (\S+)/m.exec(first.stdout())?.[1] as string;
+    // anvil gets none of agentctl's secrets in its environment (readable in /proc/PID/environ).
+    const anvilPid = readFileSync(join(workDir, 'anvil.pid'), 'utf8').split(' ')[0];
+    const anvilEnv = readFileSync(`/proc/${anvilPid}/environ`, 'utf8');
+    for (const secret of [SECRET, 'pg-env-secret-0815']) expect(anvilEnv).not.toContain(secret);
     // One writer: a second is refused while the first runs, naming it, and changes nothing.
     const refused = await serveFailure(['--port', '0', '--database', url], {
       AGENTCTL_SANDBOX_SECRET: SECRET,
@@ -235,6 +239,13 @@ describe('a writer that lost the lock', () => {
       await registerOver(first.url);
       await client.connect();
       relay.cut();
+      // While it cannot reach the database, /health says so (a load balancer's check).
+      const health = await fetch(`${first.url}/health`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toMatchObject({
+        status: 'degraded',
+        database: { reachable: false },
+      });
       // Waits until the server has ended the writer's session, which frees its lock.
       await client.query('SELECT pg_advisory_lock($1)', [WRITER_LOCK_KEY]);
       relay.restore();

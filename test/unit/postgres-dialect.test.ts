@@ -53,5 +53,11 @@ describe('the PostgreSQL dialect', () => {
     expect(redactedUrl('postgres://sandbox@db.example/team')).toBe(
       'postgres://sandbox@db.example/team',
     );
+    // The driver takes query parameters as settings: a password there is one too.
+    const inQuery = redactedUrl(
+      'postgres://sandbox@db.example/team?password=s3cret&sslpassword=k3y&sslmode=require',
+    );
+    expect(inQuery).not.toMatch(/s3cret|k3y/);
+    expect(inQuery).toContain('sslmode=require');
   });
 });

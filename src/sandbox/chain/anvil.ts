@@ -6,7 +6,6 @@ import { createInterface } from 'node:readline';
 import { CHAIN_ID } from '../../api/schemas/index.ts';
 import { StartupError } from '../errors.ts';
 import { isRunning } from '../process.ts';
-import { SANDBOX_SECRET_ENV } from '../sandbox-secret.ts';
 
 /**
  * Which anvil of a sandbox a process is: the one holding the chain, or its warm standby (see
@@ -104,10 +103,17 @@ export function resolveAnvilBinary(env: NodeJS.ProcessEnv = process.env): string
   return binary;
 }
 
-/** serve's environment, but for the secret that seals the wallet mnemonic: anvil has no use for it. */
+/**
+ * serve's environment, but for agentctl's own variables (the secret that seals the wallet
+ * mnemonic, the admin token, the database's URL) and libpq's (PGPASSWORD and the rest): anvil
+ * has no use for them, and a process's environment is readable by its user (/proc/PID/environ).
+ */
 function anvilEnvironment(): NodeJS.ProcessEnv {
-  const { [SANDBOX_SECRET_ENV]: _secret, ...env } = process.env;
-  return env;
+  return Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) => !name.startsWith('AGENTCTL_') && !/^PG[A-Z]/.test(name),
+    ),
+  );
 }
 
 export interface AnvilProcess {

@@ -88,6 +88,10 @@ export function redactedUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    // The driver takes every query parameter as a setting: ?password=, ?sslpassword= too.
+    for (const name of [...parsed.searchParams.keys()]) {
+      if (/password/i.test(name)) parsed.searchParams.set(name, '***');
+    }
     return parsed.toString();
   } catch {
     return 'the PostgreSQL database (its URL does not parse)';
