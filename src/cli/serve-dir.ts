@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import { CliError, EXIT } from './exit-codes.ts';
 
 /**
  * The state directory `serve --detach`, `serve stop`, `serve status` and `serve logs` share:
@@ -29,9 +30,20 @@ export function stateOption(command: Command): Command {
   );
 }
 
-/** --state before or after a subcommand's name (`serve --state D stop`, `serve stop --state D`). */
+/**
+ * --state before or after a subcommand's name (`serve --state D stop`, `serve stop --state D`).
+ * stop, status and logs cover a sandbox in a state dir (its pid and log files): one kept in a
+ * database (--database, --replica) is refused rather than looked for in the default directory.
+ */
 export function stateOf(command: Command): string | undefined {
-  return command.optsWithGlobals<{ state?: string }>().state;
+  const given = command.optsWithGlobals<{ state?: string; database?: string; replica?: boolean }>();
+  if (given.database !== undefined || given.replica) {
+    throw new CliError(
+      `serve ${command.name()} covers a sandbox in a state dir: a writer or replica on a database (--database, --replica) keeps no pid or log file there; ask its /health (or GET /sandbox/info), and stop it with a signal or its service manager`,
+      EXIT.usage,
+    );
+  }
+  return given.state;
 }
 
 export const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));

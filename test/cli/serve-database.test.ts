@@ -317,5 +317,12 @@ describe('serve --database refuses', () => {
     const advertise = await serveFailure(['--advertise-url', 'http://10.0.0.5:8787'], env);
     expect(advertise.code).toBe(2);
     expect(advertise.stderr).toContain('--advertise-url');
+    // stop, status and logs look after a state dir: a database's serve is not looked for there.
+    for (const verb of ['status', 'stop', 'logs']) {
+      const refused = await runCli(['serve', verb, '--database', url]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(`serve ${verb} covers a sandbox in a state dir`);
+      expect(refused.stderr).not.toContain(PASSWORD);
+    }
   });
 });
