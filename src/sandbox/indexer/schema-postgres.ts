@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { migrateVersioned } from '../store/migrations-postgres.ts';
 
 /**
  * The index's tables on PostgreSQL: the same tables as index.db's (schema.ts), in a schema of
@@ -243,46 +244,27 @@ export async function migrateIndexPostgres(
   identity: string,
   warn: (message: string) => void,
 ): Promise<void> {
-  await client.query('BEGIN');
-  try {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [INDEX_MIGRATION_LOCK]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${INDEX_SCHEMA}`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS schema_version (
-         one     BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
-         version INTEGER NOT NULL
-       )`,
-    );
-    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version');
-    const current = rows[0]?.version ?? 0;
-    if (current > INDEX_MIGRATIONS.length) throw new Error(newerIndexSchemaMessage(current));
-    for (let version = current + 1; version <= INDEX_MIGRATIONS.length; version++) {
-      await client.query(INDEX_MIGRATIONS[version - 1] as string);
-    }
-    if (current < INDEX_MIGRATIONS.length) {
-      await client.query(
-        `INSERT INTO schema_version (version) VALUES ($1)
-         ON CONFLICT (one) DO UPDATE SET version = excluded.version`,
-        [INDEX_MIGRATIONS.length],
+  await migrateVersioned(client, {
+    lock: INDEX_MIGRATION_LOCK,
+    known: INDEX_MIGRATIONS.length,
+    step: (version) => INDEX_MIGRATIONS[version - 1] as string,
+    newer: newerIndexSchemaMessage,
+    prepare: `CREATE SCHEMA IF NOT EXISTS ${INDEX_SCHEMA}`,
+    async finish() {
+      const chain = await client.query<{ value: string }>(
+        "SELECT value FROM index_meta WHERE key = 'chain'",
       );
-    }
-    const chain = await client.query<{ value: string }>(
-      "SELECT value FROM index_meta WHERE key = 'chain'",
-    );
-    const held = chain.rows[0]?.value;
-    if (held !== identity) {
-      if (held !== undefined) {
-        warn(
-          `the index in ${INDEX_SCHEMA} was built for another chain or deployment: it is emptied and the chain indexed again`,
-        );
+      const held = chain.rows[0]?.value;
+      if (held !== identity) {
+        if (held !== undefined) {
+          warn(
+            `the index in ${INDEX_SCHEMA} was built for another chain or deployment: it is emptied and the chain indexed again`,
+          );
+        }
+        await emptyIndex(client, identity);
       }
-      await emptyIndex(client, identity);
-    }
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  }
+    },
+  });
 }
 
 /** Empties every table of the index (inside a transaction). */

@@ -196,9 +196,37 @@ const MIGRATION_LOCK = 0x61676e74_01;
  */
 export async function migratePostgres(client: pg.ClientBase): Promise<void> {
   checkSteps();
+  await migrateVersioned(client, {
+    lock: MIGRATION_LOCK,
+    known: POSTGRES_SCHEMA_VERSION,
+    step: postgresStep,
+    newer: (version) => newerSchemaMessage(version, POSTGRES_SCHEMA_VERSION),
+  });
+}
+
+/**
+ * Brings one versioned schema up to date on `client` (outside any transaction), in one
+ * transaction under the advisory lock `lock`: `prepare` first, then every step past the
+ * version its schema_version row says (in the schema `client`'s search_path names), the new
+ * version, and `finish` (on the same transaction). Throws `newer`'s words for a schema made by
+ * a newer agentctl. The store's schema (above) and the index's (schema-postgres.ts) use it.
+ */
+export async function migrateVersioned(
+  client: pg.ClientBase,
+  schema: {
+    lock: number;
+    /** The version this agentctl brings the schema to (its last step). */
+    known: number;
+    step(version: number): string;
+    newer(version: number): string;
+    prepare?: string;
+    finish?: () => Promise<void>;
+  },
+): Promise<void> {
   await client.query('BEGIN');
   try {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query('SELECT pg_advisory_xact_lock($1)', [schema.lock]);
+    if (schema.prepare) await client.query(schema.prepare);
     await client.query(
       `CREATE TABLE IF NOT EXISTS schema_version (
          one     BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
@@ -207,19 +235,18 @@ export async function migratePostgres(client: pg.ClientBase): Promise<void> {
     );
     const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_version');
     const current = rows[0]?.version ?? 0;
-    if (current > POSTGRES_SCHEMA_VERSION) {
-      throw new Error(newerSchemaMessage(current, POSTGRES_SCHEMA_VERSION));
+    if (current > schema.known) throw new Error(schema.newer(current));
+    for (let version = current + 1; version <= schema.known; version++) {
+      await client.query(schema.step(version));
     }
-    for (let version = current + 1; version <= POSTGRES_SCHEMA_VERSION; version++) {
-      await client.query(postgresStep(version));
-    }
-    if (current < POSTGRES_SCHEMA_VERSION) {
+    if (current < schema.known) {
       await client.query(
         `INSERT INTO schema_version (version) VALUES ($1)
          ON CONFLICT (one) DO UPDATE SET version = excluded.version`,
-        [POSTGRES_SCHEMA_VERSION],
+        [schema.known],
       );
     }
+    await schema.finish?.();
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
