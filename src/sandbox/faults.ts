@@ -11,6 +11,7 @@
  *   crash-before-restore      a restore has stopped the chain, and changed nothing yet
  *   crash-in-restore          a restore has said on disk which snapshot it puts in place,
  *                             and put nothing in place yet
+ *   crash-after-restore       a restore is done (the chain is back), and not yet answered
  */
 export function crashAt(point: string): void {
   const fault = process.env.AGENTCTL_SANDBOX_FAULT;

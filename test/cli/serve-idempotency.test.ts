@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Hex } from 'viem';
 import { describe, expect, it } from 'vitest';
 import { type Answer, keyedWrites } from '../helpers/keyed-writes.ts';
-import { type ServeProcess, until, useServes } from '../helpers/serve.ts';
+import { rpcCall, type ServeProcess, until, useServes } from '../helpers/serve.ts';
 
 /**
  * Idempotency-Key through kill -9 (issue 24 §3), on real serves and a real anvil: a keyed
@@ -94,7 +94,9 @@ describe('a keyed deposit through kill -9', () => {
   it('with anvil killed in the middle of a burst: every key retried until answered is one deposit on the chain', async () => {
     const sandbox = await serve();
     const writes = await burstOf(sandbox.url, 4, 6);
-    const anvilPid = Number(readFileSync(join(serves.state(), 'anvil.pid'), 'utf8').split(' ')[0]);
+    const anvilPid = Number(
+      readFileSync(join(serves.anvilDir(sandbox), 'anvil.pid'), 'utf8').split(' ')[0],
+    );
     const before = await sendBurst(sandbox.url, writes, {
       answers: 8,
       kill: () => process.kill(anvilPid, 'SIGKILL'),
@@ -120,5 +122,51 @@ describe('a keyed deposit through kill -9', () => {
       expect(final.get(key)).toEqual({ ...answer, replayed: 'true' });
     }
     await expectOnceEach(await rpcUrlOf(sandbox.url), writes, final);
+  });
+});
+
+describe('a keyed restore through kill -9', () => {
+  /** A restore with an Idempotency-Key and the admin token; the answer as it came. */
+  async function keyedRestore(url: string, name: string, key: string): Promise<Answer> {
+    const response = await fetch(`${url}/sandbox/snapshots/${name}/restore`, {
+      method: 'POST',
+      headers: { 'x-admin-token': TOKEN, 'idempotency-key': key },
+    });
+    return {
+      status: response.status,
+      text: await response.text(),
+      replayed: response.headers.get('idempotent-replayed'),
+    };
+  }
+
+  it('done, then killed before its answer: a retry with its key after restart is answered, and undoes nothing written since', async () => {
+    const first = await serve({ AGENTCTL_SANDBOX_FAULT: 'crash-after-restore' });
+    const agent = await fundedAgent(first.url);
+    const base = await serves.request(first.url, 'POST', '/sandbox/snapshots', { name: 'base' });
+    expect(base.status).toBe(200);
+    expect((await keyedDeposit(first.url, agent.apiKey, randomUUID(), 2)).status).toBe(200);
+    const key = randomUUID();
+    await expect(keyedRestore(first.url, 'base', key)).rejects.toThrow();
+    await killed(first);
+
+    // The restore was done: the chain is the snapshot's, the deposit after it gone.
+    const second = await serve();
+    const rpcUrl = await rpcUrlOf(second.url);
+    expect(Number(await rpcCall(rpcUrl, 'eth_blockNumber'))).toBe(base.body.block_number);
+    expect(await sentBy(rpcUrl, agent.address)).toBe(0);
+    // A write made since, then the restore retried with its key: answered from what was
+    // stored with the restore's rows, and the write stays.
+    const since = await keyedDeposit(second.url, agent.apiKey, randomUUID(), 3);
+    expect(since.status).toBe(200);
+    const retried = await keyedRestore(second.url, 'base', key);
+    expect(retried.status).toBe(200);
+    expect(retried.replayed).toBe('true');
+    expect(JSON.parse(retried.text)).toMatchObject({
+      name: 'base',
+      block_number: base.body.block_number,
+    });
+    const { deposit_tx } = JSON.parse(since.text) as { deposit_tx: Hex };
+    expect(await depositedBy(rpcUrl, deposit_tx, agent.address)).toBe(3_000_000n);
+    expect(await sentBy(rpcUrl, agent.address)).toBe(2);
   });
 });

@@ -39,6 +39,19 @@ declare module 'vitest' {
   }
 }
 
+/**
+ * The backend a test keeps a sandbox's state in when it does not say: SQLite, or with
+ * AGENTCTL_TEST_BACKEND=postgres (the vitest project `postgres`, see vitest.config.ts) a fresh
+ * database of the run's cluster.
+ */
+export function testBackend(): 'sqlite' | 'postgres' {
+  // Read at each call, not once at import: a worker may run files of both projects.
+  return process.env.AGENTCTL_TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
+}
+
+/** What seals the wallet mnemonic of a test sandbox kept in PostgreSQL. */
+export const TEST_SANDBOX_SECRET = 'test-sandbox-secret-of-32-characters-or-more';
+
 /** The role initdb creates (the cluster's superuser); tests connect as it, without a password. */
 const SUPERUSER = 'agentctl';
 const DEBIAN_ROOT = '/usr/lib/postgresql';

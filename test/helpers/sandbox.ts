@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
+import pg from 'pg';
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
+import { expect } from 'vitest';
 import type {
   GraphqlLimits,
   NonceResponse,
@@ -25,10 +27,11 @@ import {
 import { SANDBOX_SECRET_ENV } from '../../src/sandbox/sandbox-secret.ts';
 import { openStore, type Store } from '../../src/sandbox/store/index.ts';
 import { openPostgresStore } from '../../src/sandbox/store/postgres.ts';
+import { type FreshDatabase, freshDatabase, TEST_SANDBOX_SECRET, testBackend } from './postgres.ts';
+
+export { TEST_SANDBOX_SECRET, testBackend };
 
 export const ADMIN_TOKEN = 'test-admin-token';
-/** What seals the wallet mnemonic of a test sandbox kept in PostgreSQL. */
-export const TEST_SANDBOX_SECRET = 'test-sandbox-secret-of-32-characters-or-more';
 
 const SILENT = { info() {}, warn() {}, error() {} };
 
@@ -40,6 +43,8 @@ export interface TestSandbox {
   runtime: SandboxRuntime;
   clock: SandboxClock;
   dir: string;
+  /** The PostgreSQL database it keeps its state in (none: SQLite files in `dir`). */
+  database?: string;
   close(): Promise<void>;
 }
 
@@ -73,8 +78,15 @@ export async function createTestSandbox(
      * what anvil needs.
      */
     database?: string;
+    /** SQLite whatever testBackend() says: for tests of SQLite's own files. */
+    sqlite?: boolean;
   } = {},
 ): Promise<TestSandbox> {
+  const owned: FreshDatabase | undefined =
+    options.database === undefined && !options.sqlite && testBackend() === 'postgres'
+      ? await freshDatabase()
+      : undefined;
+  if (owned) options = { ...options, database: owned.url };
   const dir = mkdtempSync(join(tmpdir(), 'agentctl-test-'));
   const store = options.database
     ? await openPostgresStore(options.database)
@@ -130,10 +142,12 @@ export async function createTestSandbox(
     runtime,
     clock,
     dir,
+    ...(options.database && { database: options.database }),
     async close() {
       await app.close();
       await runtime.close();
       rmSync(dir, { recursive: true, force: true });
+      await owned?.drop();
     },
   };
 }
@@ -250,4 +264,44 @@ export async function sandboxWithEstablishedAgent(): Promise<{
     throw new Error(`raising the agent to established failed: ${raised.statusCode} ${raised.body}`);
   }
   return { sandbox, apiKey: agent.apiKey };
+}
+
+/**
+ * Everything a sandbox has written to its store, as text to search for a secret: on SQLite the
+ * bytes of sandbox.db and its write-ahead log; on PostgreSQL every value of every row of every
+ * table in the database (binary values as their bytes).
+ */
+export async function storedText(sandbox: TestSandbox): Promise<string> {
+  if (!sandbox.database) {
+    return ['sandbox.db', 'sandbox.db-wal']
+      .map((name) => {
+        try {
+          return readFileSync(join(sandbox.dir, name)).toString('latin1');
+        } catch {
+          return '';
+        }
+      })
+      .join('');
+  }
+  const client = new pg.Client({ connectionString: sandbox.database });
+  await client.connect();
+  try {
+    const tables = await client.query<{ schema: string; name: string }>(
+      `SELECT table_schema AS schema, table_name AS name FROM information_schema.tables
+        WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')`,
+    );
+    expect(tables.rows.map((table) => table.name)).toContain('agents');
+    const text: string[] = [];
+    for (const { schema, name } of tables.rows) {
+      const table = `${client.escapeIdentifier(schema)}.${client.escapeIdentifier(name)}`;
+      for (const row of (await client.query(`SELECT * FROM ${table}`)).rows) {
+        for (const value of Object.values(row)) {
+          text.push(Buffer.isBuffer(value) ? value.toString('latin1') : JSON.stringify(value));
+        }
+      }
+    }
+    return text.join('\n');
+  } finally {
+    await client.end();
+  }
 }

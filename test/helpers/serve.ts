@@ -8,6 +8,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterEach, beforeEach, expect } from 'vitest';
 import { NonceResponse, RegisterResponse } from '../../src/api/schemas/index.ts';
 import { anvilsStartedFor } from '../../src/sandbox/chain/anvil.ts';
+import { type FreshDatabase, freshDatabase, TEST_SANDBOX_SECRET, testBackend } from './postgres.ts';
 
 export const BIN = fileURLToPath(new URL('../../bin/agentctl.js', import.meta.url));
 
@@ -168,6 +169,10 @@ export async function requestOver(
 export function useServes(name: string, adminToken: string) {
   let dir = '';
   const running: ServeProcess[] = [];
+  /** On the PostgreSQL backend: the test's database, made by its first stateServe. */
+  let database: FreshDatabase | undefined;
+  /** The work dirs of the test's serves on a database (their anvils' files). */
+  const workDirs = new Set<string>();
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), `agentctl-${name}-`));
   });
@@ -177,9 +182,19 @@ export function useServes(name: string, adminToken: string) {
       await serve.exited;
     }
     // The anvil of a serve a test killed with kill -9 outlives it, as it would for a user.
-    for (const pid of anvilsStartedFor(join(dir, 'state'))) process.kill(pid, 'SIGKILL');
+    for (const anvils of [join(dir, 'state'), ...workDirs]) {
+      for (const pid of anvilsStartedFor(anvils)) process.kill(pid, 'SIGKILL');
+    }
+    workDirs.clear();
     rmSync(dir, { recursive: true, force: true });
+    await database?.drop();
+    database = undefined;
   });
+  /** Where a serve's anvil keeps its pid file: the state dir, or a writer's work dir. */
+  const anvilDir = (serve: ServeProcess): string => {
+    const workDir = /^work dir: (\S+)/m.exec(serve.stdout())?.[1];
+    return workDir ?? join(dir, 'state');
+  };
   const forget = (serve: ServeProcess) => {
     const index = running.indexOf(serve);
     // Not one of ours (or forgotten already): splice(-1, 1) would drop another serve, which
@@ -194,20 +209,26 @@ export function useServes(name: string, adminToken: string) {
     /** The test's state dir (`--state`), in its directory: see stateServe. */
     state,
     /**
-     * serve on the test's state dir, rate limits off: the same sandbox across the serves of a
-     * test (a kill -9, then a restart, say).
+     * serve on the test's state, rate limits off: the same sandbox across the serves of a test
+     * (a kill -9, then a restart, say). The state is the test's state dir, or on the
+     * PostgreSQL backend (testBackend()) the test's database (`--database`).
      */
     async stateServe(env: NodeJS.ProcessEnv = {}, args: string[] = []): Promise<ServeProcess> {
+      if (testBackend() === 'postgres') database ??= await freshDatabase();
+      const where = database ? ['--database', database.url] : ['--state', state()];
       const started = await startServe(
         [
-          ...['--state', state(), '--admin-token', adminToken, '--log-level', 'warn'],
+          ...[...where, '--admin-token', adminToken, '--log-level', 'warn'],
           ...['--rate-limit', 'off', ...args],
         ],
-        env,
+        { ...(database && { AGENTCTL_SANDBOX_SECRET: TEST_SANDBOX_SECRET }), ...env },
       );
       running.push(started);
+      const workDir = /^work dir: (\S+)/m.exec(started.stdout())?.[1];
+      if (workDir) workDirs.add(workDir);
       return started;
     },
+    anvilDir,
     async serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
       const started = await startServe(
         ['--admin-token', adminToken, '--log-level', 'warn', ...args],

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { buildClientSchema, getIntrospectionQuery, parse, printSchema } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
+import pg from 'pg';
 import {
   type Address,
   createWalletClient,
@@ -492,6 +493,31 @@ describe('queries answer what /v1 answers for the same state', () => {
   });
 });
 
+/** Sets an indexed transaction's amount behind the index's back, on a connection of its own. */
+async function amountSetter(sandbox: TestSandbox) {
+  if (sandbox.database) {
+    const client = new pg.Client({ connectionString: sandbox.database });
+    await client.connect();
+    return {
+      async set(amount: string, hash: string) {
+        const sql = 'UPDATE sandbox_index.transactions SET amount = $1 WHERE hash = $2';
+        expect((await client.query(sql, [amount, hash])).rowCount).toBe(1);
+      },
+      close: () => client.end(),
+    };
+  }
+  const index = new DatabaseSync(join(sandbox.dir, 'index.db'), { timeout: 5000 });
+  const update = index.prepare('UPDATE transactions SET amount = ? WHERE hash = ?');
+  return {
+    async set(amount: string, hash: string) {
+      expect(update.run(amount, hash).changes).toBe(1);
+    },
+    async close() {
+      index.close();
+    },
+  };
+}
+
 describe('answers kept between index commits', () => {
   it('a repeated query answers the same until a write moves the index, then the new state', async () => {
     const agent = await chainAgent(sandbox);
@@ -508,15 +534,14 @@ describe('answers kept between index commits', () => {
     // A row changed under the index, which no commit reports: an answer built again would
     // show it, a kept one does not. The row is put back before the next commit.
     // (On a connection of its own: the index's readers' is read-only, its writer its own.)
-    const index = new DatabaseSync(join(sandbox.dir, 'index.db'), { timeout: 5000 });
-    const tamper = index.prepare('UPDATE transactions SET amount = ? WHERE hash = ?');
+    const tamper = await amountSetter(sandbox);
     const { hash } = first.body.data.userTransactions[0];
-    tamper.run('1', hash);
+    await tamper.set('1', hash);
     try {
       expect((await gql(query, variables)).body).toEqual(first.body);
     } finally {
-      tamper.run('3000000', hash);
-      index.close();
+      await tamper.set('3000000', hash);
+      await tamper.close();
     }
     await deposit(agent.apiKey, 'conservative', 7);
     const after = await gql(query, variables);

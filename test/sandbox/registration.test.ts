@@ -1,6 +1,4 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   getAddress,
   type Hex,
@@ -19,6 +17,7 @@ import {
   register,
   registeredAgent,
   signedBody,
+  storedText,
   type TestSandbox,
 } from '../helpers/sandbox.ts';
 import { rpcCall } from '../helpers/serve.ts';
@@ -106,16 +105,7 @@ describe('POST /api/v1/agent/auth/register', () => {
 
   it('stores only a SHA-256 hash of the key', async () => {
     const { apiKey } = await registeredAgent(sandbox.app);
-    // The database and its write-ahead log together hold everything that was written.
-    const files = ['sandbox.db', 'sandbox.db-wal']
-      .map((name) => {
-        try {
-          return readFileSync(join(sandbox.dir, name)).toString('latin1');
-        } catch {
-          return '';
-        }
-      })
-      .join('');
+    const files = await storedText(sandbox);
     expect(files).not.toContain(apiKey);
     expect(files).not.toContain(apiKey.slice(4));
     expect(files).toContain(createHash('sha256').update(apiKey).digest('hex'));

@@ -10,6 +10,7 @@ import {
 } from '../../api/schemas/index.ts';
 import { HttpError } from '../errors.ts';
 import { createKeyedLock } from '../keyed-lock.ts';
+import type { IdempotencyRow } from '../store/idempotency.ts';
 import type { Store, StoreTx } from '../store/index.ts';
 import { callerOf } from './auth.ts';
 
@@ -51,6 +52,12 @@ export interface IdempotencyDeps {
 /** What a handler calls inside the commit of its effects; does nothing for an unkeyed request. */
 export interface KeyedAnswer {
   commit(tx: StoreTx, body: unknown, status?: number): Promise<void>;
+  /**
+   * The key's row with `body` as its answer, for a write that commits it with effects kept
+   * outside the store's transactions (a restore's rows: see snapshots/index.ts); undefined for
+   * an unkeyed request. The answer the write then returns is stored over it as usual.
+   */
+  row(body: unknown, status?: number): IdempotencyRow | undefined;
 }
 
 interface Running {
@@ -90,8 +97,8 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
   const purger = setInterval(() => void purge(), PURGE_EVERY_MS);
   purger.unref();
 
-  async function storeRow(tx: StoreTx, entry: Running, status: number, text: string) {
-    await tx.idempotency.insert({
+  function rowOf(entry: Running, status: number, text: string): IdempotencyRow {
+    return {
       id: entry.id,
       scope: entry.scopeHash,
       fingerprint: entry.fingerprint,
@@ -99,7 +106,11 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
       answer: seal(entry, text),
       created_ms: nowMs(),
       outlives_restore: entry.outlivesRestore ? 1 : 0,
-    });
+    };
+  }
+
+  async function storeRow(tx: StoreTx, entry: Running, status: number, text: string) {
+    await tx.idempotency.insert(rowOf(entry, status, text));
     entry.stored = { status, text };
     held++;
   }
@@ -233,6 +244,10 @@ export function createIdempotency({ store, errorAnswer, log, nowMs = Date.now }:
           if (entry && !entry.stored) {
             await storeRow(tx, entry, status, serialize(request, status, body));
           }
+        },
+        row(body: unknown, status = 200): IdempotencyRow | undefined {
+          const entry = byRequest.get(request);
+          return entry && rowOf(entry, status, serialize(request, status, body));
         },
       };
     },

@@ -66,8 +66,10 @@ export function registerSnapshotRoutes(
         response: { 200: RestoreResult },
       },
     },
-    // The answer commits into the restored state, whose own keys are those of the snapshot.
-    keyed(async (request) => available().restore(request.params.name)),
+    // The key goes in with the snapshot's rows (see Snapshots.restore), and outlives restores.
+    keyed(async (request) =>
+      available().restore(request.params.name, (answer) => keys.answerOf(request).row(answer)),
+    ),
   );
 
   app.delete(

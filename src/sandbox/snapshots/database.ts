@@ -12,6 +12,7 @@ import { openIndexDatabase } from '../indexer/schema.ts';
 import { INDEX_SCHEMA, INDEX_TABLES } from '../indexer/schema-postgres.ts';
 import { copyDatabase } from '../store/copy.ts';
 import { openDatabase } from '../store/db.ts';
+import { createIdempotencyStore } from '../store/idempotency.ts';
 import { IDENTITY_META, type Store } from '../store/index.ts';
 import { POSTGRES_SCHEMA_VERSION } from '../store/migrations-postgres.ts';
 import type { Sql, SqlTransaction, SqlValue } from '../store/sql.ts';
@@ -162,7 +163,7 @@ export function databaseSnapshots(deps: DatabaseSnapshotDeps): SnapshotStorage {
       if (!row) throw new HttpError(404, `no snapshot is named ${name}`);
       await checkReplaceable(row, sql);
     },
-    async putInPlace(name) {
+    async putInPlace(name, keys) {
       const replace = () =>
         store.replacedBy(async (tx) => {
           let row: CatalogRow | undefined;
@@ -173,6 +174,8 @@ export function databaseSnapshots(deps: DatabaseSnapshotDeps): SnapshotStorage {
             await checkReplaceable(row, tx);
           }
           await replaceRows(tx, row?.schema_name);
+          // The restore's own key, with the rows: a retry is answered, never restored again.
+          for (const key of keys) await createIdempotencyStore(tx).insert(key);
           await snapshotCheckpoints.replaceWithin(tx, row?.schema_name);
           if (index.inDatabase) {
             await replaceIndexRows(tx, row?.indexed ? row.schema_name : undefined);

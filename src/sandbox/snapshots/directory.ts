@@ -18,6 +18,7 @@ import { META_CHECKPOINT } from '../chain/restore.ts';
 import { HttpError, StartupError } from '../errors.ts';
 import { crashAt } from '../faults.ts';
 import { removeIndexFiles } from '../indexer/schema.ts';
+import type { IdempotencyRow } from '../store/idempotency.ts';
 import type { Store } from '../store/index.ts';
 import { exportSnapshot } from './export-file.ts';
 import {
@@ -73,12 +74,12 @@ export function directorySnapshots(deps: {
     },
     unfinished: () => pendingRestore(stateDir),
     prepareRestore: (name) => stageRestore(stateDir, store, name),
-    async putInPlace(name) {
+    async putInPlace(name, keys) {
       crashAt('crash-before-restore');
       markRestoring(stateDir, name);
       crashAt('crash-in-restore');
       try {
-        await putInPlace(stateDir, store, name, (from) => index.replaceWith(from));
+        await putInPlace(stateDir, store, name, (from) => index.replaceWith(from), keys);
       } catch (error) {
         // Refused before anything changed: there is nothing for a start to finish.
         if (error instanceof RowsNotReplacedError) clearRestoring(stateDir);
@@ -181,11 +182,14 @@ async function putInPlace(
   store: Store,
   name: string,
   replaceIndex: (from: string | undefined) => Promise<void>,
+  keys: IdempotencyRow[] = [],
 ): Promise<void> {
   const genesis = name === GENESIS_SNAPSHOT;
   const dir = snapshotDir(stateDir, name);
   try {
-    await store.replaceFrom(genesis ? undefined : join(dir, SNAPSHOT_DB));
+    // The restore's own key goes in with the rows: a start that finishes the restore keeps it
+    // (it outlives restores), and a retry is answered rather than restoring again.
+    await store.replaceFrom(genesis ? undefined : join(dir, SNAPSHOT_DB), keys);
   } catch (error) {
     throw new RowsNotReplacedError(
       `snapshot ${name} cannot be restored: its sandbox.db ${(error as Error).message}`,

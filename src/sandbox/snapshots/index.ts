@@ -10,6 +10,8 @@ import type { BlockHead } from '../chain/producer.ts';
 import type { ChainCopy } from '../chain/restore.ts';
 import type { SandboxClock } from '../clock.ts';
 import { HttpError } from '../errors.ts';
+import { crashAt } from '../faults.ts';
+import type { IdempotencyRow } from '../store/idempotency.ts';
 import type { SnapshotMeta } from './files.ts';
 import type { SnapshotStorage } from './storage.ts';
 
@@ -149,11 +151,20 @@ export function createSnapshots(deps: SnapshotDeps) {
     });
   }
 
-  function restore(name: string): Promise<RestoreResult> {
+  /**
+   * Restores snapshot `name`. `keyOf`, for a keyed request, gives the row of its key with an
+   * answer: it goes in with the snapshot's rows, in their transaction (putInPlace), so that a
+   * crash after that commit leaves a key whose retry is answered, not a restore done again
+   * over the writes made since. That answer is the restore's as far as its rows (the time
+   * taken up to then); the route stores the final one over it once the chain is back.
+   */
+  function restore(
+    name: string,
+    keyOf: (answer: RestoreResult) => IdempotencyRow | undefined = () => undefined,
+  ): Promise<RestoreResult> {
     return serially(async () => {
-      if (name !== GENESIS_SNAPSHOT && !(await storage.read(name))) {
-        throw new HttpError(404, `no snapshot is named ${name}`);
-      }
+      const meta = name === GENESIS_SNAPSHOT ? GENESIS : await storage.read(name);
+      if (!meta) throw new HttpError(404, `no snapshot is named ${name}`);
       refuseWhileUnfinished();
       const started = performance.now();
       // What can be refused is refused before anything changes: rows of another schema, a
@@ -166,7 +177,15 @@ export function createSnapshots(deps: SnapshotDeps) {
         await deps.pauseOperators();
         let head: BlockHead;
         try {
-          head = await deps.chain.replace(() => storage.putInPlace(name));
+          head = await deps.chain.replace(() => {
+            const key = keyOf({
+              name,
+              block_number: meta.block_number,
+              restored_in_ms: elapsedMs(started),
+            });
+            return storage.putInPlace(name, key ? [key] : []);
+          });
+          crashAt('crash-after-restore');
         } catch (error) {
           const why = (error as Error).message;
           if (storage.unfinished() === undefined) {
@@ -184,11 +203,7 @@ export function createSnapshots(deps: SnapshotDeps) {
             }
           }
         }
-        return {
-          name,
-          block_number: head.number,
-          restored_in_ms: Math.round((performance.now() - started) * 10) / 10,
-        };
+        return { name, block_number: head.number, restored_in_ms: elapsedMs(started) };
       } finally {
         release(unfinished);
       }
@@ -236,6 +251,11 @@ export function createSnapshots(deps: SnapshotDeps) {
   };
 }
 export type Snapshots = ReturnType<typeof createSnapshots>;
+
+/** Milliseconds since `started` (performance.now()), to a tenth. */
+function elapsedMs(started: number): number {
+  return Math.round((performance.now() - started) * 10) / 10;
+}
 
 /** Genesis, listed first: the built-in chain, no agents. */
 function genesisInfo(): SnapshotInfo {

@@ -1,5 +1,6 @@
 import type { Checkpoint } from '../chain/checkpoint.ts';
 import type { BlockHead } from '../chain/producer.ts';
+import type { IdempotencyRow } from '../store/idempotency.ts';
 import type { SnapshotMeta } from './files.ts';
 
 /**
@@ -33,8 +34,10 @@ export interface SnapshotStorage {
    * Puts snapshot `name` (or genesis) in place of the state: the rows but the identity, the
    * admin token, the idempotency keys that outlive a restore and the rate counts; the chain's
    * checkpoint and its pointer; the index. Runs while the chain is stopped (its `replace`).
+   * `keys` (the restore's own, when it is keyed) go in with the rows, in their transaction:
+   * a restore whose rows are in place has its key stored, whatever happens next.
    */
-  putInPlace(name: string): Promise<void>;
+  putInPlace(name: string, keys: IdempotencyRow[]): Promise<void>;
   /** Removes snapshot `name`; false when there is none. */
   remove(name: string): Promise<boolean>;
   /** Snapshot `name` as an export file's bytes (export-file.ts's format). */

@@ -35,9 +35,14 @@ export class SchemaMismatchError extends Error {}
  * Replaces every row of `db` with the rows of the database file `from` (every row deleted when
  * `from` is undefined), in one transaction: either all of it is in, or none of it. The tables
  * must be the same, column for column. `kept` rows stay as they are, and are not taken from
- * `from`.
+ * `from`; `also` runs last in the same transaction (a restore's own answer, put in with it).
  */
-export function replaceRows(db: DatabaseSync, from: string | undefined, kept: KeptRows[]): void {
+export function replaceRows(
+  db: DatabaseSync,
+  from: string | undefined,
+  kept: KeptRows[],
+  also: (db: DatabaseSync) => void = () => undefined,
+): void {
   const tables = tablesOf(db, 'main');
   if (from !== undefined) db.prepare("ATTACH DATABASE ? AS 'source'").run(from);
   try {
@@ -57,6 +62,7 @@ export function replaceRows(db: DatabaseSync, from: string | undefined, kept: Ke
           ).run(...params);
         }
       }
+      also(db);
     });
   } finally {
     if (from !== undefined) db.exec('DETACH DATABASE source');

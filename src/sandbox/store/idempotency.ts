@@ -11,6 +11,31 @@ export interface IdempotencyRow {
   outlives_restore: 0 | 1;
 }
 
+/**
+ * Puts a key's row in, or replaces its answer. A row already there can only be the write's own
+ * (an answer committed with a restore's rows, then the final one: see snapshots/index.ts) or
+ * have come back with a restore (a snapshot taken after a keyed restore holds its key): the
+ * answer given now is the one to keep.
+ */
+export const UPSERT_IDEMPOTENCY_ROW = `INSERT INTO idempotency_keys (id, scope, fingerprint, status, answer, created_ms, outlives_restore)
+  VALUES (?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
+    answer = excluded.answer, created_ms = excluded.created_ms,
+    outlives_restore = excluded.outlives_restore`;
+
+/** UPSERT_IDEMPOTENCY_ROW's parameters, in order. */
+export function idempotencyRowParams(row: IdempotencyRow) {
+  return [
+    row.id,
+    row.scope,
+    row.fingerprint,
+    row.status,
+    row.answer,
+    row.created_ms,
+    row.outlives_restore,
+  ] as const;
+}
+
 /** The answers of keyed writes (Idempotency-Key), by a hash of the caller's scope and key. */
 export function createIdempotencyStore(sql: Sql) {
   return {
@@ -19,22 +44,7 @@ export function createIdempotencyStore(sql: Sql) {
     },
     /** Call inside the transaction that commits the write's own effects. */
     async insert(row: IdempotencyRow): Promise<void> {
-      // A row already there can only have come back with a restore (a snapshot taken after a
-      // keyed restore holds its key): the answer given now is the one to keep.
-      await sql.run(
-        `INSERT INTO idempotency_keys (id, scope, fingerprint, status, answer, created_ms, outlives_restore)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
-           answer = excluded.answer, created_ms = excluded.created_ms,
-           outlives_restore = excluded.outlives_restore`,
-        row.id,
-        row.scope,
-        row.fingerprint,
-        row.status,
-        row.answer,
-        row.created_ms,
-        row.outlives_restore,
-      );
+      await sql.run(UPSERT_IDEMPOTENCY_ROW, ...idempotencyRowParams(row));
     },
     /** Deletes the keys made before `beforeMs` (wall clock); returns how many. */
     async purge(beforeMs: number): Promise<number> {

@@ -4,7 +4,12 @@ import { createChainLogStore } from './chain-log.ts';
 import { atThisSchema, checkSameTables, copyDatabase, replaceRows } from './copy.ts';
 import { createWalSync, type Database, openDatabase } from './db.ts';
 import { createFaucetStore } from './faucet.ts';
-import { createIdempotencyStore } from './idempotency.ts';
+import {
+  createIdempotencyStore,
+  type IdempotencyRow,
+  idempotencyRowParams,
+  UPSERT_IDEMPOTENCY_ROW,
+} from './idempotency.ts';
 import { createMetaStore } from './meta.ts';
 import { createNodeStore } from './nodes.ts';
 import { createNonceStore } from './nonces.ts';
@@ -87,10 +92,11 @@ export interface BackendSpecifics {
   copyTo(to: string): Promise<void>;
   /**
    * Replaces every row with those of the copy at `from` (made by copyTo), or with none (a
-   * new sandbox's state), in one transaction, except IDENTITY_META (when set). Throws
-   * SchemaMismatchError, having changed nothing, when `from` has other tables.
+   * new sandbox's state), in one transaction, except IDENTITY_META (when set), with `keys` put
+   * in by the same transaction. Throws SchemaMismatchError, having changed nothing, when
+   * `from` has other tables.
    */
-  replaceFrom(from: string | undefined): Promise<void>;
+  replaceFrom(from: string | undefined, keys: IdempotencyRow[]): Promise<void>;
   /** Throws SchemaMismatchError unless replaceFrom(from) could put the rows of `from` in. */
   checkReplaceable(from: string): Promise<void>;
   /** Closes what the backend holds beyond its connections (the WAL's descriptor, say). */
@@ -117,20 +123,28 @@ export function openStore(
     kind: 'sqlite',
     sync: wal.sync,
     copyTo: (to) => backend.withWriter((writer) => copyDatabase(writer, to)),
-    replaceFrom: (from) =>
+    replaceFrom: (from, keys) =>
       backend.withWriter((writer) => {
         // A new database (serve --from) has no identity yet: it takes the copy's.
         const kept = IDENTITY_META.filter(
           (key) => writer.prepare('SELECT 1 FROM meta WHERE key = ?').get(key) !== undefined,
         );
         const replace = (source: string | undefined) =>
-          replaceRows(writer, source, [
-            { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
-            // Snapshot files and restores are not undone by a restore: nor are their keys.
-            { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
-            // Nor are the requests counted: a restore takes no counts, and keeps today's.
-            { table: 'rate_counts', where: '1 = 1', params: [] },
-          ]);
+          replaceRows(
+            writer,
+            source,
+            [
+              { table: 'meta', where: `key IN (${kept.map(() => '?').join(', ')})`, params: kept },
+              // Snapshot files and restores are not undone by a restore: nor are their keys.
+              { table: 'idempotency_keys', where: 'outlives_restore = 1', params: [] },
+              // Nor are the requests counted: a restore takes no counts, and keeps today's.
+              { table: 'rate_counts', where: '1 = 1', params: [] },
+            ],
+            (db) => {
+              const upsert = db.prepare(UPSERT_IDEMPOTENCY_ROW);
+              for (const key of keys) upsert.run(...idempotencyRowParams(key));
+            },
+          );
         // A snapshot of an earlier agentctl is brought to this schema first (a copy).
         if (from === undefined) replace(undefined);
         else atThisSchema(from, dirname(path), replace);
@@ -260,11 +274,13 @@ export function createStore(backend: SqlBackend, specifics: BackendSpecifics) {
     copyTo: (to: string): Promise<void> => specifics.copyTo(to),
     /**
      * Replaces every row with those of the copy at `from` (made by copyTo), or with none (a
-     * new sandbox's state), in one transaction, except IDENTITY_META (when set). Throws
-     * SchemaMismatchError, having changed nothing, when `from` has other tables.
+     * new sandbox's state), in one transaction, except IDENTITY_META (when set), with the
+     * idempotency `keys` put in by the same transaction (a restore's own: see
+     * snapshots/index.ts). Throws SchemaMismatchError, having changed nothing, when `from` has
+     * other tables.
      */
-    async replaceFrom(from: string | undefined): Promise<void> {
-      await specifics.replaceFrom(from);
+    async replaceFrom(from: string | undefined, keys: IdempotencyRow[] = []): Promise<void> {
+      await specifics.replaceFrom(from, keys);
       repos.agents.replaced();
     },
     /** Throws SchemaMismatchError unless replaceFrom(from) could put the rows of `from` in. */
