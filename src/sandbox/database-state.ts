@@ -14,6 +14,7 @@ import {
   type WriterTakenOverError,
 } from './team/writer-lock.ts';
 
+export { importIntoDatabase } from './snapshots/database.ts';
 export { probeDatabase } from './team/database-health.ts';
 export { redactedUrl, WriterLockedError };
 
@@ -50,7 +51,6 @@ export function checkDatabaseOptions(options: SandboxOptions): void {
   if (problem) throw new StartupError(`--database ${redactedUrl(url)} ${problem}`);
   const refused: Array<[unknown, string]> = [
     [options.state, '--state (the database keeps the whole sandbox: there is no state dir)'],
-    [options.fromFile, '--from (an export is started in a state dir)'],
     [options.rpcUrl, '--rpc-url (a sandbox in a database runs its own chain)'],
   ];
   for (const [given, what] of refused) {

@@ -110,6 +110,9 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
         reportLost(error);
       });
       store = database.store;
+      // serve --from FILE --database URL: a new, empty database takes the export (as a
+      // snapshot of its name, put in place); one that holds a sandbox is refused, unchanged.
+      if (exported) await team.importIntoDatabase(exported, store, database.kept.mnemonic);
       sandboxId = await team.databaseSandboxId(store);
       kept = database.kept;
     } else {
@@ -152,7 +155,13 @@ export async function startSandbox(options: SandboxOptions): Promise<RunningSand
       ...(database && team && { databaseHealth: team.probeDatabase(store.sql.standalone) }),
       stateDir: stateDir.path,
       persistent,
-      ...(database && { role: 'writer' as const, database: 'postgres' as const }),
+      ...(database &&
+        team &&
+        options.database !== undefined && {
+          role: 'writer' as const,
+          database: 'postgres' as const,
+          stateShownAs: team.redactedUrl(options.database),
+        }),
       rateLimit: options.rateLimit,
       // Servers that share a database count a client's requests once, whichever answers.
       ...(database

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import type { Address } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redactedUrl } from '../../src/sandbox/store/postgres.ts';
 import { WRITER_LOCK_KEY } from '../../src/sandbox/team/writer-lock.ts';
 import { runCli } from '../helpers/cli.ts';
 import { type Answer, keyedWrites } from '../helpers/keyed-writes.ts';
@@ -88,6 +89,9 @@ describe('serve --database', () => {
     const first = await writer({ PGPASSWORD: 'pg-env-secret-0815' });
     const info = (await serves.request(first.url, 'GET', '/sandbox/info')).body;
     expect(info).toMatchObject({ persistent: true, role: 'writer', database: 'postgres' });
+    // Where the state is: the database, named without its password (not the work dir).
+    expect(info.state_dir).toBe(redactedUrl(url));
+    expect(info.state_dir).not.toContain(PASSWORD);
     const { apiKey } = await registerOver(first.url);
     await depositOver(first.url, apiKey, 25);
     // The ready block names the database without its password; nothing else shows it.
@@ -177,6 +181,54 @@ describe('a backup with pg_dump', () => {
   });
 });
 
+describe('serve --from FILE --database URL', () => {
+  it('starts a new database as the exported sandbox, from either backend, and refuses a database that holds one', async () => {
+    // The export comes from a sandbox in a state dir: a team's sandbox can start as anyone's.
+    const state = join(serves.dir(), 'state');
+    const local = await serves.serve(['--state', state, '--rate-limit', 'off']);
+    const { apiKey } = await registerOver(local.url);
+    await depositOver(local.url, apiKey, 9);
+    expect(
+      (await serves.request(local.url, 'POST', '/sandbox/snapshots', { name: 'seeded' })).status,
+    ).toBe(200);
+    const exported = await fetch(`${local.url}/sandbox/snapshots/seeded/export`, {
+      headers: { 'x-admin-token': TOKEN },
+    });
+    expect(exported.status).toBe(200);
+    const file = join(serves.dir(), 'seeded.sandbox');
+    writeFileSync(file, Buffer.from(await exported.arrayBuffer()), { mode: 0o600 });
+    const before = await seenOf(local.url, apiKey);
+    await serves.stop(local);
+
+    const on = await newDatabase();
+    const team = await writer({}, on, ['--from', file]);
+    expect(await seenOf(team.url, apiKey)).toEqual(before);
+    const listed = await serves.request(team.url, 'GET', '/sandbox/snapshots');
+    expect(listed.body.snapshots.map((each: { name: string }) => each.name)).toEqual([
+      'genesis',
+      'seeded',
+    ]);
+    await depositOver(team.url, apiKey, 1);
+    await serves.stop(team);
+
+    // Again on the same database: refused, changing nothing; started without --from, it goes on.
+    const again = await serveFailure(['--database', on, '--from', file, '--port', '0'], {
+      AGENTCTL_SANDBOX_SECRET: SECRET,
+    });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('the database holds a sandbox already');
+    expect(again.stderr).not.toContain(PASSWORD);
+    const resumed = await writer({}, on);
+    expect((await seenOf(resumed.url, apiKey)).transactions.total).toBe(
+      before.transactions.total + 1,
+    );
+    // A replica takes no export: the writer does.
+    const replica = await serveFailure(['--replica', '--database', on, '--from', file]);
+    expect(replica.code).toBe(2);
+    expect(replica.stderr).toContain('--replica --database cannot be used with --from');
+  });
+});
+
 describe('a writer killed with kill -9 under write load', () => {
   it('leaves the database to a new writer that loses nothing acknowledged, forks no wallet, and replays every retried key', async () => {
     // The writer kills itself (kill -9) at a commit of the burst's, as serve-idempotency's
@@ -254,8 +306,12 @@ describe('a writer that lost the lock', () => {
       expect(await first.exited).toBe(1);
       serves.forget(first);
       expect(first.stderr()).toContain('another writer took over');
-      // The row still names this writer, at the URL it advertised for replicas.
-      expect(first.stderr()).toContain('is served by a writer at http://a.internal:8787 (host');
+      // The row still names this writer (the test holds the lock, and wrote none): it does not
+      // name itself as the one that took over.
+      expect(first.stderr()).toContain(
+        'is served by another writer (it has not said where it serves yet)',
+      );
+      expect(first.stderr()).not.toContain('is served by a writer at http://a.internal:8787');
       expect(first.stderr()).toContain('writer lock lost');
     } finally {
       await client.end();
@@ -317,6 +373,16 @@ describe('serve --database refuses', () => {
     const advertise = await serveFailure(['--advertise-url', 'http://10.0.0.5:8787'], env);
     expect(advertise.code).toBe(2);
     expect(advertise.stderr).toContain('--advertise-url');
+    for (const [given, why] of [
+      [`http://me:${PASSWORD}@writer:8787`, 'must not hold a user or a password'],
+      ['writer:8787', 'must be an http(s) URL'],
+      ['ftp://writer/', 'must be an http(s) URL'],
+    ]) {
+      const bad = await serveFailure(['--database', url, '--advertise-url', given as string], env);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain(why);
+      expect(bad.stderr).not.toContain(PASSWORD);
+    }
     // stop, status and logs look after a state dir: a database's serve is not looked for there.
     for (const verb of ['status', 'stop', 'logs']) {
       const refused = await runCli(['serve', verb, '--database', url]);

@@ -68,8 +68,11 @@ describe('a chain no one else can stall', () => {
     await rpcCall(rpcUrl, 'anvil_reorg', [2, []]).catch(() => undefined);
 
     await until(async () => (await receipt(rpcUrl, made.deposit_tx))?.status === '0x1');
-    // (Its log line may reach us after the RPC URL's answer.)
+    // (Its log lines may reach us after the RPC URL's answer.) The rebuild is done, the index
+    // back on the rebuilt chain, once it says the chain is back: until then the index may
+    // still follow the replaced chain, which has no deposit.
     await until(async () => sandbox.stderr().includes('the chain was replaced'));
+    await until(async () => sandbox.stderr().includes('the chain is back'));
     const partA = await request(
       sandbox.url,
       'GET',

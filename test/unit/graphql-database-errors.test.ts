@@ -3,6 +3,7 @@ import { GraphQLError } from 'graphql';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { formatGraphqlErrors, fromQueryError } from '../../src/sandbox/graphql/errors.ts';
+import { throttledUnreachableLog } from '../../src/sandbox/plugins/errors.ts';
 
 /** A real failure to reach PostgreSQL: pg connecting to a loopback port nothing listens on. */
 async function unreachableError(): Promise<Error> {
@@ -28,7 +29,7 @@ describe('GraphQL errors of a database that cannot be reached', () => {
     expect(mapped).toBeInstanceOf(GraphQLError);
     expect(mapped.extensions.code).toBe('INDEX_UNAVAILABLE');
     expect(mapped.message).toMatch(
-      /^the sandbox's database cannot be reached \(.*ECONNREFUSED.*\); retry shortly$/,
+      /^the sandbox's database cannot be reached \(connection refused\); retry shortly$/,
     );
     // A resolver that let the error through: the formatter says the same.
     const logged: unknown[] = [];
@@ -43,5 +44,20 @@ describe('GraphQL errors of a database that cannot be reached', () => {
     expect(response.errors?.[0]?.extensions?.code).toBe('INDEX_UNAVAILABLE');
     expect(response.errors?.[0]?.message).toBe(mapped.message);
     expect(logged).toEqual([]);
+  });
+});
+
+describe('the log of requests failed on an unreachable database', () => {
+  it('writes the first of each window, then says how many it left out', () => {
+    let now = 1_000;
+    const log = throttledUnreachableLog(10_000, () => now);
+    const lines: unknown[] = [];
+    const logger = { warn: (object: unknown) => lines.push(object) };
+    const failure = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    for (let i = 0; i < 500; i++) log(logger, failure);
+    expect(lines).toEqual([{ err: failure }]);
+    now += 10_000;
+    log(logger, failure);
+    expect(lines).toEqual([{ err: failure }, { err: failure, not_logged_since_last: 499 }]);
   });
 });

@@ -60,7 +60,7 @@ export function fromQueryError(error: unknown): unknown {
   // The sandbox's PostgreSQL database cannot be reached (a replica's store read, say): the
   // index's unavailability, as /v1 says it, never an internal error.
   if (isConnectionFailure(error)) {
-    return graphqlError('INDEX_UNAVAILABLE', databaseUnreachableMessage((error as Error).message));
+    return graphqlError('INDEX_UNAVAILABLE', databaseUnreachableMessage(error));
   }
   return error;
 }

@@ -31,6 +31,42 @@ export class IndexUnavailableError extends Error {
 }
 
 /**
+ * What went wrong with a connection to PostgreSQL (isConnectionFailure's errors), in words
+ * that name no host, port, user or database: it is told to any client (a 503's body, /health).
+ * The whole error goes to the server's log.
+ */
+export function connectionFailureReason(error: unknown): string {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  const byCode: Record<string, string> = {
+    ECONNREFUSED: 'connection refused',
+    ECONNRESET: 'connection reset',
+    EPIPE: 'connection lost',
+    ETIMEDOUT: 'timed out connecting',
+    EHOSTUNREACH: 'host unreachable',
+    ENETUNREACH: 'network unreachable',
+    ENOTFOUND: 'host not found',
+    EAI_AGAIN: 'host name lookup failed',
+    '57P01': 'the server ended the session',
+    '57P02': 'the server is shutting down',
+    '57P03': 'the server does not accept connections now',
+    '28P01': 'authentication failed',
+    '28000': 'authentication failed',
+    '3D000': 'the database does not exist',
+    '53300': 'too many connections',
+  };
+  if (typeof code === 'string') {
+    const known = byCode[code];
+    if (known) return known;
+    if (code.startsWith('08')) return 'connection failed';
+  }
+  if (typeof message === 'string') {
+    if (/Connection terminated/i.test(message)) return 'connection lost';
+    if (/timeout/i.test(message)) return 'no connection within the timeout';
+  }
+  return 'connection failed';
+}
+
+/**
  * Whether `error` is a PostgreSQL connection that failed or could not be made (a socket error,
  * a server shutting down, a FATAL), rather than an answer to a statement: the storage cannot be
  * reached for now, and the index it holds is not damaged by that.

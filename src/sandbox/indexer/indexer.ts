@@ -3,7 +3,7 @@ import type { Deployment } from '../chain/deployment.ts';
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import type { RpcClient } from '../chain/rpc.ts';
 import type { Sql, SqlTransaction } from '../store/sql.ts';
-import { IndexUnavailableError } from './failure.ts';
+import { connectionFailureReason, IndexUnavailableError } from './failure.ts';
 import { createFollower, DeepReorgError, poll, type StepOutcome } from './follower.ts';
 import { type BlockChanges, createProjection, type RawLog, type VaultState } from './projection.ts';
 import * as raw from './raw-store.ts';
@@ -288,7 +288,7 @@ export async function createIndexer(options: IndexerOptions) {
       if (storage.isDamage(error)) throw new IndexUnavailableError(fail(error));
       if (storage.isUnreachable(error)) {
         throw new IndexUnavailableError(
-          `its database cannot be reached (${(error as Error).message})`,
+          `its database cannot be reached (${connectionFailureReason(error)})`,
           'it answers again once the connection is back',
         );
       }

@@ -1,6 +1,12 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type {
+  FastifyBaseLogger,
+  FastifyError,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+} from 'fastify';
 import {
   ChainUnavailableError,
   ContractsMissingError,
@@ -8,15 +14,40 @@ import {
   isUnreachable,
 } from '../chain/errors.ts';
 import { HttpError } from '../errors.ts';
-import { isConnectionFailure } from '../indexer/failure.ts';
+import { connectionFailureReason, isConnectionFailure } from '../indexer/failure.ts';
 
 /** The Retry-After of a 503 for a database that cannot be reached, in seconds. */
 export const DATABASE_RETRY_AFTER_S = 2;
 
-/** What a client is told when the sandbox's database cannot be reached. */
-export function databaseUnreachableMessage(reason: string): string {
-  return `the sandbox's database cannot be reached (${reason}); retry shortly`;
+/** What a client is told when the sandbox's database cannot be reached (`error` says why). */
+export function databaseUnreachableMessage(error: unknown): string {
+  return `the sandbox's database cannot be reached (${connectionFailureReason(error)}); retry shortly`;
 }
+
+/**
+ * A log of requests that failed on a database that cannot be reached: the first in each
+ * `everyMs`, with how many were not logged since the last line. An outage under load would
+ * otherwise log a line per request.
+ */
+export function throttledUnreachableLog(everyMs: number, now: () => number = Date.now) {
+  let loggedAt = Number.NEGATIVE_INFINITY;
+  let unlogged = 0;
+  return (log: Pick<FastifyBaseLogger, 'warn'>, error: unknown): void => {
+    if (now() - loggedAt < everyMs) {
+      unlogged++;
+      return;
+    }
+    loggedAt = now();
+    log.warn(
+      { err: error, ...(unlogged > 0 && { not_logged_since_last: unlogged }) },
+      'database unreachable',
+    );
+    unlogged = 0;
+  };
+}
+
+/** The process's log of requests failed on an unreachable database: a line per 10 s at most. */
+export const logDatabaseUnreachable = throttledUnreachableLog(10_000);
 
 /** Fastify's own texts, reworded to say what to do. */
 const FRIENDLIER: Record<string, string> = {
@@ -42,11 +73,11 @@ export function registerErrorHandling(app: FastifyInstance, stateDir: string): v
     // The sandbox's PostgreSQL database cannot be reached (a replica, or a writer, whose
     // connection dropped): not a bug, and over once it is back.
     if (isConnectionFailure(error)) {
-      request.log.warn({ err: error }, 'database unreachable');
+      logDatabaseUnreachable(request.log, error);
       return reply
         .code(503)
         .header('retry-after', String(DATABASE_RETRY_AFTER_S))
-        .send({ error: databaseUnreachableMessage((error as Error).message) });
+        .send({ error: databaseUnreachableMessage(error) });
     }
     if (isMissingContract(error)) {
       request.log.error({ err: error }, 'a contract is missing from the chain');

@@ -24,7 +24,7 @@ import { DataApiError } from '../errors.ts';
 import { isConnectionFailure } from '../indexer/failure.ts';
 import type { DataQueries } from '../indexer/queries.ts';
 import { TooManyPointsError } from '../indexer/vaults.ts';
-import { databaseUnreachableMessage } from '../plugins/errors.ts';
+import { databaseUnreachableMessage, logDatabaseUnreachable } from '../plugins/errors.ts';
 import type { DataCaller, DataLimitExceeded } from '../plugins/rate-limit.ts';
 import type { ZodTypeProvider } from '../plugins/zod.ts';
 import { hashApiKey } from '../registration.ts';
@@ -135,16 +135,11 @@ export function registerDataRoutes(app: App, deps: RouteDeps): DataAccess {
         // The sandbox's PostgreSQL database cannot be reached (an API key looked up on a
         // replica cut off from it): the index's unavailability, over once it is back.
         if (isConnectionFailure(error)) {
-          request.log.warn({ err: error }, 'database unreachable');
+          logDatabaseUnreachable(request.log, error);
           reply.header('retry-after', '1');
           return reply
             .code(DATA_ERROR_CODES.INDEX_UNAVAILABLE)
-            .send(
-              new DataApiError(
-                'INDEX_UNAVAILABLE',
-                databaseUnreachableMessage(error.message),
-              ).body(),
-            );
+            .send(new DataApiError('INDEX_UNAVAILABLE', databaseUnreachableMessage(error)).body());
         }
         if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
           return reply

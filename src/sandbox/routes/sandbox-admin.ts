@@ -35,6 +35,11 @@ export interface AdminDeps {
   /** SHA-256 of the admin token, hex (hashAdminToken). */
   adminTokenHash: string;
   stateDir: string;
+  /**
+   * Where the state is, as /sandbox/info says it (`state_dir`), when not `stateDir`: a
+   * sandbox in PostgreSQL names its database (without the password), not its writer's work dir.
+   */
+  stateShownAs?: string;
   persistent: boolean;
   rateLimit: boolean;
   /** What this serve is in a team sandbox: the writer (the default) or a replica. */
@@ -67,7 +72,7 @@ export function registerSandboxAdminRoutes(
     rpc_url: chain.rpcUrl,
     contracts: chain.deployment,
     clock: clockState(),
-    state_dir: admin.stateDir,
+    state_dir: admin.stateShownAs ?? admin.stateDir,
     persistent: admin.persistent,
     rate_limit: admin.rateLimit,
     index: (() => {

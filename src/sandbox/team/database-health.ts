@@ -1,3 +1,4 @@
+import { connectionFailureReason } from '../indexer/failure.ts';
 import type { Sql } from '../store/sql.ts';
 
 /** Whether the sandbox's PostgreSQL database answers, and why not: /health's `database`. */
@@ -19,7 +20,7 @@ export function probeDatabase(sql: Pick<Sql, 'get'>): () => Promise<DatabaseHeal
     } catch (error) {
       return {
         reachable: false,
-        reason: `the sandbox's database cannot be reached (${(error as Error).message})`,
+        reason: `the sandbox's database cannot be reached (${connectionFailureReason(error)})`,
       };
     }
   };

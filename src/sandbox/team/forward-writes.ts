@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, errors as undiciErrors, request as undiciRequest } from 'undici';
+import { connectionFailureReason } from '../indexer/failure.ts';
 import { redactedUrl } from '../store/postgres.ts';
 import type { Sql } from '../store/sql.ts';
 import { readWriter } from './writer-lock.ts';
@@ -209,7 +210,7 @@ export function registerWriteForwarding(app: FastifyInstance, options: WriteForw
     } catch (error) {
       return unavailable(
         reply,
-        `where the writer serves cannot be read from the database (${(error as Error).message})`,
+        `where the writer serves cannot be read from the database (${connectionFailureReason(error)})`,
       );
     }
     if (url === undefined) {

@@ -1,6 +1,10 @@
 import pg from 'pg';
 import { StartupError } from '../errors.ts';
-import { IndexUnavailableError, isConnectionFailure } from '../indexer/failure.ts';
+import {
+  connectionFailureReason,
+  IndexUnavailableError,
+  isConnectionFailure,
+} from '../indexer/failure.ts';
 import type { IndexReads } from '../indexer/index-reads.ts';
 import type { Checkpoint, IndexCommit } from '../indexer/indexer.ts';
 import { createDataQueries } from '../indexer/queries.ts';
@@ -109,7 +113,7 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
   let losses = 0;
   const unreachable = (error: unknown): string => {
     if (failure === undefined) losses++;
-    failure = `its database cannot be reached (${(error as Error).message})`;
+    failure = `its database cannot be reached (${connectionFailureReason(error)})`;
     return failure;
   };
 

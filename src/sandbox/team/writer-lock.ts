@@ -216,7 +216,9 @@ export function createWriterLock(options: WriterLockOptions): WriterLock {
     const first = !connected;
     await endPreviousSession(client);
     if (!(await takeLock(client))) {
-      const row = await rowOn(client);
+      // The row may still be this writer's own: the new holder has not written its row yet.
+      const found = await rowOn(client);
+      const row = found?.writer_id === writerId ? undefined : found;
       const holder = describeWriter(row && recordOf(row));
       if (first) {
         throw new WriterLockedError(

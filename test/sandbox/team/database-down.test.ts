@@ -106,7 +106,11 @@ describe('a sandbox cut off from its database', () => {
     expect(refused.json().error).toMatch(
       /^the sandbox's database cannot be reached \(.+\); retry shortly$/,
     );
+    // Anyone may read these: they name no host or port of the database.
+    const addressed = new RegExp(`127\\.0\\.0\\.1|:${cut.port}\\b|${new URL(database.url).port}`);
+    expect(refused.body).not.toMatch(addressed);
     const down = await health();
+    expect(JSON.stringify(down)).not.toMatch(addressed);
     expect(down.status).toBe('degraded');
     expect(down.database?.reachable).toBe(false);
     expect(down.database?.reason).toMatch(/^the sandbox's database cannot be reached \(.+\)$/);
@@ -131,6 +135,7 @@ describe('a sandbox cut off from its database', () => {
         code: 'INDEX_UNAVAILABLE',
         message: expect.stringMatching(/database cannot be reached/),
       });
+      expect(v1.body).not.toMatch(addressed);
     }
 
     cut.restore();

@@ -107,6 +107,12 @@ export async function run(options: ServeOptions, context: Context): Promise<void
   }
 }
 
+/** Whether a URL holds a user or a password (replicas forward a client's own credentials). */
+function holdsCredentials(given: string): boolean {
+  const url = URL.parse(given);
+  return url !== null && (url.username !== '' || url.password !== '');
+}
+
 /**
  * `--database URL` (or AGENTCTL_DATABASE_URL): a PostgreSQL URL, and none of the options that
  * mean a state dir. Exit 2 otherwise. The URL is never shown with its password.
@@ -117,18 +123,28 @@ async function checkDatabaseUse(options: ServeOptions): Promise<void> {
   const given = options.databaseFromEnv ? 'AGENTCTL_DATABASE_URL' : '--database';
   const problem = databaseUrlProblem(url);
   if (problem) throw new CliError(`${given} ${redactedUrl(url)} ${problem}`, EXIT.usage);
+  // (Its option's parser took an http(s) URL; one with credentials is refused here, where the
+  // message does not repeat the value as commander's would.)
+  if (options.advertiseUrl !== undefined && holdsCredentials(options.advertiseUrl)) {
+    throw new CliError(
+      '--advertise-url must not hold a user or a password: it is recorded in the database for every replica to read',
+      EXIT.usage,
+    );
+  }
   const conflicts: Array<[unknown, string, string]> = [
     [options.state, '--state', 'the database keeps the whole sandbox: there is no state dir'],
-    [options.fromFile, '--from', 'an export starts a sandbox in a state dir'],
     [options.rpcUrl, '--rpc-url', 'a sandbox in a database runs its own chain'],
     [options.detach || undefined, '--detach', 'run it under a service manager (systemd, say)'],
   ];
   if (options.replica) {
-    conflicts.push([
-      options.advertiseUrl,
-      '--advertise-url',
-      'only the writer records where it serves (a replica forwards writes there)',
-    ]);
+    conflicts.push(
+      [
+        options.advertiseUrl,
+        '--advertise-url',
+        'only the writer records where it serves (a replica forwards writes there)',
+      ],
+      [options.fromFile, '--from', 'start the writer with --from, on a new database'],
+    );
   }
   for (const [value, option, why] of conflicts) {
     if (value === undefined) continue;
