@@ -5,7 +5,6 @@ import type { SandboxChain } from './chain/sandbox-chain.ts';
 import { createSandboxClock, type SandboxClock } from './clock.ts';
 import { databaseUrlSecrets, redactedUrl } from './database-state.ts';
 import { StartupError } from './errors.ts';
-import type { Onboarder } from './operator/onboarding.ts';
 import type { SandboxOptions } from './options.ts';
 import { hashAdminToken } from './plugins/auth.ts';
 import { fitConnectionCap, openFileLimit } from './plugins/connections.ts';
@@ -17,6 +16,7 @@ import { openPostgresStore } from './store/postgres.ts';
 import { probeDatabase } from './team/database-health.ts';
 import { writerUrlFrom } from './team/forward-writes.ts';
 import { openReplicaIndex, replicaIndexReads } from './team/replica-index.ts';
+import { replicaOnboarder } from './team/replica-readiness.ts';
 import { readWriter } from './team/writer-lock.ts';
 
 /**
@@ -82,22 +82,6 @@ function replicaChain(clock: SandboxClock): SandboxChain {
   };
 }
 
-/** The writer funds new agents; a replica answers them as the writer has them. */
-function replicaOnboarder(): Onboarder {
-  const writersOnly = (): never => {
-    throw new Error("funding agents is the writer's: a replica runs no chain");
-  };
-  return {
-    ready: async () => undefined,
-    readyWallet: async () => undefined,
-    add: writersOnly,
-    start: writersOnly,
-    pause: async () => undefined,
-    restart: async () => undefined,
-    stop: async () => undefined,
-  } as unknown as Onboarder;
-}
-
 /** Opens the replica's view of the database at `options.database`, builds the app and listens. */
 export async function startReplica(options: SandboxOptions): Promise<RunningSandbox> {
   const url = options.database as string;
@@ -151,7 +135,7 @@ export async function startReplica(options: SandboxOptions): Promise<RunningSand
       clock,
       chain,
       index: replicaIndexReads(index, { chain, store }),
-      onboarder: replicaOnboarder(),
+      onboarder: replicaOnboarder(store, index),
       adminTokenHash: kept,
       snapshots: undefined,
       stateDir: where,

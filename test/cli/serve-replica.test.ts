@@ -108,8 +108,12 @@ async function register(base: string, ip = newClient()) {
   });
   expect(answer.status, JSON.stringify(answer.body)).toBe(200);
   const apiKey = RegisterResponse.parse(answer.body).api_key;
+  // Read at once, on the server that registered it (a replica reads it from the database): the
+  // wallet is funded already, as the writer would say, not its balances from before funding.
   const wallet = await send(base, 'GET', '/api/v1/agent/wallet', { ip, apiKey });
   expect(wallet.status).toBe(200);
+  expect(wallet.body).toMatchObject({ has_gas: true, usdc_balance: expect.any(Number) });
+  expect(wallet.body.usdc_balance).toBeGreaterThan(0);
   return { apiKey, ip, address: wallet.body.agent_address as string };
 }
 
@@ -442,6 +446,11 @@ describe('serve --replica --database', () => {
   it('serves reads while no writer runs, answers writes 503 then, and forwards them to the writer that starts next', async () => {
     const agent = await register(replicaA.url);
     await deposit(replicaA.url, agent, 1);
+    const wallet = await send(writer.url, 'GET', '/api/v1/agent/wallet', {
+      ip: agent.ip,
+      apiKey: agent.apiKey,
+    });
+    expect(wallet.status).toBe(200);
     // A writer stopped cleanly takes its URL out of the database.
     writer.child.kill('SIGTERM');
     expect(await writer.exited).toBe(0);
@@ -458,6 +467,13 @@ describe('serve --replica --database', () => {
       });
       expect(positions.status).toBe(200);
       expect(positions.body.positions).toHaveLength(1);
+      // The wallet's balances are read from the database too (the index), as the writer had.
+      const walletRead = await send(base, 'GET', '/api/v1/agent/wallet', {
+        ip: agent.ip,
+        apiKey: agent.apiKey,
+      });
+      expect(walletRead.status).toBe(200);
+      expect(walletRead.body).toEqual(wallet.body);
       const refused = await send(base, 'POST', '/api/v1/agent/vault/deposit', {
         ip: agent.ip,
         apiKey: agent.apiKey,

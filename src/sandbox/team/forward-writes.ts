@@ -59,10 +59,10 @@ const READING_POSTS = new Set(['/api/v1/positions', '/api/v1/nfts', '/graphql'])
 
 /**
  * GETs only the writer can answer: a nonce is a row written, and its message names the
- * service's domain, which the registration is checked against on the writer; a wallet's ETH
- * and token balances are read from the chain, which a replica does not run.
+ * service's domain, which the registration is checked against on the writer. (A wallet's
+ * balances are indexed: a replica answers GET /api/v1/agent/wallet itself.)
  */
-const WRITER_GETS = new Set(['/api/v1/agent/auth/nonce', '/api/v1/agent/wallet']);
+const WRITER_GETS = new Set(['/api/v1/agent/auth/nonce']);
 
 /**
  * Whether a request goes to the writer: every method that may write, but for the POSTs that

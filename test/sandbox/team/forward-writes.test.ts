@@ -192,7 +192,7 @@ describe('a replica forwarding writes to the writer', () => {
     expect(isForwarded('GET', '/api/v1/vaults')).toBe(false);
     // What only the writer can answer: a nonce (a row, and its domain), a wallet's balances.
     expect(isForwarded('GET', '/api/v1/agent/auth/nonce?wallet=0x1')).toBe(true);
-    expect(isForwarded('GET', '/api/v1/agent/wallet')).toBe(true);
+    expect(isForwarded('GET', '/api/v1/agent/wallet')).toBe(false);
   });
 
   it('refuses a body past the app’s bound with 413, sending nothing', async () => {
