@@ -44,7 +44,15 @@ export default defineConfig({
   },
   test: {
     projects: [
-      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      {
+        extends: true,
+        // Said, not left unset: vitest sets a project's env, and never unsets another's.
+        test: {
+          name: 'sqlite',
+          include: ['test/**/*.test.ts'],
+          env: { AGENTCTL_TEST_BACKEND: 'sqlite' },
+        },
+      },
       {
         extends: true,
         test: {

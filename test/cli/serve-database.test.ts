@@ -376,7 +376,7 @@ describe('serve --database refuses', () => {
     for (const [given, why] of [
       [`http://me:${PASSWORD}@writer:8787`, 'must not hold a user or a password'],
       ['writer:8787', 'must be an http(s) URL'],
-      ['ftp://writer/', 'must be an http(s) URL'],
+      [`ftp://me:${PASSWORD}@writer/`, 'must be an http(s) URL'],
     ]) {
       const bad = await serveFailure(['--database', url, '--advertise-url', given as string], env);
       expect(bad.code).toBe(2);

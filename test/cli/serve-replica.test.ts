@@ -1,5 +1,6 @@
 import { type Client, createClient } from 'graphql-ws';
 import pg from 'pg';
+import { formatUnits } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -340,6 +341,29 @@ describe('serve --replica --database', () => {
     expect((onWriter[`/v1/users/${one.address}/transactions`] as { total: number }).total).toBe(2);
     expect(await seenBy(replicaA.url)).toEqual(onWriter);
     expect(await seenBy(replicaB.url)).toEqual(onWriter);
+  });
+
+  it('answers an authenticated read on one replica with every write acknowledged through the other before it', async () => {
+    const agent = await register(replicaA.url);
+    // Each deposit, acknowledged through A (by the writer, once indexed), is read on B at once:
+    // B waits for the index's commits the feed held when the read came, never answers before.
+    // (8: the writes tier allows 10 a minute.)
+    for (let made = 1; made <= 8; made++) {
+      const answer = await send(replicaA.url, 'POST', '/api/v1/agent/vault/deposit', {
+        ip: agent.ip,
+        apiKey: agent.apiKey,
+        body: { vault_id: 'moderate', amount_usdc: 1 },
+      });
+      expect(answer.status).toBe(200);
+      const read = await send(replicaB.url, 'GET', '/api/v1/agent/vault/positions', {
+        ip: agent.ip,
+        apiKey: agent.apiKey,
+      });
+      expect(read.status).toBe(200);
+      expect(read.body.positions).toMatchObject([
+        { vault_id: 'moderate', shares: formatUnits(BigInt(answer.body.shares_balance), 6) },
+      ]);
+    }
   });
 
   it('tells a subscriber on one replica of a deposit made through the other within 250 ms (p99 of 54)', async () => {

@@ -45,7 +45,8 @@ declare module 'vitest' {
  * database of the run's cluster.
  */
 export function testBackend(): 'sqlite' | 'postgres' {
-  // Read at each call, not once at import: a worker may run files of both projects.
+  // Read at each call, not once at import: the project's env is what says (a module loaded
+  // once per worker, with isolate: false, must not keep another file's answer).
   return process.env.AGENTCTL_TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
 }
 

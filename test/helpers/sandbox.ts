@@ -145,9 +145,12 @@ export async function createTestSandbox(
     ...(options.database && { database: options.database }),
     async close() {
       await app.close();
-      await runtime.close();
-      rmSync(dir, { recursive: true, force: true });
-      await owned?.drop();
+      try {
+        await runtime.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        await owned?.drop();
+      }
     },
   };
 }

@@ -61,9 +61,10 @@ export function connectionFailureReason(error: unknown): string {
   }
   if (typeof message === 'string') {
     if (/Connection terminated/i.test(message)) return 'connection lost';
+    if (message === 'Query read timeout') return 'no answer within the timeout';
     if (/timeout/i.test(message)) return 'no connection within the timeout';
   }
-  return 'connection failed';
+  return isConnectionFailure(error) ? 'connection failed' : 'a query failed (see the server log)';
 }
 
 /**

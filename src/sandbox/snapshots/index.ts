@@ -173,21 +173,32 @@ export function createSnapshots(deps: SnapshotDeps) {
       const release = await holdWrites();
       /** Set when the restore stopped half way: writes stay refused until a restart finishes it. */
       let unfinished: string | undefined;
+      /** Set once the snapshot's state is in place (and a keyed restore's key with it). */
+      let swapped = false;
       try {
         await deps.pauseOperators();
         let head: BlockHead;
         try {
-          head = await deps.chain.replace(() => {
+          head = await deps.chain.replace(async () => {
             const key = keyOf({
               name,
               block_number: meta.block_number,
               restored_in_ms: elapsedMs(started),
             });
-            return storage.putInPlace(name, key ? [key] : []);
+            await storage.putInPlace(name, key ? [key] : []);
+            swapped = true;
           });
           crashAt('crash-after-restore');
         } catch (error) {
           const why = (error as Error).message;
+          if (swapped && storage.unfinished() === undefined) {
+            // The chain failed to start from it, and was recovered from what is now in place:
+            // the snapshot's. A retry with the restore's key gets its answer.
+            throw new HttpError(
+              503,
+              `restoring ${name}: the snapshot's state is in place, but its chain had to be recovered (${why}); see GET /sandbox/info, and retry with the same Idempotency-Key for the restore's answer`,
+            );
+          }
           if (storage.unfinished() === undefined) {
             throw new HttpError(503, `restoring ${name} failed: ${why}; nothing was restored`);
           }

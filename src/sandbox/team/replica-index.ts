@@ -48,6 +48,15 @@ export interface ReplicaIndex extends IndexView {
    * tests, and a start that wants the current state published).
    */
   catchUp(): Promise<void>;
+  /**
+   * Resolves once this replica has published every commit the feed held when it was called
+   * (one read of the feed's last seq): a write the writer acknowledged before then (it answers
+   * once its block is indexed) is in what the replica reads. Throws IndexUnavailableError
+   * after `timeoutMs`, or when the database cannot be reached.
+   */
+  awaitFeed(timeoutMs: number): Promise<void>;
+  /** Resolves once this replica's index is at block `block` at least; as awaitFeed otherwise. */
+  awaitBlock(block: number, timeoutMs: number): Promise<void>;
   /** Stops following and closes its connections. */
   close(): Promise<void>;
 }
@@ -219,6 +228,52 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
     }
   }
 
+  /**
+   * Resolves once `reached()` holds, checked now and at each commit published; the feed is read
+   * at once (its notice may be late). Throws IndexUnavailableError after `timeoutMs`.
+   */
+  function publishedUntil(reached: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    if (reached()) return Promise.resolve();
+    followSoon().catch(() => undefined);
+    return new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (!reached()) return;
+        clearTimeout(timer);
+        listeners.delete(check);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        listeners.delete(check);
+        reject(
+          new IndexUnavailableError(
+            `this replica has not read ${what} within ${timeoutMs} ms`,
+            'is its writer running? retry shortly',
+          ),
+        );
+      }, timeoutMs);
+      listeners.add(check);
+    });
+  }
+
+  /** The feed's last seq, in one statement (no transaction: it is one read). */
+  async function feedHead(): Promise<number> {
+    try {
+      const { rows } = await pool.query<{ seq: number | null }>(
+        'SELECT max(seq) AS seq FROM index_commits',
+      );
+      failure = undefined;
+      return Number(rows[0]?.seq ?? 0);
+    } catch (error) {
+      if (cannotReach(error)) {
+        throw new IndexUnavailableError(
+          unreachable(error),
+          'it answers again once the connection is back',
+        );
+      }
+      throw error;
+    }
+  }
+
   /** One follow at a time; a call while one runs runs once more after it. */
   let following: Promise<void> | undefined;
   let again = false;
@@ -295,6 +350,17 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
       // What runs now may have read before the last commit: one more after it.
       await followSoon().catch(() => undefined);
       await followSoon();
+    },
+    async awaitFeed(timeoutMs) {
+      const target = await feedHead();
+      await publishedUntil(() => last >= target, timeoutMs, `the index's commit ${target}`);
+    },
+    awaitBlock(block, timeoutMs) {
+      return publishedUntil(
+        () => (head?.number ?? 0) >= block,
+        timeoutMs,
+        `block ${block} of the index`,
+      );
     },
     async close() {
       if (closed) return;

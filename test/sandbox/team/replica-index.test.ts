@@ -281,6 +281,28 @@ describe('a replica following the writer’s index', () => {
     expect(await sessions()).not.toContain(killed);
   });
 
+  it('awaitFeed reads the feed up to its last commit at the call, without waiting for a notice', async () => {
+    // A commit in the feed that no NOTIFY announces (inserted directly): only awaitFeed's own
+    // read of the feed finds it, as a read on a replica must before it answers.
+    const before = followed.published.length;
+    const { rows } = await admin.query<{ seq: string }>(
+      `INSERT INTO sandbox_index.index_commits (block, reorg, vaults, transactions, at_ms)
+       VALUES (NULL, false, '[]', '[]', 0) RETURNING seq`,
+    );
+    await followed.replica.awaitFeed(5_000);
+    expect(followed.published.length).toBe(before + 1);
+    expect(followed.replica.version()).toBe(Number(rows[0]?.seq));
+    // Caught up: nothing to wait for.
+    await followed.replica.awaitFeed(1);
+  });
+
+  it('awaitBlock gives up with INDEX_UNAVAILABLE when the block never comes', async () => {
+    const far = (followed.replica.checkpoint()?.number ?? 0) + 1_000;
+    await expect(followed.replica.awaitBlock(far, 200)).rejects.toThrow(
+      /this replica has not read block \d+ of the index within 200 ms/,
+    );
+  });
+
   it('publishes a reorganisation of the chain as the writer’s subscribers were told it', async () => {
     const snapshot = await rpc.call<string>('evm_snapshot');
     await deposit();

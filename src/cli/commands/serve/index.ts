@@ -60,10 +60,11 @@ export function serveCommand(): Command {
       'with --database: a read replica of that team sandbox (no chain, no state; writes forwarded to its writer)',
     )
     .addOption(
+      // Checked by serve itself (start.ts), whose refusal does not repeat a password in it.
       new Option(
         '--advertise-url <url>',
         "with --database: the URL replicas forward writes to (default: http://HOST:PORT, the machine's name for 0.0.0.0)",
-      ).argParser(httpUrl('http://10.0.0.5:8787')),
+      ),
     )
     .addOption(
       new Option(

@@ -107,10 +107,20 @@ export async function run(options: ServeOptions, context: Context): Promise<void
   }
 }
 
-/** Whether a URL holds a user or a password (replicas forward a client's own credentials). */
-function holdsCredentials(given: string): boolean {
+/**
+ * What is wrong with an --advertise-url, in words that do not repeat it: an http(s) URL without
+ * a user or password (every replica reads it from the database; they forward a client's own
+ * credentials, never the URL's).
+ */
+function advertiseUrlProblem(given: string): string | undefined {
   const url = URL.parse(given);
-  return url !== null && (url.username !== '' || url.password !== '');
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    return 'must be an http(s) URL, for example http://10.0.0.5:8787';
+  }
+  if (url.username !== '' || url.password !== '') {
+    return 'must not hold a user or a password: it is recorded in the database for every replica to read';
+  }
+  return undefined;
 }
 
 /**
@@ -123,13 +133,11 @@ async function checkDatabaseUse(options: ServeOptions): Promise<void> {
   const given = options.databaseFromEnv ? 'AGENTCTL_DATABASE_URL' : '--database';
   const problem = databaseUrlProblem(url);
   if (problem) throw new CliError(`${given} ${redactedUrl(url)} ${problem}`, EXIT.usage);
-  // (Its option's parser took an http(s) URL; one with credentials is refused here, where the
-  // message does not repeat the value as commander's would.)
-  if (options.advertiseUrl !== undefined && holdsCredentials(options.advertiseUrl)) {
-    throw new CliError(
-      '--advertise-url must not hold a user or a password: it is recorded in the database for every replica to read',
-      EXIT.usage,
-    );
+  // Checked here rather than by an option parser, whose message would repeat the value (and a
+  // password in it).
+  if (options.advertiseUrl !== undefined) {
+    const problem = advertiseUrlProblem(options.advertiseUrl);
+    if (problem) throw new CliError(`--advertise-url ${problem}`, EXIT.usage);
   }
   const conflicts: Array<[unknown, string, string]> = [
     [options.state, '--state', 'the database keeps the whole sandbox: there is no state dir'],
