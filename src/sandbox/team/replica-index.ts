@@ -164,9 +164,10 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
     }
   }
 
-  async function read<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+  /** `reading`'s result; a database that cannot be reached is IndexUnavailableError. */
+  async function reached<T>(reading: () => Promise<T>): Promise<T> {
     try {
-      const result = await inSnapshot(work);
+      const result = await reading();
       failure = undefined;
       return result;
     } catch (error) {
@@ -179,6 +180,8 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
       throw error;
     }
   }
+
+  const read = <T>(work: (sql: Sql) => Promise<T>): Promise<T> => reached(() => inSnapshot(work));
 
   function publish(commit: IndexCommit): void {
     for (const listener of listeners) {
@@ -256,23 +259,13 @@ export async function openReplicaIndex(options: ReplicaIndexOptions): Promise<Re
   }
 
   /** The feed's last seq, in one statement (no transaction: it is one read). */
-  async function feedHead(): Promise<number> {
-    try {
+  const feedHead = (): Promise<number> =>
+    reached(async () => {
       const { rows } = await pool.query<{ seq: number | null }>(
         'SELECT max(seq) AS seq FROM index_commits',
       );
-      failure = undefined;
       return Number(rows[0]?.seq ?? 0);
-    } catch (error) {
-      if (cannotReach(error)) {
-        throw new IndexUnavailableError(
-          unreachable(error),
-          'it answers again once the connection is back',
-        );
-      }
-      throw error;
-    }
-  }
+    });
 
   /** One follow at a time; a call while one runs runs once more after it. */
   let following: Promise<void> | undefined;
