@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { databaseCheckpoints } from './chain/checkpoint-store.ts';
-import { databaseMnemonic } from './chain/mnemonic.ts';
+import { type DatabaseMnemonicStore, databaseMnemonic } from './chain/mnemonic.ts';
 import { StartupError } from './errors.ts';
 import type { SandboxOptions } from './options.ts';
 import type { RuntimeOptions } from './runtime.ts';
@@ -77,11 +77,8 @@ export interface DatabaseState {
   store: Store;
   /** Where the runtime keeps the checkpoints, the mnemonic and the index, and the index's fence. */
   kept: Required<
-    Pick<
-      RuntimeOptions,
-      'checkpoints' | 'mnemonic' | 'indexStorage' | 'fenceIndex' | 'beforeStoreClose'
-    >
-  >;
+    Pick<RuntimeOptions, 'checkpoints' | 'indexStorage' | 'fenceIndex' | 'beforeStoreClose'>
+  > & { mnemonic: DatabaseMnemonicStore };
   /** The writer lock, held on the store's write connection for as long as it is open. */
   lock: WriterLock;
   /** Closes what the store does not: the checkpoints' connection. Once the runtime is closed. */

@@ -403,6 +403,16 @@ describe('snapshots in PostgreSQL', () => {
       const store = await openPostgresStore(second.url);
       try {
         const mnemonic = databaseMnemonic(store.sql, { [SANDBOX_SECRET_ENV]: TEST_SANDBOX_SECRET });
+        // An import that fails half way (the schema it would make is taken) leaves nothing,
+        // its sealed mnemonic included; it is then done again, whole.
+        await store.sql.run("SELECT setval('snapshot_schemas', 40)");
+        await store.sql.run('CREATE SCHEMA snapshot_41');
+        await expect(importIntoDatabase(read, store, mnemonic)).rejects.toThrow(/snapshot_41/);
+        const left = await store.sql.get<{ n: number }>(
+          'SELECT count(*)::int AS n FROM wallet_mnemonic',
+        );
+        expect(left?.n).toBe(0);
+        await store.sql.run('DROP SCHEMA snapshot_41');
         await importIntoDatabase(read, store, mnemonic);
         // Once: a database that holds a sandbox is refused, unchanged.
         await expect(importIntoDatabase(read, store, mnemonic)).rejects.toThrow(

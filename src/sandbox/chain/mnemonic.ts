@@ -4,7 +4,7 @@ import { english, generateMnemonic } from 'viem/accounts';
 import { StartupError } from '../errors.ts';
 import { SANDBOX_SECRET_ENV, type Sealed, sandboxSecret, seal, unseal } from '../sandbox-secret.ts';
 import type { Store } from '../store/index.ts';
-import type { SqlBackend } from '../store/sql.ts';
+import type { Sql, SqlBackend } from '../store/sql.ts';
 import { createMnemonic, mnemonicFingerprint, mnemonicPath, readMnemonic } from './wallets.ts';
 
 /**
@@ -74,14 +74,24 @@ interface SealedRow {
  * phrase. Without the variable, or with another secret than the one it was sealed with, the
  * start is refused.
  */
+export interface DatabaseMnemonicStore extends MnemonicStore {
+  /**
+   * Keeps `mnemonic` (an export's) inside `tx`, the import's transaction: the import and its
+   * mnemonic go in together, or neither. Resolves with the one kept, which is another when the
+   * database held one already.
+   */
+  keepWithin(tx: Sql, mnemonic: string): Promise<string>;
+}
+
 export function databaseMnemonic(
   sql: SqlBackend,
   env: NodeJS.ProcessEnv = process.env,
-): MnemonicStore {
+): DatabaseMnemonicStore {
   const where = 'the wallet mnemonic in the database (wallet_mnemonic)';
-  async function read(): Promise<string | undefined> {
+  const read = () => readOn(sql);
+  async function readOn(on: Sql): Promise<string | undefined> {
     const secret = sandboxSecret(env);
-    const row = await sql.get<SealedRow>(
+    const row = await on.get<SealedRow>(
       'SELECT scheme, salt, iv, tag, ciphertext FROM wallet_mnemonic',
     );
     if (!row) return undefined;
@@ -99,28 +109,32 @@ export function databaseMnemonic(
     }
     return mnemonic;
   }
+  /**
+   * Seals `mnemonic` and puts it in on `on` unless a row is there; resolves with the one kept:
+   * `mnemonic` when its row went in (not unsealed again: one scrypt less), else the other.
+   */
+  async function keep(on: Sql, mnemonic: string): Promise<string> {
+    const sealed = await seal(sandboxSecret(env), mnemonic, MNEMONIC_CONTEXT);
+    // Another writer that created one first keeps its own: the row is never replaced.
+    await on.run(
+      `INSERT INTO wallet_mnemonic (one, scheme, salt, iv, tag, ciphertext)
+       VALUES (true, ?, ?, ?, ?, ?) ON CONFLICT (one) DO NOTHING`,
+      sealed.scheme,
+      sealed.salt,
+      sealed.iv,
+      sealed.tag,
+      sealed.ciphertext,
+    );
+    const row = await on.get<{ salt: Uint8Array }>('SELECT salt FROM wallet_mnemonic');
+    if (row && Buffer.from(row.salt).equals(Buffer.from(sealed.salt))) return mnemonic;
+    const kept = await readOn(on);
+    if (kept === undefined) throw new Error(`${where} was not kept`);
+    return kept;
+  }
   return {
     read,
-    async create(given) {
-      const sealed = await seal(
-        sandboxSecret(env),
-        given ?? generateMnemonic(english, 256),
-        MNEMONIC_CONTEXT,
-      );
-      // Another writer that created one first keeps its own: the row is never replaced.
-      await sql.run(
-        `INSERT INTO wallet_mnemonic (one, scheme, salt, iv, tag, ciphertext)
-         VALUES (true, ?, ?, ?, ?, ?) ON CONFLICT (one) DO NOTHING`,
-        sealed.scheme,
-        sealed.salt,
-        sealed.iv,
-        sealed.tag,
-        sealed.ciphertext,
-      );
-      const kept = await read();
-      if (kept === undefined) throw new Error(`${where} was not kept`);
-      return kept;
-    },
+    create: (given) => keep(sql, given ?? generateMnemonic(english, 256)),
+    keepWithin: keep,
     refusal: (why) =>
       why === 'missing'
         ? `${where} is missing, but every agent wallet of this sandbox derives from it; restore the database from a backup`

@@ -5,7 +5,7 @@ import type { DatabaseSync } from 'node:sqlite';
 import { GENESIS_SNAPSHOT } from '../../api/schemas/index.ts';
 import { parseCheckpoint } from '../chain/checkpoint.ts';
 import { snapshotCheckpoints } from '../chain/checkpoint-store.ts';
-import type { MnemonicStore } from '../chain/mnemonic.ts';
+import type { DatabaseMnemonicStore, MnemonicStore } from '../chain/mnemonic.ts';
 import { META_CHECKPOINT } from '../chain/restore.ts';
 import { HttpError, StartupError } from '../errors.ts';
 import { openIndexDatabase } from '../indexer/schema.ts';
@@ -572,16 +572,16 @@ async function replaceIndexRows(tx: SqlTransaction, from: string | undefined): P
 
 /**
  * Makes the new, empty database behind `store` a sandbox that starts as `exported` (checked
- * by readExport; `serve --from FILE --database URL`): its mnemonic sealed in the database
- * (`mnemonic`), then, in one transaction, the export kept as a snapshot of its name (a schema
- * built from its sandbox.db's rows and its chain, as a take makes one) and put in place as a
- * restore does. The index is not taken from it: it is indexed again from the chain at start.
+ * by readExport; `serve --from FILE --database URL`), in one transaction: its mnemonic sealed
+ * in the database (`mnemonic`), the export kept as a snapshot of its name (a schema built from
+ * its sandbox.db's rows and its chain, as a take makes one) and put in place as a restore
+ * does. An import that fails leaves nothing of it. The index is not taken from it: it is indexed again from the chain at start.
  * A database that holds a sandbox already is refused, unchanged.
  */
 export async function importIntoDatabase(
   exported: SandboxExport,
   store: Store,
-  mnemonic: MnemonicStore,
+  mnemonic: DatabaseMnemonicStore,
 ): Promise<void> {
   const refuse = (why: string) =>
     new StartupError(`--from: ${why}; give --database a new, empty database`);
@@ -590,9 +590,6 @@ export async function importIntoDatabase(
           + (SELECT count(*) FROM snapshots) + (SELECT count(*) FROM chain_checkpoints) AS n`,
   );
   if (Number(held?.n) > 0) throw refuse('the database holds a sandbox already');
-  if ((await mnemonic.create(exported.mnemonic)) !== exported.mnemonic) {
-    throw refuse('the database holds another wallet mnemonic');
-  }
   const chain = parseCheckpoint(
     Buffer.from(exported.files[SNAPSHOT_CHAIN].base64, 'base64').toString('utf8'),
     SNAPSHOT_CHAIN,
@@ -608,6 +605,10 @@ export async function importIntoDatabase(
     const source = openDatabase(path, { durable: false });
     try {
       await store.sql.transaction(async (tx) => {
+        // In this transaction: an import that fails leaves no mnemonic behind.
+        if ((await mnemonic.keepWithin(tx, exported.mnemonic)) !== exported.mnemonic) {
+          throw refuse('the database holds another wallet mnemonic');
+        }
         const next = await tx.get<{ n: number }>("SELECT nextval('snapshot_schemas') AS n");
         const schema = `snapshot_${Number(next?.n)}`;
         await tx.run(`CREATE SCHEMA ${schema}`);
