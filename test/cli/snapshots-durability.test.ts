@@ -63,12 +63,18 @@ describe('restore durability', () => {
     expect(await head(again)).toBe(base.block_number + 1);
   });
 
-  it('gives the state after the restore when killed once it has said what it restores', async () => {
+  it('gives the state after the restore when killed once it has said what it restores, and keeps its Idempotency-Key', async () => {
     const state = join(dir(), 'state');
     const { running, alice, bob, base } = await divergedFromBase(state, {
       AGENTCTL_SANDBOX_FAULT: 'crash-in-restore',
     });
-    await expect(admin(running, 'POST', '/sandbox/snapshots/base/restore')).rejects.toThrow();
+    const key = 'restore-base-once';
+    const keyedRestore = (to: ServeProcess) =>
+      fetch(`${to.url}/sandbox/snapshots/base/restore`, {
+        method: 'POST',
+        headers: { 'x-admin-token': TOKEN, 'idempotency-key': key },
+      });
+    await expect(keyedRestore(running)).rejects.toThrow();
     expect(await running.exited).toBe('SIGKILL');
     await stop(running);
 
@@ -76,6 +82,14 @@ describe('restore durability', () => {
     expect(await head(again)).toBe(base.block_number);
     expect(await keyWorks(again, bob.apiKey)).toBe(401);
     expect(await keyWorks(again, alice.apiKey)).toBe(200);
+    // The start that finished the restore put its key in with its rows: a retry is answered,
+    // and does not restore again over a deposit made since.
+    await depositOver(again.url, alice.apiKey, 2);
+    const retried = await keyedRestore(again);
+    expect(retried.status).toBe(200);
+    expect(retried.headers.get('idempotent-replayed')).toBe('true');
+    expect(await retried.json()).toMatchObject({ name: 'base', block_number: base.block_number });
+    expect(await head(again)).toBe(base.block_number + 1);
     const listed = await admin(again, 'GET', '/sandbox/snapshots');
     expect(listed.body.snapshots.map((entry: { name: string }) => entry.name)).toEqual([
       'genesis',

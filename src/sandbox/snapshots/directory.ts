@@ -28,6 +28,7 @@ import {
   markRestoring,
   newSnapshotDir,
   pendingRestore,
+  pendingRestoreKeys,
   readSnapshotMeta,
   recoverSnapshotDirs,
   removeSnapshot,
@@ -76,7 +77,7 @@ export function directorySnapshots(deps: {
     prepareRestore: (name) => stageRestore(stateDir, store, name),
     async putInPlace(name, keys) {
       crashAt('crash-before-restore');
-      markRestoring(stateDir, name);
+      markRestoring(stateDir, name, keys);
       crashAt('crash-in-restore');
       try {
         await putInPlace(stateDir, store, name, (from) => index.replaceWith(from), keys);
@@ -244,18 +245,25 @@ export async function resumeRestore(
     );
   }
   try {
-    await putInPlace(stateDir, store, name, async (from) => {
-      removeIndexFiles(indexPath);
-      if (from !== undefined) {
-        // A copy that fails leaves no index.db: it is rebuilt from the chain.
-        try {
-          copyFileSync(from, indexPath);
-          chmodSync(indexPath, 0o600);
-        } catch {
-          removeIndexFiles(indexPath);
+    await putInPlace(
+      stateDir,
+      store,
+      name,
+      async (from) => {
+        removeIndexFiles(indexPath);
+        if (from !== undefined) {
+          // A copy that fails leaves no index.db: it is rebuilt from the chain.
+          try {
+            copyFileSync(from, indexPath);
+            chmodSync(indexPath, 0o600);
+          } catch {
+            removeIndexFiles(indexPath);
+          }
         }
-      }
-    });
+      },
+      // A keyed restore's key, said beside its name: it goes in with the rows now.
+      pendingRestoreKeys(stateDir),
+    );
   } catch (error) {
     throw new StartupError(
       `finishing the restore of snapshot ${name} (${join(stateDir, 'restoring.json')}) failed: ${(error as Error).message}`,

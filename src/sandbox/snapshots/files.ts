@@ -13,6 +13,7 @@ import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GENESIS_SNAPSHOT, SNAPSHOT_NAME_PATTERN } from '../../api/schemas/index.ts';
 import { fsyncPath } from '../../files/atomic.ts';
+import type { IdempotencyRow } from '../store/idempotency.ts';
 
 /**
  * Snapshots on disk: `STATE/snapshots/NAME/` (0700), each a directory of files written once
@@ -163,10 +164,33 @@ export function pendingRestore(stateDir: string): string | undefined {
   return (JSON.parse(readFileSync(path, 'utf8')) as { name: string }).name;
 }
 
-/** Says, on disk, that snapshot `name` is being put in place (see pendingRestore). */
-export function markRestoring(stateDir: string, name: string): void {
+/**
+ * The idempotency keys the interrupted restore was to put in with the snapshot's rows (a keyed
+ * restore's own): a start that finishes it puts them in, so that a retry is answered rather
+ * than restoring again. Their answers are sealed (plugins/idempotency.ts).
+ */
+export function pendingRestoreKeys(stateDir: string): IdempotencyRow[] {
+  const path = join(stateDir, RESTORING);
+  if (!existsSync(path)) return [];
+  const { keys = [] } = JSON.parse(readFileSync(path, 'utf8')) as {
+    keys?: Array<Omit<IdempotencyRow, 'answer'> & { answer: string }>;
+  };
+  return keys.map((key) => ({ ...key, answer: Buffer.from(key.answer, 'base64') }));
+}
+
+/**
+ * Says, on disk, that snapshot `name` is being put in place (see pendingRestore), with the
+ * keys to put in with its rows (see pendingRestoreKeys).
+ */
+export function markRestoring(stateDir: string, name: string, keys: IdempotencyRow[] = []): void {
   const temp = join(stateDir, `${RESTORING}.tmp`);
-  writeFileSync(temp, JSON.stringify({ name }), { mode: 0o600 });
+  const stored = keys.map((key) => ({
+    ...key,
+    answer: Buffer.from(key.answer).toString('base64'),
+  }));
+  writeFileSync(temp, JSON.stringify({ name, ...(stored.length > 0 && { keys: stored }) }), {
+    mode: 0o600,
+  });
   fsyncPath(temp);
   renameSync(temp, join(stateDir, RESTORING));
   fsyncPath(stateDir);
