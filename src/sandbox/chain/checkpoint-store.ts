@@ -179,22 +179,13 @@ export function databaseCheckpoints(sql: SqlBackend): CheckpointStore {
     write: (checkpoint, beforeCommit = () => {}) =>
       sql.transaction(async (tx) => {
         await tx.run(
-          `INSERT INTO chain_checkpoints (block_number, format, sandbox_id, chain_id, block_hash,
-                                          block_timestamp, deployment, state)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+          `INSERT INTO chain_checkpoints (${CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (block_number) DO UPDATE SET
              format = excluded.format, sandbox_id = excluded.sandbox_id,
              chain_id = excluded.chain_id, block_hash = excluded.block_hash,
              block_timestamp = excluded.block_timestamp, deployment = excluded.deployment,
              state = excluded.state`,
-          checkpoint.block_number,
-          checkpoint.format,
-          checkpoint.sandbox_id,
-          checkpoint.chain_id,
-          checkpoint.block_hash,
-          checkpoint.block_timestamp,
-          JSON.stringify(checkpoint.deployment),
-          Buffer.from(checkpoint.state.slice(2), 'hex'),
+          ...checkpointRow(checkpoint),
         );
         beforeCommit();
       }),
@@ -237,6 +228,20 @@ export function databaseCheckpoints(sql: SqlBackend): CheckpointStore {
 const CHECKPOINT_COLUMNS =
   'block_number, format, sandbox_id, chain_id, block_hash, block_timestamp, deployment, state';
 
+/** `checkpoint` as the values of CHECKPOINT_COLUMNS, in order (the dump as its bytes). */
+function checkpointRow(checkpoint: Checkpoint) {
+  return [
+    checkpoint.block_number,
+    checkpoint.format,
+    checkpoint.sandbox_id,
+    checkpoint.chain_id,
+    checkpoint.block_hash,
+    checkpoint.block_timestamp,
+    JSON.stringify(checkpoint.deployment),
+    Buffer.from(checkpoint.state.slice(2), 'hex'),
+  ] as const;
+}
+
 /**
  * The database's checkpoints as a snapshot kept in the database copies and restores them
  * (snapshots/database.ts), each inside the caller's transaction `tx`: a snapshot's schema holds
@@ -249,14 +254,7 @@ export const snapshotCheckpoints = {
     await tx.run(`CREATE TABLE ${schema}.chain_checkpoints (LIKE chain_checkpoints)`);
     await tx.run(
       `INSERT INTO ${schema}.chain_checkpoints (${CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      checkpoint.block_number,
-      checkpoint.format,
-      checkpoint.sandbox_id,
-      checkpoint.chain_id,
-      checkpoint.block_hash,
-      checkpoint.block_timestamp,
-      JSON.stringify(checkpoint.deployment),
-      Buffer.from(checkpoint.state.slice(2), 'hex'),
+      ...checkpointRow(checkpoint),
     );
   },
   /** The checkpoint `schema` holds (copyInto), as a checkpoint file holds it; undefined if none. */

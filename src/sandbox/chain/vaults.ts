@@ -64,7 +64,19 @@ export async function positionsOf(chain: SandboxChain, owner: Address) {
       return { id, address, shares, value };
     }),
   );
-  const held = all.filter((position) => position.shares > 0n);
+  return positionsAnswer(all.filter((position) => position.shares > 0n));
+}
+
+/** One vault's shares held, and their value in raw USDC. */
+export interface HeldPosition {
+  id: VaultId;
+  address: Address;
+  shares: bigint;
+  value: bigint;
+}
+
+/** Positions as Part A answers them, and their total value (raw USDC). */
+export function positionsAnswer(held: HeldPosition[]) {
   return {
     positions: held.map((position) => ({
       vault_id: position.id,

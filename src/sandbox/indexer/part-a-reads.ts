@@ -1,7 +1,7 @@
 import { type Address, getAddress } from 'viem';
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
-import { formatUsdc } from '../chain/vaults.ts';
+import { formatUsdc, type HeldPosition, positionsAnswer } from '../chain/vaults.ts';
 import { HttpError } from '../errors.ts';
 import type { Sql } from '../store/sql.ts';
 import { IndexUnavailableError } from './failure.ts';
@@ -63,7 +63,7 @@ export async function indexedPositions(
     owner.toLowerCase(),
   );
   const sharesOf = new Map(rows.map((row) => [row.vault, BigInt(row.shares)]));
-  const held = [];
+  const held: HeldPosition[] = [];
   for (const id of VAULT_IDS) {
     const address = deployment.vaults[id];
     const shares = sharesOf.get(address.toLowerCase()) ?? 0n;
@@ -74,16 +74,7 @@ export async function indexedPositions(
       : 0n;
     held.push({ id, address, shares, value });
   }
-  return {
-    positions: held.map((position) => ({
-      vault_id: position.id,
-      vault_address: position.address,
-      vault_name: VAULT_CONFIG[position.id].name,
-      shares: formatUsdc(position.shares),
-      value_usdc: formatUsdc(position.value),
-    })),
-    totalValueRaw: held.reduce((sum, position) => sum + position.value, 0n),
-  };
+  return positionsAnswer(held);
 }
 
 /**

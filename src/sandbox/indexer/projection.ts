@@ -715,13 +715,18 @@ function toPosition(row: StoredPosition | undefined): PositionRow {
   };
 }
 
-/** A vault state's row (vault_states, vault_corrections), as read. */
+/**
+ * A vault state's row (vault_states, vault_corrections), as read: BIGINT columns may come as
+ * numbers or decimal strings (SQLite, PostgreSQL).
+ */
 export interface StateRow {
+  block_number?: number | string;
+  timestamp?: number | string;
   balance: string;
   reserved: string;
   total_supply: string;
-  apy_bps: number;
-  last_accrual: number;
+  apy_bps: number | string;
+  last_accrual: number | string;
 }
 
 export function toState(row: StateRow): VaultState {

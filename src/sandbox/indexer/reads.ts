@@ -8,7 +8,7 @@ import type {
 } from '../../api/schemas/index.ts';
 import { VAULT_CONFIG } from '../chain/deployment.ts';
 import type { Sql } from '../store/sql.ts';
-import type { VaultState } from './projection.ts';
+import { type StateRow, toState, type VaultState } from './projection.ts';
 import { convertToAssets, totalAssetsAt } from './vault-math.ts';
 import type { IndexView } from './view.ts';
 
@@ -216,25 +216,4 @@ export async function vaultStateAt(
 ): Promise<VaultState | undefined> {
   const row = await sql.get<StateRow>(VAULT_STATE_AT_SQL, vault, at);
   return row && toState(row);
-}
-
-/** A vault_states row (BIGINT columns may come as numbers or decimal strings). */
-export interface StateRow {
-  block_number?: number | string;
-  timestamp?: number | string;
-  balance: string;
-  reserved: string;
-  total_supply: string;
-  apy_bps: number | string;
-  last_accrual: number | string;
-}
-
-export function toState(row: StateRow): VaultState {
-  return {
-    balance: BigInt(row.balance),
-    reserved: BigInt(row.reserved),
-    totalSupply: BigInt(row.total_supply),
-    apyBps: BigInt(row.apy_bps),
-    lastAccrual: BigInt(row.last_accrual),
-  };
 }

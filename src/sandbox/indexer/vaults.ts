@@ -12,7 +12,8 @@ import {
 import { VAULT_IDS } from '../../api/schemas/values.ts';
 import { type Deployment, VAULT_CONFIG } from '../chain/deployment.ts';
 import type { Sql } from '../store/sql.ts';
-import { isoTime, type StateRow, toState, VAULT_STATE_AT_SQL } from './reads.ts';
+import { type StateRow, toState } from './projection.ts';
+import { isoTime, VAULT_STATE_AT_SQL } from './reads.ts';
 import type { IndexedStrategy } from './strategies.ts';
 import {
   annualisedGrowth,
